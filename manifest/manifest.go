@@ -1,0 +1,66 @@
+// Package manifest reads and validates app manifests (SPEC §1–§2): the events an
+// app publishes, with their JSON Schemas, and the events it subscribes to.
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// DefaultDeliveryPath is appended to an app's endpoint when the manifest does
+// not name its own deliveryPath.
+const DefaultDeliveryPath = "/api/_internal/events/v1/deliver"
+
+// Manifest is one app's declaration of what it publishes and subscribes to.
+type Manifest struct {
+	App          string         `json:"app"`
+	Endpoint     string         `json:"endpoint"`
+	DeliveryPath string         `json:"deliveryPath,omitempty"`
+	Events       []Event        `json:"events"`
+	Subscribes   []Subscription `json:"subscribes"`
+
+	// Source names where the manifest was read from (a file path), for messages.
+	Source string `json:"-"`
+}
+
+// Event declares one published event type at one version.
+type Event struct {
+	Name        string          `json:"name"`
+	Version     int             `json:"version"`
+	Subject     string          `json:"subject"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Automation  *bool           `json:"automation,omitempty"`
+	Place       json.RawMessage `json:"place,omitempty"`
+	DataSchema  json.RawMessage `json:"dataSchema"`
+}
+
+// Subscription names an event type and version the app wants delivered.
+type Subscription struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+}
+
+// EventType is the full type of an event declared by app: "<app>.<name>".
+func EventType(app, name string) string { return app + "." + name }
+
+// SubscriptionID is the readable id "<subscriber-app>:<event-type>@<version>".
+func SubscriptionID(app, eventType string, version int) string {
+	return fmt.Sprintf("%s:%s@%d", app, eventType, version)
+}
+
+// IsAutomation reports the automation flag, which defaults to true.
+func (e Event) IsAutomation() bool { return e.Automation == nil || *e.Automation }
+
+// HasPlace reports whether the event is resource-scoped (a non-null place).
+func (e Event) HasPlace() bool {
+	return len(e.Place) > 0 && string(e.Place) != "null"
+}
+
+// Path is the delivery path: DeliveryPath or the default.
+func (m *Manifest) Path() string {
+	if m.DeliveryPath != "" {
+		return m.DeliveryPath
+	}
+	return DefaultDeliveryPath
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL cluster for make dev, make test and CI.
+#
+#   scripts/pg.sh start DIR   create (once) and start a cluster in DIR on a free
+#                             loopback port; prints its URL on stdout
+#   scripts/pg.sh stop DIR    stop it (fast shutdown)
+#   scripts/pg.sh url DIR     print the URL of a running cluster
+#
+# The server binaries refuse to run as root, so as root they run as the
+# 'postgres' user on a data directory that user owns.
+set -euo pipefail
+
+cmd=${1:-}; dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|url DIR" >&2; exit 2; }
+
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$pgbin" ] && command -v pg_ctl >/dev/null 2>&1; then pgbin=$(dirname "$(command -v pg_ctl)"); fi
+if [ -z "$pgbin" ] || [ ! -x "$pgbin/initdb" ]; then
+  cat >&2 <<'MSG'
+PostgreSQL server binaries (initdb, pg_ctl) were not found.
+Either install them (Debian/Ubuntu: apt-get install postgresql),
+or point Herald at an existing server with HERALD_DATABASE_URL=postgres://...,
+or run the whole stack with: docker compose up
+MSG
+  exit 1
+fi
+
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+  local p
+  for p in $(shuf -i 20000-40000 -n 200); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  echo "no free port found" >&2; return 1
+}
+
+url_of() { echo "postgres://herald@127.0.0.1:$(cat "$dir/port")/herald?sslmode=disable"; }
+
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    chmod 755 "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+      as_pg "$pgbin/initdb" -D "$dir/data" -U herald --auth=trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
+    if as_pg "$pgbin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then url_of; exit 0; fi
+    port=$(free_port)
+    echo "$port" >"$dir/port"
+    as_pg "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
+      start >/dev/null || { tail -n 20 "$dir/server.log" >&2; exit 1; }
+    as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qtAc \
+      "SELECT 1 FROM pg_database WHERE datname = 'herald'" | grep -q 1 \
+      || as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U herald herald
+    url_of
+    ;;
+  stop)
+    [ -d "$dir/data" ] && as_pg "$pgbin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+    ;;
+  url)
+    url_of
+    ;;
+  *) echo "usage: $0 start|stop|url DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,215 @@
+// Package workflows holds the Delivery workflow: one long-lived workflow per
+// (subscription, subject key) that delivers that key's events strictly in order.
+// This file is its public contract: names an operator types, ids, signal and
+// query payloads, and the search attributes shown in the Temporal UI.
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"herald/activities"
+)
+
+// TaskQueue is the task queue of the Delivery workflow and its activities.
+const TaskQueue = "herald"
+
+// DeliveryWorkflowType is the registered name of the Delivery workflow.
+const DeliveryWorkflowType = "Delivery"
+
+// Signal names (SPEC §5). Payloads are the *Signal types below.
+const (
+	// SignalEvent enqueues events; sent by the relay with an EventSignal.
+	SignalEvent = "event"
+	// SignalRedeliver retries the failed head with fresh attempts, or delivers a
+	// named, already delivered or cancelled event again before the queue.
+	SignalRedeliver = "redeliver"
+	// SignalCancel drops the failed head, a named queued event, or everything queued.
+	SignalCancel = "cancel"
+	// SignalPause holds this key until SignalResume.
+	SignalPause = "pause"
+	// SignalResume releases a paused key and re-checks a blocked or paused subscription.
+	SignalResume = "resume"
+	// SignalAttempt is internal: the deliver activity reports each failed attempt
+	// so the workflow's status, query and search attributes stay exact while
+	// Temporal retries the activity.
+	SignalAttempt = activities.SignalAttempt
+)
+
+// QueryState is the query that returns a State as JSON.
+const QueryState = "state"
+
+// Statuses of a delivery workflow, also its HeraldStatus search attribute.
+const (
+	StatusIdle        = "idle"
+	StatusDelivering  = "delivering"
+	StatusRetrying    = "retrying"
+	StatusUnreachable = "unreachable"
+	StatusFailed      = "failed"
+	StatusBlocked     = "blocked"
+	StatusPaused      = "paused"
+)
+
+// Search attributes, registered by the dev scripts and docker-compose.
+var (
+	SASubscription = temporal.NewSearchAttributeKeyKeyword("HeraldSubscription")
+	SAApp          = temporal.NewSearchAttributeKeyKeyword("HeraldApp")
+	SAEventType    = temporal.NewSearchAttributeKeyKeyword("HeraldEventType")
+	SAStatus       = temporal.NewSearchAttributeKeyKeyword("HeraldStatus")
+	SAQueued       = temporal.NewSearchAttributeKeyInt64("HeraldQueued")
+)
+
+// DeliveryID is the workflow id of the delivery workflow of one subscription and
+// subject key: "deliver:<subscription-id>:<subject-key>".
+func DeliveryID(subscriptionID, subjectKey string) string {
+	return "deliver:" + subscriptionID + ":" + subjectKey
+}
+
+// Event is one event as it travels in a signal and is queued: its id, its
+// sequence number in the event log and the CloudEvent envelope to POST.
+type Event = activities.Event
+
+// EventSignal is the payload of SignalEvent.
+type EventSignal struct {
+	Events []Event `json:"events"`
+}
+
+// RedeliverSignal is the payload of SignalRedeliver.
+type RedeliverSignal struct {
+	EventID string `json:"eventId,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// CancelSignal is the payload of SignalCancel.
+type CancelSignal struct {
+	EventID string `json:"eventId,omitempty"`
+	All     bool   `json:"all,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// ControlSignal is the payload of SignalPause and SignalResume.
+type ControlSignal struct {
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Params configure a delivery workflow. The relay passes them when it starts
+// the workflow; they are carried across continue-as-new.
+type Params struct {
+	SubscriptionID string `json:"subscriptionId"`
+	SubscriberApp  string `json:"subscriberApp"`
+	EventType      string `json:"eventType"`
+	SubjectKey     string `json:"subjectKey"`
+
+	// RetrySchedule holds the delay before each retry; len+1 attempts in all.
+	RetrySchedule []time.Duration `json:"retrySchedule,omitempty"`
+	// DeliveryTimeout bounds one HTTP attempt.
+	DeliveryTimeout time.Duration `json:"deliveryTimeout,omitempty"`
+	// RearmCooldown is how long a failed key waits before re-arming itself.
+	RearmCooldown time.Duration `json:"rearmCooldown,omitempty"`
+	// MaxRearms caps consecutive automatic re-arms.
+	MaxRearms int `json:"maxRearms,omitempty"`
+	// IdleTimeout completes the workflow after this long with nothing queued.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// RecheckInterval is how often a blocked or paused subscription is re-checked.
+	RecheckInterval time.Duration `json:"recheckInterval,omitempty"`
+	// MaxBatch caps how many consecutive events one activity execution delivers.
+	MaxBatch int `json:"maxBatch,omitempty"`
+	// SignalsPerRun triggers continue-as-new after this many signals in a run.
+	SignalsPerRun int `json:"signalsPerRun,omitempty"`
+
+	// Carry is the state handed over by continue-as-new; nil on a fresh start.
+	Carry *Carry `json:"carry,omitempty"`
+}
+
+// DefaultRetrySchedule is SPEC §5's schedule: 8 attempts in all.
+var DefaultRetrySchedule = []time.Duration{
+	time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute,
+	10 * time.Minute, 30 * time.Minute, time.Hour,
+}
+
+// WithDefaults fills every zero setting with its default.
+func (p Params) WithDefaults() Params {
+	if len(p.RetrySchedule) == 0 {
+		p.RetrySchedule = DefaultRetrySchedule
+	}
+	if p.DeliveryTimeout <= 0 {
+		p.DeliveryTimeout = 30 * time.Second
+	}
+	if p.RearmCooldown <= 0 {
+		p.RearmCooldown = time.Hour
+	}
+	if p.MaxRearms <= 0 {
+		p.MaxRearms = 3
+	}
+	if p.IdleTimeout <= 0 {
+		p.IdleTimeout = 10 * time.Minute
+	}
+	if p.RecheckInterval <= 0 {
+		p.RecheckInterval = time.Minute
+	}
+	if p.MaxBatch <= 0 {
+		p.MaxBatch = 50
+	}
+	if p.SignalsPerRun <= 0 {
+		p.SignalsPerRun = 2000
+	}
+	return p
+}
+
+// MaxAttempts is the number of attempts a delivery gets: one more than retries.
+func (p Params) MaxAttempts() int { return len(p.RetrySchedule) + 1 }
+
+// State is the result of QueryState.
+type State struct {
+	Subscription string        `json:"subscription"`
+	Subject      string        `json:"subject"`
+	Status       string        `json:"status"`
+	Head         *HeadState    `json:"head,omitempty"`
+	Queued       []QueuedEvent `json:"queued"`
+	Counters     Counters      `json:"counters"`
+	Outcomes     []Outcome     `json:"outcomes"`
+	KeyPaused    bool          `json:"keyPaused,omitempty"`
+}
+
+// HeadState describes the event at the head of the queue.
+type HeadState struct {
+	EventID       string     `json:"eventId"`
+	Seq           int64      `json:"seq"`
+	Type          string     `json:"type"`
+	Attempt       int        `json:"attempt"`
+	Code          string     `json:"code,omitempty"`
+	LastError     string     `json:"lastError,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+}
+
+// QueuedEvent is one queued event as the state query shows it.
+type QueuedEvent struct {
+	EventID string `json:"eventId"`
+	Seq     int64  `json:"seq"`
+	Type    string `json:"type"`
+	// HeldBy names the event id this one waits behind, when the head is stuck.
+	HeldBy string `json:"heldBy,omitempty"`
+}
+
+// Counters count outcomes over the workflow's whole life (carried across runs).
+type Counters struct {
+	Delivered int `json:"delivered"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	Rearms    int `json:"rearms"`
+}
+
+// Outcome is one final outcome of one event (the last 20 are kept).
+type Outcome struct {
+	EventID  string    `json:"eventId"`
+	Seq      int64     `json:"seq"`
+	Result   string    `json:"result"` // delivered, failed, cancelled
+	Code     string    `json:"code,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
+}
