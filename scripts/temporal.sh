@@ -13,10 +13,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/.tools/bin/temporal"
 
 install() {
-  if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "${version#v}"; then echo "$bin"; return; fi
+  # go install reports no module version in the binary, so a stamp file records it.
+  if [ -x "$bin" ] && [ "$(cat "$bin.version" 2>/dev/null)" = "$version" ]; then echo "$bin"; return; fi
   echo "building the Temporal CLI $version (a few minutes, once)..." >&2
   mkdir -p "$root/.tools/bin"
   GOBIN="$root/.tools/bin" GOFLAGS=-buildvcs=false go install "github.com/temporalio/cli/cmd/temporal@$version" >&2
+  echo "$version" >"$bin.version"
   echo "$bin"
 }
 

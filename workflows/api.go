@@ -5,7 +5,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
