@@ -1,0 +1,28 @@
+# Herald's two set-up commands are `make dev` and `make test`; see README.md.
+.PHONY: dev test build vet temporal-cli clean
+
+GO ?= go
+
+## dev: run the whole system locally with demo data (PostgreSQL, Temporal, worker, example subscriber)
+dev:
+	scripts/dev.sh
+
+## test: vet, gofmt check and all tests (race detector) against real PostgreSQL and Temporal
+test:
+	scripts/test.sh
+
+## build: compile the binaries into bin/
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./workers ./starter ./examples/subscriber
+
+vet:
+	$(GO) vet ./...
+
+## temporal-cli: build the pinned Temporal CLI into .tools/bin
+temporal-cli:
+	scripts/temporal.sh install
+
+## clean: stop local services and remove local state (keeps the built Temporal CLI)
+clean:
+	-scripts/dev.sh stop
+	rm -rf .dev bin

@@ -1,0 +1,189 @@
+// Package config reads Herald's settings from the environment (SPEC §8). The
+// `env` tag of each field names its variable; docs and docker-compose are
+// checked against these tags.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"herald/netguard"
+	"herald/workflows"
+)
+
+// Common is what both binaries read.
+type Common struct {
+	DatabaseURL       string `env:"HERALD_DATABASE_URL"`
+	TemporalAddress   string `env:"TEMPORAL_ADDRESS"`
+	TemporalNamespace string `env:"TEMPORAL_NAMESPACE"`
+	LogLevel          string `env:"HERALD_LOG_LEVEL"`
+}
+
+// Worker is the worker process's configuration.
+type Worker struct {
+	Common
+	HTTPAddr        string        `env:"HERALD_HTTP_ADDR"`
+	SigningKey      string        `env:"HERALD_SIGNING_KEY"`
+	AllowNetworks   string        `env:"HERALD_ALLOW_NETWORKS"`
+	RetrySchedule   string        `env:"HERALD_RETRY_SCHEDULE"`
+	DeliveryTimeout time.Duration `env:"HERALD_DELIVERY_TIMEOUT"`
+	RearmCooldown   time.Duration `env:"HERALD_REARM_COOLDOWN"`
+	MaxRearms       int           `env:"HERALD_MAX_REARMS"`
+	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
+	DBMaxConns      int           `env:"HERALD_DB_MAX_CONNS"`
+	Issuer          string        `env:"HERALD_JWT_ISSUER"`
+
+	// Parsed forms, filled by LoadWorker.
+	Allow    []netip.Prefix  `env:"-"`
+	Schedule []time.Duration `env:"-"`
+}
+
+// Defaults.
+const (
+	DefaultTemporalAddress   = "127.0.0.1:7233"
+	DefaultTemporalNamespace = "default"
+	DefaultHTTPAddr          = "127.0.0.1:8088"
+	DefaultLogLevel          = "info"
+)
+
+// LoadCommon reads the shared settings.
+func LoadCommon(getenv func(string) string) (Common, error) {
+	var c Common
+	if err := fill(&c, getenv); err != nil {
+		return c, err
+	}
+	if c.TemporalAddress == "" {
+		c.TemporalAddress = DefaultTemporalAddress
+	}
+	if c.TemporalNamespace == "" {
+		c.TemporalNamespace = DefaultTemporalNamespace
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	return c, nil
+}
+
+// LoadWorker reads and checks the worker's settings.
+func LoadWorker(getenv func(string) string) (Worker, error) {
+	var w Worker
+	if err := fill(&w, getenv); err != nil {
+		return w, err
+	}
+	common, err := LoadCommon(getenv)
+	if err != nil {
+		return w, err
+	}
+	w.Common = common
+	if w.DatabaseURL == "" {
+		return w, fmt.Errorf("HERALD_DATABASE_URL is required")
+	}
+	if w.SigningKey == "" {
+		return w, fmt.Errorf("HERALD_SIGNING_KEY is required: a PEM file or a directory of them (starter keys generate --out DIR)")
+	}
+	if w.HTTPAddr == "" {
+		w.HTTPAddr = DefaultHTTPAddr
+	}
+	if w.Allow, err = netguard.ParseAllowList(w.AllowNetworks); err != nil {
+		return w, fmt.Errorf("HERALD_ALLOW_NETWORKS: %w", err)
+	}
+	if w.Schedule, err = ParseSchedule(w.RetrySchedule); err != nil {
+		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
+	}
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 {
+		return w, fmt.Errorf("durations and counts must not be negative")
+	}
+	return w, nil
+}
+
+// DeliveryParams are the settings handed to delivery workflows.
+func (w Worker) DeliveryParams() workflows.Params {
+	return workflows.Params{
+		RetrySchedule:   w.Schedule,
+		DeliveryTimeout: w.DeliveryTimeout,
+		RearmCooldown:   w.RearmCooldown,
+		MaxRearms:       w.MaxRearms,
+		IdleTimeout:     w.IdleTimeout,
+	}.WithDefaults()
+}
+
+// ParseSchedule parses comma-separated Go durations, one per retry; empty
+// means the default schedule.
+func ParseSchedule(s string) ([]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return workflows.DefaultRetrySchedule, nil
+	}
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration (like 1s, 5m, 1h)", strings.TrimSpace(part))
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("%q: delays must be positive", strings.TrimSpace(part))
+		}
+		out = append(out, d)
+	}
+	if len(out) > 100 {
+		return nil, fmt.Errorf("at most 100 retries")
+	}
+	return out, nil
+}
+
+// EnvNames lists the variables a config struct reads (for docs and checks).
+func EnvNames(v any) []string {
+	var out []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			out = append(out, EnvNames(reflect.New(f.Type).Elem().Interface())...)
+			continue
+		}
+		if name := f.Tag.Get("env"); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// fill sets each tagged field of the struct behind ptr from getenv.
+func fill(ptr any, getenv func(string) string) error {
+	v := reflect.ValueOf(ptr).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("env")
+		if f.Anonymous || name == "" || name == "-" {
+			continue
+		}
+		raw := strings.TrimSpace(getenv(name))
+		if raw == "" {
+			continue
+		}
+		field := v.Field(i)
+		switch field.Interface().(type) {
+		case string:
+			field.SetString(raw)
+		case int:
+			n, err := strconv.Atoi(raw)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a whole number", name, raw)
+			}
+			field.SetInt(int64(n))
+		case time.Duration:
+			d, err := time.ParseDuration(raw)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration (like 30s, 5m)", name, raw)
+			}
+			field.SetInt(int64(d))
+		default:
+			return fmt.Errorf("config field %s has an unsupported type", f.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+// Package relay moves accepted events from the PostgreSQL outbox into
+// Temporal: it fans each event out to the delivery workflow of every
+// deliverable subscription and subject key with SignalWithStartWorkflow, and
+// marks events dispatched only after Temporal accepted every signal.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"herald/activities"
+	"herald/store"
+	"herald/workflows"
+)
+
+// Signaler is the part of a Temporal client the relay uses.
+type Signaler interface {
+	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
+		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+}
+
+// Relay is the outbox relay. One relay per database is the leader (a
+// PostgreSQL advisory lock); others stand by, so two worker replicas never
+// dispatch concurrently and never reorder a key.
+type Relay struct {
+	Store    *store.Store
+	Temporal Signaler
+	Logger   *zap.Logger
+	// Params are given to the delivery workflows the relay starts.
+	Params workflows.Params
+	// BatchSize caps the events read per round (default 1000).
+	BatchSize int
+	// PollInterval is the fallback wake-up when no notification arrives (default 1s).
+	PollInterval time.Duration
+	// Parallel caps the signals in flight at once (default 32).
+	Parallel int
+	// MaxEventsPerSignal caps the events of one key in one signal (default 100).
+	MaxEventsPerSignal int
+	// OnRound, when set, is called after every round (metrics, tests).
+	OnRound func(r Round)
+
+	leader bool
+	mu     sync.Mutex
+}
+
+// Round describes one dispatch round.
+type Round struct {
+	Events     int // events read
+	Dispatched int // events marked dispatched
+	Signals    int // signals sent
+	Failed     int // signals that failed (their events wait for the next round)
+}
+
+func (r *Relay) defaults() {
+	if r.BatchSize <= 0 {
+		r.BatchSize = 1000
+	}
+	if r.PollInterval <= 0 {
+		r.PollInterval = time.Second
+	}
+	if r.Parallel <= 0 {
+		r.Parallel = 32
+	}
+	if r.MaxEventsPerSignal <= 0 {
+		r.MaxEventsPerSignal = 100
+	}
+	if r.Logger == nil {
+		r.Logger = zap.NewNop()
+	}
+}
+
+// IsLeader reports whether this relay currently holds the leader lock.
+func (r *Relay) IsLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leader
+}
+
+func (r *Relay) setLeader(v bool) {
+	r.mu.Lock()
+	r.leader = v
+	r.mu.Unlock()
+}
+
+// Run relays until ctx ends. It survives database and Temporal outages,
+// retrying with the poll interval.
+func (r *Relay) Run(ctx context.Context) error {
+	r.defaults()
+	for ctx.Err() == nil {
+		err := r.lead(ctx)
+		r.setLeader(false)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			r.Logger.Warn("relay interrupted", zap.Error(err))
+		}
+		sleep(ctx, r.PollInterval)
+	}
+	return nil
+}
+
+// lead takes the leader lock on a dedicated connection, then dispatches until
+// ctx ends or the connection fails. Without the lock it returns nil at once.
+func (r *Relay) lead(ctx context.Context) error {
+	conn, err := r.Store.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire relay connection: %w", err)
+	}
+	// A session-level lock dies with its connection: destroy it rather than
+	// hand a connection holding the lock back to the pool.
+	defer destroy(conn)
+	var got bool
+	if err := conn.QueryRow(ctx,
+		`SELECT pg_try_advisory_lock(hashtext('herald.relay:' || current_schema()))`).Scan(&got); err != nil {
+		return fmt.Errorf("take relay lock: %w", err)
+	}
+	if !got {
+		return nil
+	}
+	r.setLeader(true)
+	r.Logger.Info("relay is the leader")
+	if _, err := conn.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	for ctx.Err() == nil {
+		round, err := r.DispatchOnce(ctx)
+		if err != nil {
+			return err
+		}
+		if r.OnRound != nil {
+			r.OnRound(round)
+		}
+		if round.Events == r.BatchSize && round.Failed == 0 {
+			continue // more is waiting
+		}
+		if round.Failed > 0 {
+			sleep(ctx, r.PollInterval)
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, r.PollInterval)
+		_, err = conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+	}
+	return nil
+}
+
+// key is one delivery workflow: a subscription and a subject key.
+type key struct {
+	sub     store.Deliverable
+	subject string
+}
+
+// group is the events of one key in this round, in sequence order.
+type group struct {
+	key    key
+	events []store.PendingEvent
+}
+
+// DispatchOnce reads one batch of undispatched events and signals them.
+func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
+	r.defaults()
+	evs, err := r.Store.Undispatched(ctx, r.BatchSize)
+	if err != nil || len(evs) == 0 {
+		return Round{}, err
+	}
+	subs, err := r.Store.DeliverableSubscriptions(ctx)
+	if err != nil {
+		return Round{}, err
+	}
+	byType := map[string][]store.Deliverable{}
+	for _, s := range subs {
+		t := fmt.Sprintf("%s@%d", s.Type, s.Version)
+		byType[t] = append(byType[t], s)
+	}
+
+	groups := map[key]*group{}
+	var order []*group
+	for _, ev := range evs {
+		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+			k := key{sub: s, subject: ev.Subject}
+			g := groups[k]
+			if g == nil {
+				g = &group{key: k}
+				groups[k] = g
+				order = append(order, g)
+			}
+			g.events = append(g.events, ev)
+		}
+	}
+
+	// Keys go out in parallel; one key's events go in sequence order, in as
+	// few signals as MaxEventsPerSignal allows, stopping at a failure.
+	failedSeq := map[int64]bool{}
+	var mu sync.Mutex
+	round := Round{Events: len(evs)}
+	sem := make(chan struct{}, r.Parallel)
+	var wg sync.WaitGroup
+	for _, g := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(g *group) {
+			defer func() { <-sem; wg.Done() }()
+			sent, failedAt := r.signalGroup(ctx, g)
+			mu.Lock()
+			defer mu.Unlock()
+			round.Signals += sent
+			if failedAt >= 0 {
+				round.Failed++
+				for _, ev := range g.events[failedAt:] {
+					failedSeq[ev.Seq] = true
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+
+	var done []int64
+	for _, ev := range evs {
+		if !failedSeq[ev.Seq] {
+			done = append(done, ev.Seq)
+		}
+	}
+	if err := r.Store.MarkDispatched(ctx, done); err != nil {
+		return round, err
+	}
+	round.Dispatched = len(done)
+	return round, nil
+}
+
+// signalGroup sends one key's events; it returns the signals sent and the
+// index of the first event not accepted (-1 when all were).
+func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) {
+	params := r.Params
+	params.SubscriptionID = g.key.sub.ID
+	params.SubscriberApp = g.key.sub.App
+	params.EventType = g.key.sub.Type
+	params.SubjectKey = g.key.subject
+	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
+	for start := 0; start < len(g.events); start += r.MaxEventsPerSignal {
+		end := min(start+r.MaxEventsPerSignal, len(g.events))
+		sig := workflows.EventSignal{Events: make([]activities.Event, 0, end-start)}
+		for _, ev := range g.events[start:end] {
+			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq, Type: ev.Type, Envelope: ev.Envelope})
+		}
+		if _, err := r.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalEvent, sig, opts,
+			workflows.DeliveryWorkflowType, params); err != nil {
+			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
+			return sent, start
+		}
+		sent++
+	}
+	return sent, -1
+}
+
+func destroy(c *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Conn().Close(ctx)
+	c.Release()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make test: vet, then every test with the race detector against a real
+# PostgreSQL and a real Temporal dev server. Both are started here (and
+# stopped afterwards) unless HERALD_DATABASE_URL / TEMPORAL_ADDRESS are set.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+state="$root/.dev/test"
+mkdir -p "$state"
+
+started_pg=""; started_temporal=""
+cleanup() {
+  [ -n "$started_temporal" ] && scripts/temporal.sh stop "$state/temporal" || true
+  [ -n "$started_pg" ] && scripts/pg.sh stop "$state/pg" || true
+}
+trap cleanup EXIT
+
+if [ -z "${HERALD_DATABASE_URL:-}" ]; then
+  rm -rf "$state/pg"
+  HERALD_DATABASE_URL=$(scripts/pg.sh start "$state/pg"); started_pg=1
+  export HERALD_DATABASE_URL
+fi
+if [ -z "${TEMPORAL_ADDRESS:-}" ]; then
+  rm -rf "$state/temporal"
+  TEMPORAL_ADDRESS=$(scripts/temporal.sh start "$state/temporal" --headless); started_temporal=1
+  export TEMPORAL_ADDRESS
+fi
+echo "PostgreSQL: $HERALD_DATABASE_URL"
+echo "Temporal:   $TEMPORAL_ADDRESS"
+
+echo "== go vet"
+go vet ./...
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+echo "== go test -race"
+go test -race -count=1 -timeout 20m "${@:-./...}"

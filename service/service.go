@@ -1,0 +1,196 @@
+// Package service is the worker process: it wires PostgreSQL, Temporal, the
+// signer, the address guard, the Delivery workflow and its activities, the
+// relay and the HTTP endpoints together, and runs them until stopped.
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"herald/activities"
+	"herald/config"
+	"herald/internal/zaplog"
+	"herald/metrics"
+	"herald/netguard"
+	"herald/relay"
+	"herald/signing"
+	"herald/store"
+	"herald/workflows"
+)
+
+// Service is a running worker process.
+type Service struct {
+	cfg      config.Worker
+	log      *zap.Logger
+	Store    *store.Store
+	Temporal client.Client
+	Keys     *signing.KeySet
+	Metrics  *metrics.Metrics
+	Relay    *relay.Relay
+	worker   worker.Worker
+	listener net.Listener
+	server   *http.Server
+}
+
+// New connects to PostgreSQL (applying migrations) and Temporal, loads the
+// signing keys and builds every part; Run starts them.
+func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, error) {
+	s := &Service{cfg: cfg, log: log, Metrics: metrics.New()}
+	keys, err := signing.LoadKeys(cfg.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing keys: %w", err)
+	}
+	s.Keys = keys
+	maxConns := int32(cfg.DBMaxConns)
+	if maxConns == 0 {
+		maxConns = 20
+	}
+	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: maxConns}); err != nil {
+		return nil, err
+	}
+	if applied, err := s.Store.Migrate(ctx); err != nil {
+		s.Store.Close()
+		return nil, err
+	} else if len(applied) > 0 {
+		log.Info("applied migrations", zap.Ints("versions", applied))
+	}
+	s.Temporal, err = client.Dial(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    zaplog.ForTemporal(log.Named("temporal")),
+	})
+	if err != nil {
+		s.Store.Close()
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+
+	guard := netguard.New(cfg.Allow)
+	acts := &activities.Activities{
+		Poster: &activities.Poster{
+			Client: netguard.NewHTTPClient(guard, netguard.ClientOptions{}),
+			Signer: signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
+		},
+		Store:    activityStore{s.Store},
+		Signaler: s.Temporal,
+		Observer: s.Metrics,
+		Logger:   log.Named("activities"),
+	}
+	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{})
+	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
+	s.worker.RegisterActivity(acts)
+
+	s.Relay = &relay.Relay{
+		Store:    s.Store,
+		Temporal: s.Temporal,
+		Logger:   log.Named("relay"),
+		Params:   cfg.DeliveryParams(),
+	}
+	s.Metrics.RelayLag(s.Store.RelayLag)
+
+	s.listener, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.server = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (s *Service) Addr() string { return s.listener.Addr().String() }
+
+// Run starts the worker, the relay and the HTTP server, and stops them
+// gracefully when ctx ends: the HTTP server first, then the relay, then the
+// Temporal worker (which lets running activities finish).
+func (s *Service) Run(ctx context.Context) error {
+	defer s.close()
+	if err := s.worker.Start(); err != nil {
+		return fmt.Errorf("start Temporal worker: %w", err)
+	}
+	var wg sync.WaitGroup
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = s.Relay.Run(relayCtx)
+	}()
+	httpErr := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			httpErr <- err
+		}
+	}()
+	s.log.Info("worker running", zap.String("http", s.Addr()), zap.String("temporal", s.cfg.TemporalAddress),
+		zap.String("taskQueue", workflows.TaskQueue), zap.Strings("signingKeys", s.Keys.Kids()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-httpErr:
+	}
+	s.log.Info("stopping")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.server.Shutdown(shutdownCtx)
+	stopRelay()
+	wg.Wait()
+	s.worker.Stop()
+	s.log.Info("stopped")
+	return runErr
+}
+
+func (s *Service) close() {
+	if s.Temporal != nil {
+		s.Temporal.Close()
+	}
+	if s.Store != nil {
+		s.Store.Close()
+	}
+}
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.Metrics.Handler())
+	mux.Handle("GET /.well-known/jwks.json", signing.JWKSHandler(s.Keys))
+	return mux
+}
+
+// readyz answers 200 only while both PostgreSQL and Temporal answer.
+func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	status := http.StatusOK
+	if err := s.Store.Ping(ctx); err != nil {
+		checks["database"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	if _, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		checks["temporal"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	checks["relayLeader"] = fmt.Sprint(s.Relay.IsLeader())
+	writeJSON(w, status, checks)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Audit actions (SPEC §7).
+const (
+	ActionAppApplied               = "app.applied"
+	ActionAppRemoved               = "app.removed"
+	ActionDeclarationRetired       = "declaration.retired"
+	ActionDeclarationRestored      = "declaration.restored"
+	ActionSubscriptionFirstSeen    = "subscription.first_seen"
+	ActionSubscriptionStateChanged = "subscription.state_changed"
+	ActionDeliveryFailed           = "delivery.failed"
+	ActionDeliveryRedelivered      = "delivery.redelivered"
+	ActionDeliveryCancelled        = "delivery.cancelled"
+	ActionDeliveryRearmed          = "delivery.rearmed"
+	ActionDeliveryPaused           = "delivery.paused"
+	ActionDeliveryResumed          = "delivery.resumed"
+)
+
+// Audit target types.
+const (
+	// TargetApp: the target id is an app id.
+	TargetApp = "app"
+	// TargetDeclaration: the target id is "<event-type>@<version>".
+	TargetDeclaration = "declaration"
+	// TargetSubscription: the target id is a subscription id.
+	TargetSubscription = "subscription"
+	// TargetDelivery: the target id is a delivery workflow id.
+	TargetDelivery = "delivery"
+)
+
+// Audit outcomes.
+const (
+	OutcomeAllowed = "allowed"
+	OutcomeFailed  = "failed"
+)
+
+// ActorSystem is the actor of changes Herald makes on its own.
+const ActorSystem = "system"
+
+// Limits of ListAudit.
+const (
+	DefaultAuditLimit = 50
+	MaxAuditLimit     = 1000
+)
+
+// AuditEntry is one row to append to the audit trail.
+type AuditEntry struct {
+	Action string
+	// Outcome is OutcomeAllowed (the default when empty) or OutcomeFailed.
+	Outcome string
+	// Actor is ActorSystem (the default when empty) or an operator's name.
+	Actor      string
+	TargetType string
+	TargetID   string
+	// ErrorCode is stored as NULL when empty.
+	ErrorCode string
+	// Metadata is stored as a JSON object; nil stores {}.
+	Metadata map[string]any
+}
+
+// AuditRow is one stored audit row.
+type AuditRow struct {
+	ID         int64           `db:"id" json:"id"`
+	At         time.Time       `db:"at" json:"at"`
+	Action     string          `db:"action" json:"action"`
+	Outcome    string          `db:"outcome" json:"outcome"`
+	Actor      string          `db:"actor" json:"actor"`
+	TargetType string          `db:"target_type" json:"targetType"`
+	TargetID   string          `db:"target_id" json:"targetId"`
+	ErrorCode  string          `db:"error_code" json:"errorCode,omitempty"`
+	Metadata   json.RawMessage `db:"metadata" json:"metadata"`
+}
+
+// AuditFilter selects audit rows for ListAudit. Empty fields do not filter.
+type AuditFilter struct {
+	// TargetID matches the target id exactly, or as a prefix when it ends
+	// with "*" ("billing:*" matches every target id starting with "billing:").
+	// Only a trailing "*" is special.
+	TargetID string
+	// Action matches the action exactly.
+	Action string
+	// Limit caps the rows returned: DefaultAuditLimit when zero or negative,
+	// at most MaxAuditLimit.
+	Limit int
+}
+
+// AppendAudit appends e to the audit trail through q, so the row commits or
+// rolls back with the caller's transaction when q is one.
+func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
+	if e.Action == "" {
+		return errors.New("append audit: action is required")
+	}
+	if e.Outcome == "" {
+		e.Outcome = OutcomeAllowed
+	}
+	if e.Actor == "" {
+		e.Actor = ActorSystem
+	}
+	meta := []byte("{}")
+	if e.Metadata != nil {
+		b, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return fmt.Errorf("append audit %s: encode metadata: %w", e.Action, err)
+		}
+		meta = b
+	}
+	var code *string
+	if e.ErrorCode != "" {
+		code = &e.ErrorCode
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
+		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta)); err != nil {
+		return fmt.Errorf("append audit %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+// Audit appends e to the audit trail in its own statement.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return AppendAudit(ctx, s.Pool, e)
+}
+
+// ListAudit returns the audit rows matching f, newest first.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultAuditLimit
+	}
+	limit = min(limit, MaxAuditLimit)
+
+	var where []string
+	var args []any
+	if f.TargetID != "" {
+		if prefix, ok := strings.CutSuffix(f.TargetID, "*"); ok {
+			args = append(args, likePrefix(prefix))
+			where = append(where, fmt.Sprintf(`target_id LIKE $%d ESCAPE '\'`, len(args)))
+		} else {
+			args = append(args, f.TargetID)
+			where = append(where, fmt.Sprintf(`target_id = $%d`, len(args)))
+		}
+	}
+	if f.Action != "" {
+		args = append(args, f.Action)
+		where = append(where, fmt.Sprintf(`action = $%d`, len(args)))
+	}
+	sql := `SELECT id, at, action, outcome, actor, target_type, target_id,
+	               COALESCE(error_code, '') AS error_code, metadata
+	          FROM audit`
+	if len(where) > 0 {
+		sql += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	args = append(args, limit)
+	sql += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+
+	rows, err := s.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[AuditRow])
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	return out, nil
+}
+
+// likePrefix turns a literal prefix into a LIKE pattern matching it, escaping
+// LIKE's own wildcards with a backslash.
+func likePrefix(prefix string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(prefix) + "%"
+}

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CatalogEntry is one declared event type at one version with the
+// subscriptions to it.
+type CatalogEntry struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	App     string `json:"app"`
+	Subject string `json:"subject"`
+	Title   string `json:"title,omitempty"`
+	// Retired is true when the declaring app no longer declares it (or was
+	// removed).
+	Retired bool `json:"retired"`
+	// Place is true for resource-scoped events, which cannot be subscribed to.
+	Place       bool                `json:"place"`
+	Subscribers []CatalogSubscriber `json:"subscribers"`
+}
+
+// CatalogSubscriber is one subscription in a CatalogEntry.
+type CatalogSubscriber struct {
+	SubscriptionID string `json:"subscriptionId"`
+	App            string `json:"app"`
+	State          string `json:"state"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// Catalog returns every declaration, retired ones included, ordered by type
+// and version, each with all subscriptions to its type and version (cancelled
+// ones included, ordered by subscription id). Subscriptions to types nobody
+// declares are not listed here; ListSubscriptions shows them.
+func (s *Store) Catalog(ctx context.Context) ([]CatalogEntry, error) {
+	type row struct {
+		Type     string `db:"type"`
+		Version  int    `db:"version"`
+		App      string `db:"app"`
+		Subject  string `db:"subject"`
+		Title    string `db:"title"`
+		Retired  bool   `db:"retired"`
+		Place    bool   `db:"place"`
+		SubID    string `db:"sub_id"`
+		SubApp   string `db:"sub_app"`
+		SubState string `db:"sub_state"`
+		SubWhy   string `db:"sub_reason"`
+	}
+	// A declaration counts as retired while its app is removed, whatever
+	// retired_at says, since subscriptions cannot use it then either.
+	rows, err := s.Pool.Query(ctx, `
+		SELECT d.type, d.version, d.app, d.subject, d.title,
+		       d.retired_at IS NOT NULL OR a.removed_at IS NOT NULL AS retired,
+		       d.place IS NOT NULL AND d.place <> 'null'::jsonb AS place,
+		       COALESCE(s.id, '') AS sub_id, COALESCE(s.app, '') AS sub_app,
+		       COALESCE(s.state, '') AS sub_state, COALESCE(s.reason, '') AS sub_reason
+		  FROM declarations d
+		  JOIN apps a ON a.id = d.app
+		  LEFT JOIN subscriptions s ON s.type = d.type AND s.version = d.version
+		 ORDER BY d.type, d.version, s.id`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	flat, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	out := []CatalogEntry{}
+	for _, r := range flat {
+		if n := len(out); n == 0 || out[n-1].Type != r.Type || out[n-1].Version != r.Version {
+			out = append(out, CatalogEntry{
+				Type: r.Type, Version: r.Version, App: r.App, Subject: r.Subject, Title: r.Title,
+				Retired: r.Retired, Place: r.Place, Subscribers: []CatalogSubscriber{},
+			})
+		}
+		if r.SubID != "" {
+			e := &out[len(out)-1]
+			e.Subscribers = append(e.Subscribers, CatalogSubscriber{
+				SubscriptionID: r.SubID, App: r.SubApp, State: r.SubState, Reason: r.SubWhy,
+			})
+		}
+	}
+	return out, nil
+}

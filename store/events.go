@@ -1,0 +1,375 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// maxVersion is the largest event version (SPEC §1).
+const maxVersion = 1000000
+
+// maxReasonRunes caps the stored reason of a rejection.
+const maxReasonRunes = 1000
+
+// maxRejectedFieldBytes caps the other text columns of a rejection row, which
+// may come straight from a malformed request.
+const maxRejectedFieldBytes = 400
+
+// NewEvent is a validated event ready to be appended to the event log.
+type NewEvent struct {
+	ID          string // a UUID
+	SourceApp   string
+	Type        string
+	Version     int
+	Subject     string
+	Envelope    []byte // the CloudEvent JSON delivered byte for byte
+	ContentHash string // identifies the content for idempotent re-publishing
+}
+
+// InsertedEvent is the outcome of one NewEvent passed to InsertEvents.
+type InsertedEvent struct {
+	ID  string
+	Seq int64
+	// Duplicate: an event with this id and the same content hash was already
+	// accepted; Seq is that event's sequence number and nothing was inserted.
+	Duplicate bool
+	// Conflict: an event with this id but different content exists; nothing
+	// was inserted and Seq is zero.
+	Conflict bool
+}
+
+// InsertEvents appends evs to the event log in one transaction, in the order
+// given, and returns one InsertedEvent per input, in the same order.
+//
+// Before inserting, the transaction takes a transaction-scoped advisory lock
+// per distinct ordering key (type, version, subject). Sequence numbers come
+// from a sequence, which hands them out at insert time, not at commit time:
+// without the lock two publishers of one key could take seq 10 and 11 and
+// commit 11 first, and a relay that had already moved past 11 would then see
+// 10 appear behind it. Holding the key's lock from before the first insert
+// until commit makes publishers of one key take their numbers one
+// transaction after another, so within a key seq order is commit order and
+// the relay may trust it. Locks are taken in ascending order of their lock
+// ids, so two transactions sharing several keys cannot deadlock.
+//
+// An id that already names an accepted or dispatched event is not inserted
+// again: the same content hash reports Duplicate with the stored seq (also
+// within one call), a different one reports Conflict. A notification on
+// NotifyChannel, delivered at commit, wakes the relay when anything was
+// inserted.
+func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEvent, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]InsertedEvent, len(evs))
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		if err := lockOrderingKeys(ctx, tx, evs); err != nil {
+			return err
+		}
+		inserted, err := insertEventRows(ctx, tx, evs, out)
+		if err != nil {
+			return err
+		}
+		if inserted > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
+				return fmt.Errorf("notify %s: %w", NotifyChannel, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return out, nil
+}
+
+// eventLockKey is the text whose hash names the advisory lock of one
+// (type, version, subject) ordering key.
+func eventLockKey(typ string, version int, subject string) string {
+	return typ + "@" + strconv.Itoa(version) + ":" + subject
+}
+
+// lockOrderingKeys takes the advisory lock of every distinct ordering key of
+// evs, in ascending lock-id order (hashes, not key texts, fix the order, so
+// two keys whose hashes collide cannot invert it).
+func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
+	seen := make(map[string]bool, len(evs))
+	keys := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		k := eventLockKey(ev.Type, ev.Version, ev.Subject)
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	rows, err := tx.Query(ctx,
+		`SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h`, keys)
+	if err != nil {
+		return fmt.Errorf("hash ordering keys: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("hash ordering keys: %w", err)
+	}
+	// A batch runs its statements one after another, in order, in a single
+	// round trip.
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, id)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("lock ordering keys: %w", err)
+	}
+	return nil
+}
+
+// insertEventRows inserts evs in order, filling out, and returns how many rows
+// were inserted. Ids that already exist are resolved against the stored
+// content hash.
+func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
+	const insert = `
+		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted')
+		ON CONFLICT (id) WHERE state <> 'rejected' DO NOTHING
+		RETURNING seq`
+	b := &pgx.Batch{}
+	for _, ev := range evs {
+		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash)
+	}
+	br := tx.SendBatch(ctx, b)
+	var existing []int
+	inserted := 0
+	for i, ev := range evs {
+		out[i].ID = ev.ID
+		err := br.QueryRow().Scan(&out[i].Seq)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			existing = append(existing, i)
+		case err != nil:
+			_ = br.Close()
+			return 0, fmt.Errorf("insert event %s: %w", ev.ID, err)
+		default:
+			inserted++
+		}
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("insert events: %w", err)
+	}
+	// The row that won the id is committed (ON CONFLICT waited for it) or
+	// belongs to this transaction, so a fresh statement sees it.
+	for _, i := range existing {
+		var seq int64
+		var hash *string
+		err := tx.QueryRow(ctx,
+			`SELECT seq, content_hash FROM events WHERE id = $1 AND state <> 'rejected'`,
+			evs[i].ID).Scan(&seq, &hash)
+		if err != nil {
+			return 0, fmt.Errorf("look up event %s: %w", evs[i].ID, err)
+		}
+		if hash != nil && *hash == evs[i].ContentHash {
+			out[i].Seq = seq
+			out[i].Duplicate = true
+		} else {
+			out[i].Conflict = true
+		}
+	}
+	return inserted, nil
+}
+
+// Rejection is a refused publish request as it is recorded in the event log.
+// Any field but Code may be empty; text is made storable (valid UTF-8, no NUL
+// bytes, bounded length) because it may come from a malformed request.
+type Rejection struct {
+	ID        string // recorded only when it is a UUID
+	SourceApp string
+	Type      string
+	Version   int    // recorded as NULL when zero
+	Subject   string // recorded as NULL when empty
+	Code      string
+	Reason    string // cut to 1000 characters
+}
+
+// RecordRejection appends a rejected event (state 'rejected') to the log, so
+// that operators can list the latest rejections.
+func (s *Store) RecordRejection(ctx context.Context, r Rejection) error {
+	var id, subject *string
+	if u, err := uuid.Parse(r.ID); err == nil {
+		v := u.String()
+		id = &v
+	}
+	if r.Subject != "" {
+		v := storableText(r.Subject, maxRejectedFieldBytes)
+		subject = &v
+	}
+	var version *int32
+	if r.Version != 0 && r.Version >= math.MinInt32 && r.Version <= math.MaxInt32 {
+		v := int32(r.Version)
+		version = &v
+	}
+	reason := storableText(r.Reason, 4*maxReasonRunes)
+	if utf8.RuneCountInString(reason) > maxReasonRunes {
+		reason = string([]rune(reason)[:maxReasonRunes])
+	}
+	_, err := s.Pool.Exec(ctx, `
+		INSERT INTO events (id, source_app, type, version, subject, state, code, reason)
+		VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7)`,
+		id, storableText(r.SourceApp, maxRejectedFieldBytes), storableText(r.Type, maxRejectedFieldBytes),
+		version, subject, storableText(r.Code, maxRejectedFieldBytes), reason)
+	if err != nil {
+		return fmt.Errorf("record rejection %s: %w", r.Code, err)
+	}
+	return nil
+}
+
+// storableText makes s acceptable to a PostgreSQL text column (valid UTF-8,
+// no NUL byte) and at most max bytes long, cutting on a rune boundary.
+func storableText(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// queryableText reports whether s can be compared with a text column at all:
+// PostgreSQL refuses invalid UTF-8 and NUL bytes in parameters.
+func queryableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// RejectedEvent is one recorded rejection.
+type RejectedEvent struct {
+	Seq        int64     `db:"seq"`
+	ID         string    `db:"id"` // empty when the request had no usable id
+	SourceApp  string    `db:"source_app"`
+	Type       string    `db:"type"`
+	Version    int       `db:"version"` // zero when unknown
+	Subject    string    `db:"subject"`
+	Code       string    `db:"code"`
+	Reason     string    `db:"reason"`
+	ReceivedAt time.Time `db:"received_at"`
+}
+
+// LastRejections returns up to limit recorded rejections, newest first.
+func (s *Store) LastRejections(ctx context.Context, limit int) ([]RejectedEvent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT seq, coalesce(id::text, '') AS id, source_app, type, coalesce(version, 0) AS version,
+		       coalesce(subject, '') AS subject, coalesce(code, '') AS code,
+		       coalesce(reason, '') AS reason, received_at
+		FROM events
+		WHERE state = 'rejected'
+		ORDER BY received_at DESC, seq DESC
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list rejections: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RejectedEvent])
+	if err != nil {
+		return nil, fmt.Errorf("list rejections: %w", err)
+	}
+	return out, nil
+}
+
+// StoredEvent is an accepted or dispatched event of the log.
+type StoredEvent struct {
+	Seq          int64      `db:"seq"`
+	ID           string     `db:"id"`
+	SourceApp    string     `db:"source_app"`
+	Type         string     `db:"type"`
+	Version      int        `db:"version"`
+	Subject      string     `db:"subject"`
+	Envelope     []byte     `db:"envelope"`
+	State        string     `db:"state"`
+	ReceivedAt   time.Time  `db:"received_at"`
+	DispatchedAt *time.Time `db:"dispatched_at"` // nil until dispatched
+}
+
+// GetEvent returns the accepted or dispatched event with the given id, or
+// ErrNotFound (also when id is not a UUID).
+func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return StoredEvent{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
+		       received_at, dispatched_at
+		FROM events
+		WHERE id = $1 AND state <> 'rejected'`, u.String())
+	if err != nil {
+		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
+	}
+	ev, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[StoredEvent])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StoredEvent{}, fmt.Errorf("event %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
+	}
+	return ev, nil
+}
+
+// DeclaredEvent is an un-retired declaration as the publisher needs it.
+type DeclaredEvent struct {
+	Type       string          `db:"type"`
+	Version    int             `db:"version"`
+	App        string          `db:"app"`
+	Subject    string          `db:"subject"`
+	DataSchema json.RawMessage `db:"data_schema"`
+	Place      json.RawMessage `db:"place"` // nil when the event is not resource-scoped
+}
+
+// LookupDeclaration returns the un-retired declaration of typ@version, or
+// ErrNotFound.
+func (s *Store) LookupDeclaration(ctx context.Context, typ string, version int) (DeclaredEvent, error) {
+	if version < 1 || version > maxVersion || !queryableText(typ) {
+		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT type, version, app, subject, data_schema, place
+		FROM declarations
+		WHERE type = $1 AND version = $2 AND retired_at IS NULL`, typ, version)
+	if err != nil {
+		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
+	}
+	d, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[DeclaredEvent])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeclaredEvent{}, fmt.Errorf("declaration %s@%d: %w", typ, version, ErrNotFound)
+	}
+	if err != nil {
+		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
+	}
+	return d, nil
+}
+
+// AppExists reports whether app has been applied and not removed.
+func (s *Store) AppExists(ctx context.Context, app string) (bool, error) {
+	if !queryableText(app) {
+		return false, nil
+	}
+	var ok bool
+	err := s.Pool.QueryRow(ctx,
+		`SELECT EXISTS (SELECT 1 FROM apps WHERE id = $1 AND removed_at IS NULL)`, app).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up app %s: %w", app, err)
+	}
+	return ok, nil
+}

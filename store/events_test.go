@@ -1,0 +1,533 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"herald/internal/testenv"
+	"herald/store"
+)
+
+// openEventsStore returns a migrated store in a fresh schema and its URL.
+func openEventsStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
+	url := testenv.NewSchema(t)
+	ctx := context.Background()
+	s, err := store.Open(ctx, url, store.Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s, url
+}
+
+func newEvent(typ, subject, hash string) store.NewEvent {
+	id := uuid.NewString()
+	return store.NewEvent{
+		ID: id, SourceApp: strings.SplitN(typ, ".", 2)[0], Type: typ, Version: 1, Subject: subject,
+		Envelope: []byte(fmt.Sprintf(`{"id":%q}`, id)), ContentHash: hash,
+	}
+}
+
+func TestInsertEventsStoresAndNotifies(t *testing.T) {
+	s, url := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect listener: %v", err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+
+	evs := []store.NewEvent{
+		newEvent("contacts.person.updated", "person-1", "h1"),
+		newEvent("contacts.person.updated", "person-2", "h2"),
+		newEvent("contacts.person.deleted", "person-1", "h3"),
+	}
+	got, err := s.InsertEvents(ctx, evs)
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("got %d results, want %d", len(got), len(evs))
+	}
+	for i, r := range got {
+		if r.ID != evs[i].ID || r.Duplicate || r.Conflict {
+			t.Errorf("result %d = %+v, want a fresh insert of %s", i, r, evs[i].ID)
+		}
+		if i > 0 && r.Seq <= got[i-1].Seq {
+			t.Errorf("seq %d after %d: not increasing in input order", r.Seq, got[i-1].Seq)
+		}
+	}
+
+	waitCtx, waitCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer waitCancel()
+	n, err := listener.WaitForNotification(waitCtx)
+	if err != nil {
+		t.Fatalf("no notification after commit: %v", err)
+	}
+	if n.Channel != store.NotifyChannel {
+		t.Errorf("notification on %q, want %q", n.Channel, store.NotifyChannel)
+	}
+
+	stored, err := s.GetEvent(ctx, strings.ToUpper(evs[1].ID))
+	if err != nil {
+		t.Fatalf("get event: %v", err)
+	}
+	if stored.Seq != got[1].Seq || stored.ID != evs[1].ID || stored.SourceApp != "contacts" ||
+		stored.Type != evs[1].Type || stored.Version != 1 || stored.Subject != "person-2" ||
+		string(stored.Envelope) != string(evs[1].Envelope) || stored.State != "accepted" ||
+		stored.ReceivedAt.IsZero() || stored.DispatchedAt != nil {
+		t.Errorf("stored event = %+v, want what was inserted", stored)
+	}
+}
+
+func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
+	s, url := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ev := newEvent("contacts.person.updated", "p", "h")
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{ev}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect listener: %v", err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{ev}); err != nil {
+		t.Fatalf("insert again: %v", err)
+	}
+	waitCtx, waitCancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer waitCancel()
+	if n, err := listener.WaitForNotification(waitCtx); err == nil {
+		t.Errorf("got notification %+v although nothing was inserted", n)
+	}
+}
+
+func TestInsertEventsIdempotency(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx := context.Background()
+	first := newEvent("contacts.person.updated", "p-1", "hash-a")
+	res, err := s.InsertEvents(ctx, []store.NewEvent{first})
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	firstSeq := res[0].Seq
+
+	sameContent := first
+	sameContent.Envelope = []byte(`{"other":"time"}`)
+	otherContent := first
+	otherContent.ContentHash = "hash-b"
+	fresh := newEvent("contacts.person.updated", "p-1", "hash-c")
+	freshTwiceSame := fresh
+	freshTwiceOther := fresh
+	freshTwiceOther.ContentHash = "hash-d"
+
+	tests := []struct {
+		name          string
+		in            store.NewEvent
+		wantDuplicate bool
+		wantConflict  bool
+		wantSeq       func(got []store.InsertedEvent) int64
+	}{
+		{"same id same content", sameContent, true, false, func([]store.InsertedEvent) int64 { return firstSeq }},
+		{"same id other content", otherContent, false, true, func([]store.InsertedEvent) int64 { return 0 }},
+		{"new id", fresh, false, false, nil},
+		{"new id repeated in the call", freshTwiceSame, true, false, func(got []store.InsertedEvent) int64 { return got[2].Seq }},
+		{"new id repeated with other content", freshTwiceOther, false, true, func([]store.InsertedEvent) int64 { return 0 }},
+	}
+	in := make([]store.NewEvent, len(tests))
+	for i, tt := range tests {
+		in[i] = tt.in
+	}
+	got, err := s.InsertEvents(ctx, in)
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := got[i]
+			if r.Duplicate != tt.wantDuplicate || r.Conflict != tt.wantConflict || r.ID != tt.in.ID {
+				t.Errorf("result = %+v, want duplicate=%v conflict=%v", r, tt.wantDuplicate, tt.wantConflict)
+			}
+			if tt.wantSeq != nil {
+				if want := tt.wantSeq(got); r.Seq != want {
+					t.Errorf("seq = %d, want %d", r.Seq, want)
+				}
+			} else if r.Seq <= firstSeq {
+				t.Errorf("seq = %d, want a new one after %d", r.Seq, firstSeq)
+			}
+		})
+	}
+
+	var rows int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 {
+		t.Errorf("events table holds %d rows, want 2 (duplicates and conflicts insert nothing)", rows)
+	}
+	stored, err := s.GetEvent(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(stored.Envelope) != string(first.Envelope) {
+		t.Errorf("duplicate replaced the stored envelope: %s", stored.Envelope)
+	}
+}
+
+func TestInsertEventsWaitsForKeyLock(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Hold the advisory lock of the key as another publisher would.
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx,
+		`SELECT pg_advisory_xact_lock(hashtextextended('contacts.person.updated@1:person-9', 0))`); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.InsertEvents(ctx, []store.NewEvent{
+			newEvent("contacts.other.happened", "zzz", "h0"),
+			newEvent("contacts.person.updated", "person-9", "h1"),
+		})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("InsertEvents returned (%v) while another transaction held the key's lock", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	var inserted int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&inserted); err != nil {
+		t.Fatal(err)
+	}
+	if inserted != 0 {
+		t.Errorf("%d rows visible while the publisher waits", inserted)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("insert after the lock was released: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("InsertEvents still blocked after the lock was released")
+	}
+}
+
+// TestInsertEventsConcurrentPublishersKeepKeyOrder runs several publishers of
+// one key while an observer polls the log like a relay: no event of the key may
+// become visible behind one already seen, and each publisher's events must
+// appear in its publish order. Multi-key batches in opposite key orders check
+// that lock ordering avoids deadlocks.
+func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const publishers, perPublisher = 4, 50
+	stop := make(chan struct{})
+	observed := make(chan error, 1)
+	go func() {
+		seen := map[int64]bool{}
+		var maxSeen int64
+		for {
+			select {
+			case <-stop:
+				observed <- nil
+				return
+			default:
+			}
+			rows, err := s.Pool.Query(ctx,
+				`SELECT seq FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
+			if err != nil {
+				observed <- err
+				return
+			}
+			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				observed <- err
+				return
+			}
+			pollMax := maxSeen
+			for _, q := range seqs {
+				if !seen[q] {
+					if q < maxSeen {
+						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
+						return
+					}
+					seen[q] = true
+				}
+				if q > pollMax {
+					pollMax = q
+				}
+			}
+			maxSeen = pollMax
+		}
+	}()
+
+	type published struct {
+		id    string
+		order int
+	}
+	var mu sync.Mutex
+	byPublisher := make([][]published, publishers)
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers)
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perPublisher {
+				batch := []store.NewEvent{newEvent("contacts.person.updated", "k", "h")}
+				if i%5 == 0 {
+					// Two extra keys, in an order that differs between publishers.
+					a := newEvent("contacts.person.updated", "x", "h")
+					b := newEvent("contacts.person.updated", "y", "h")
+					if p%2 == 0 {
+						batch = append([]store.NewEvent{a, b}, batch...)
+					} else {
+						batch = append([]store.NewEvent{b, a}, batch...)
+					}
+				}
+				if _, err := s.InsertEvents(ctx, batch); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				byPublisher[p] = append(byPublisher[p], published{batch[len(batch)-1].ID, i})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publisher: %v", err)
+	}
+	if err := <-observed; err != nil {
+		t.Fatalf("observer: %v", err)
+	}
+
+	rows, err := s.Pool.Query(ctx,
+		`SELECT id::text FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != publishers*perPublisher {
+		t.Fatalf("got %d events of the key, want %d", len(ids), publishers*perPublisher)
+	}
+	position := make(map[string]int, len(ids))
+	for i, id := range ids {
+		position[id] = i
+	}
+	for p, evs := range byPublisher {
+		for i := 1; i < len(evs); i++ {
+			if position[evs[i].id] < position[evs[i-1].id] {
+				t.Errorf("publisher %d: event %d precedes event %d in seq order", p, evs[i].order, evs[i-1].order)
+			}
+		}
+	}
+}
+
+func TestRecordRejectionAndLastRejections(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx := context.Background()
+	id := uuid.NewString()
+	long := strings.Repeat("é", 1500)
+
+	tests := []struct {
+		name string
+		in   store.Rejection
+		want store.RejectedEvent
+	}{
+		{
+			name: "all fields",
+			in: store.Rejection{ID: id, SourceApp: "contacts", Type: "contacts.person.updated", Version: 2,
+				Subject: "p-1", Code: "data_invalid", Reason: "/name: missing"},
+			want: store.RejectedEvent{ID: id, SourceApp: "contacts", Type: "contacts.person.updated", Version: 2,
+				Subject: "p-1", Code: "data_invalid", Reason: "/name: missing"},
+		},
+		{
+			name: "no id, no type, no version, no subject",
+			in:   store.Rejection{SourceApp: "ghost", Code: "unknown_app", Reason: "unknown app"},
+			want: store.RejectedEvent{SourceApp: "ghost", Code: "unknown_app", Reason: "unknown app"},
+		},
+		{
+			name: "id that is not a UUID",
+			in:   store.Rejection{ID: "not-a-uuid", SourceApp: "contacts", Code: "id_invalid", Reason: "bad id"},
+			want: store.RejectedEvent{SourceApp: "contacts", Code: "id_invalid", Reason: "bad id"},
+		},
+		{
+			name: "unstorable text and a long reason",
+			in: store.Rejection{SourceApp: "a\x00b", Type: "t\xff", Version: 1 << 40, Subject: "s\x00\xfe",
+				Code: "subject_invalid", Reason: long},
+			want: store.RejectedEvent{SourceApp: "a\uFFFDb", Type: "t\uFFFD", Subject: "s\uFFFD\uFFFD",
+				Code: "subject_invalid", Reason: strings.Repeat("é", 1000)},
+		},
+	}
+	for _, tt := range tests {
+		if err := s.RecordRejection(ctx, tt.in); err != nil {
+			t.Fatalf("%s: record: %v", tt.name, err)
+		}
+	}
+
+	got, err := s.LastRejections(ctx, 10)
+	if err != nil {
+		t.Fatalf("last rejections: %v", err)
+	}
+	if len(got) != len(tests) {
+		t.Fatalf("got %d rejections, want %d", len(got), len(tests))
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := got[len(got)-1-i] // newest first
+			if r.ReceivedAt.IsZero() || r.Seq == 0 {
+				t.Errorf("missing seq or time: %+v", r)
+			}
+			r.ReceivedAt, r.Seq = time.Time{}, 0
+			if r != tt.want {
+				t.Errorf("got  %+v\nwant %+v", r, tt.want)
+			}
+		})
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq > got[i-1].Seq {
+			t.Errorf("rejections not newest first: seq %d before %d", got[i-1].Seq, got[i].Seq)
+		}
+	}
+
+	limited, err := s.LastRejections(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(limited) != 2 || limited[0].Seq != got[0].Seq {
+		t.Errorf("limit 2 gave %d rows starting at %v", len(limited), limited)
+	}
+
+	// A rejected id does not block a later accepted event with that id, and
+	// is not returned by GetEvent.
+	if _, err := s.GetEvent(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetEvent of a rejected id: err = %v, want ErrNotFound", err)
+	}
+	ev := newEvent("contacts.person.updated", "p-1", "h")
+	ev.ID = id
+	res, err := s.InsertEvents(ctx, []store.NewEvent{ev})
+	if err != nil || res[0].Duplicate || res[0].Conflict {
+		t.Errorf("insert of an id only seen rejected: %+v, %v", res, err)
+	}
+}
+
+func TestGetEventNotFound(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx := context.Background()
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
+		if _, err := s.GetEvent(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetEvent(%q): err = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestLookupDeclarationAndAppExists(t *testing.T) {
+	s, _ := openEventsStore(t)
+	ctx := context.Background()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
+		VALUES ('contacts', 'http://c', '/d', '{}', 'x'), ('gone', 'http://g', '/d', '{}', 'x')`)
+	exec(`UPDATE apps SET removed_at = now() WHERE id = 'gone'`)
+	exec(`INSERT INTO declarations (type, version, app, name, subject, data_schema, place, retired_at) VALUES
+		('contacts.person.updated', 1, 'contacts', 'person.updated', 'person', '{"type":"object"}', NULL, NULL),
+		('contacts.person.updated', 2, 'contacts', 'person.updated', 'person', '{}', NULL, now()),
+		('contacts.room.booked', 1, 'contacts', 'room.booked', 'room', '{}', '{"kind":"room"}', NULL)`)
+
+	decl, err := s.LookupDeclaration(ctx, "contacts.person.updated", 1)
+	if err != nil {
+		t.Fatalf("lookup: %v", err)
+	}
+	if decl.Type != "contacts.person.updated" || decl.Version != 1 || decl.App != "contacts" ||
+		decl.Subject != "person" || decl.Place != nil {
+		t.Errorf("declaration = %+v", decl)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(decl.DataSchema, &schema); err != nil || schema["type"] != "object" {
+		t.Errorf("data schema = %s (%v)", decl.DataSchema, err)
+	}
+	placed, err := s.LookupDeclaration(ctx, "contacts.room.booked", 1)
+	if err != nil || len(placed.Place) == 0 {
+		t.Errorf("placed declaration = %+v, %v; want its place", placed, err)
+	}
+
+	missing := []struct {
+		typ     string
+		version int
+	}{
+		{"contacts.person.updated", 2}, // retired
+		{"contacts.person.updated", 3},
+		{"contacts.person.created", 1},
+		{"contacts.person.updated", 0},
+		{"contacts.person.updated", 1 << 40},
+		{"bad\x00type", 1},
+	}
+	for _, m := range missing {
+		if _, err := s.LookupDeclaration(ctx, m.typ, m.version); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("LookupDeclaration(%q, %d): err = %v, want ErrNotFound", m.typ, m.version, err)
+		}
+	}
+
+	apps := []struct {
+		app  string
+		want bool
+	}{
+		{"contacts", true},
+		{"gone", false},
+		{"nobody", false},
+		{"bad\xff", false},
+	}
+	for _, a := range apps {
+		got, err := s.AppExists(ctx, a.app)
+		if err != nil || got != a.want {
+			t.Errorf("AppExists(%q) = %v, %v; want %v", a.app, got, err, a.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// NotifyChannel is the LISTEN/NOTIFY channel on which publishing wakes the relay.
+const NotifyChannel = "herald_events"
+
+// PendingEvent is an accepted event the relay has not dispatched yet.
+type PendingEvent struct {
+	Seq      int64  `db:"seq"`
+	ID       string `db:"id"`
+	Type     string `db:"type"`
+	Version  int    `db:"version"`
+	Subject  string `db:"subject"`
+	Envelope []byte `db:"envelope"`
+}
+
+// Undispatched returns up to limit accepted, undispatched events in sequence
+// order.
+func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT seq, id::text AS id, type, version, subject, envelope
+		FROM events WHERE state = 'accepted' ORDER BY seq LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read undispatched events: %w", err)
+	}
+	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[PendingEvent])
+	if err != nil {
+		return nil, fmt.Errorf("read undispatched events: %w", err)
+	}
+	return evs, nil
+}
+
+// MarkDispatched records that the events with these sequence numbers were
+// accepted by Temporal for every subscription.
+func (s *Store) MarkDispatched(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	_, err := s.Pool.Exec(ctx, `
+		UPDATE events SET state = 'dispatched', dispatched_at = now()
+		WHERE seq = ANY($1) AND state = 'accepted'`, seqs)
+	if err != nil {
+		return fmt.Errorf("mark events dispatched: %w", err)
+	}
+	return nil
+}
+
+// Deliverable is a subscription that receives events at dispatch time
+// (active or paused: a paused subscription's events wait in its workflows).
+type Deliverable struct {
+	ID      string `db:"id"`
+	App     string `db:"app"`
+	Type    string `db:"type"`
+	Version int    `db:"version"`
+}
+
+// DeliverableSubscriptions lists every active or paused subscription.
+func (s *Store) DeliverableSubscriptions(ctx context.Context) ([]Deliverable, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT id, app, type, version FROM subscriptions
+		WHERE state IN ('active', 'paused') ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read deliverable subscriptions: %w", err)
+	}
+	subs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Deliverable])
+	if err != nil {
+		return nil, fmt.Errorf("read deliverable subscriptions: %w", err)
+	}
+	return subs, nil
+}
+
+// Lag is how far the relay is behind.
+type Lag struct {
+	Undispatched int64         `json:"undispatched"`
+	OldestAge    time.Duration `json:"oldestAge"`
+}
+
+// RelayLag counts accepted, undispatched events and the age of the oldest.
+func (s *Store) RelayLag(ctx context.Context) (Lag, error) {
+	var l Lag
+	var oldest *time.Time
+	var now time.Time
+	err := s.Pool.QueryRow(ctx, `
+		SELECT count(*), min(received_at), now() FROM events WHERE state = 'accepted'`).Scan(&l.Undispatched, &oldest, &now)
+	if err != nil {
+		return Lag{}, fmt.Errorf("read relay lag: %w", err)
+	}
+	if oldest != nil {
+		l.OldestAge = max(now.Sub(*oldest), 0)
+	}
+	return l, nil
+}

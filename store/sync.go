@@ -1,0 +1,438 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/manifest"
+)
+
+// ApplyResult reports what applying a manifest (or removing an app) changed.
+type ApplyResult struct {
+	App string `json:"app"`
+	// Unchanged is true when the manifest's content hash matched the stored
+	// one (or the app was already removed) and nothing was written.
+	Unchanged bool `json:"unchanged"`
+
+	DeclarationsAdded   int `json:"declarationsAdded"`
+	DeclarationsUpdated int `json:"declarationsUpdated"`
+	DeclarationsRetired int `json:"declarationsRetired"`
+	// DeclarationsRestored counts retired declarations declared again. A
+	// restored declaration whose content also changed counts as updated too.
+	DeclarationsRestored int `json:"declarationsRestored"`
+
+	SubscriptionsAdded     int `json:"subscriptionsAdded"`
+	SubscriptionsRestored  int `json:"subscriptionsRestored"`
+	SubscriptionsCancelled int `json:"subscriptionsCancelled"`
+
+	// StateChanges lists every subscription whose state or reason changed,
+	// of any app, in the order they were written.
+	StateChanges []StateChange `json:"stateChanges,omitempty"`
+}
+
+// StateChange is one subscription's move from one state and reason to another.
+type StateChange struct {
+	SubscriptionID string `json:"subscriptionId"`
+	From           string `json:"from"`
+	FromReason     string `json:"fromReason,omitempty"`
+	To             string `json:"to"`
+	ToReason       string `json:"toReason,omitempty"`
+}
+
+// ApplyManifest brings the stored declarations and subscriptions of m.App in
+// line with m (SPEC §2), in one transaction, and then recomputes the state of
+// every subscription of every app. m must already be validated.
+//
+// Applies of one app are serialized by an advisory lock on the app; an apply
+// whose content hash matches the stored one writes nothing. Applies that do
+// write also take one advisory lock for all subscription states before
+// touching any, so concurrent applies of different apps queue instead of
+// deadlocking, and end as if run one after the other.
+func (s *Store) ApplyManifest(ctx context.Context, m *manifest.Manifest, actor string) (ApplyResult, error) {
+	if m == nil || m.App == "" {
+		return ApplyResult{}, errors.New("apply manifest: no app named")
+	}
+	hash := m.Hash()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply manifest %s: encode: %w", m.App, err)
+	}
+	var res ApplyResult
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		res = ApplyResult{App: m.App}
+		if err := lockApp(ctx, tx, m.App); err != nil {
+			return err
+		}
+		var stored string
+		var removed bool
+		err := tx.QueryRow(ctx, `SELECT content_hash, removed_at IS NOT NULL FROM apps WHERE id = $1`,
+			m.App).Scan(&stored, &removed)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read app: %w", err)
+		}
+		if err == nil && stored == hash && !removed {
+			res.Unchanged = true
+			return nil
+		}
+		if err := lockSubscriptionStates(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
+			VALUES ($1, $2, $3, $4::jsonb, $5)
+			ON CONFLICT (id) DO UPDATE SET
+				endpoint = EXCLUDED.endpoint, delivery_path = EXCLUDED.delivery_path,
+				manifest = EXCLUDED.manifest, content_hash = EXCLUDED.content_hash,
+				applied_at = now(), removed_at = NULL`,
+			m.App, m.Endpoint, m.Path(), string(doc), hash); err != nil {
+			return fmt.Errorf("save app: %w", err)
+		}
+		if err := syncDeclarations(ctx, tx, m, actor, &res); err != nil {
+			return err
+		}
+		restore, err := syncSubscriptions(ctx, tx, m, actor, &res)
+		if err != nil {
+			return err
+		}
+		if err := recomputeStates(ctx, tx, actor, restore, &res); err != nil {
+			return err
+		}
+		meta := res.auditMetadata()
+		meta["hash"] = hash
+		if m.Source != "" {
+			meta["source"] = m.Source
+		}
+		return AppendAudit(ctx, tx, AuditEntry{
+			Action: ActionAppApplied, Actor: actor,
+			TargetType: TargetApp, TargetID: m.App, Metadata: meta,
+		})
+	})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply manifest %s: %w", m.App, err)
+	}
+	return res, nil
+}
+
+// RemoveApp retires every declaration of app, cancels its subscriptions,
+// marks it removed and recomputes every subscription's state. Removing a
+// removed app changes nothing (Unchanged); an unknown app fails with an error
+// wrapping ErrNotFound. Applying a manifest for the app again restores it.
+func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, error) {
+	var res ApplyResult
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		res = ApplyResult{App: app}
+		if err := lockApp(ctx, tx, app); err != nil {
+			return err
+		}
+		var removed bool
+		err := tx.QueryRow(ctx, `SELECT removed_at IS NOT NULL FROM apps WHERE id = $1`, app).Scan(&removed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read app: %w", err)
+		}
+		if removed {
+			res.Unchanged = true
+			return nil
+		}
+		if err := lockSubscriptionStates(ctx, tx); err != nil {
+			return err
+		}
+		if res.DeclarationsRetired, err = retireDeclarations(ctx, tx, app, nil, actor); err != nil {
+			return err
+		}
+		if err := cancelSubscriptions(ctx, tx, app, nil, actor, &res); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE apps SET removed_at = now() WHERE id = $1`, app); err != nil {
+			return fmt.Errorf("mark app removed: %w", err)
+		}
+		if err := recomputeStates(ctx, tx, actor, nil, &res); err != nil {
+			return err
+		}
+		return AppendAudit(ctx, tx, AuditEntry{
+			Action: ActionAppRemoved, Actor: actor,
+			TargetType: TargetApp, TargetID: app, Metadata: res.auditMetadata(),
+		})
+	})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("remove app %s: %w", app, err)
+	}
+	return res, nil
+}
+
+func (r *ApplyResult) auditMetadata() map[string]any {
+	return map[string]any{
+		"declarationsAdded":      r.DeclarationsAdded,
+		"declarationsUpdated":    r.DeclarationsUpdated,
+		"declarationsRetired":    r.DeclarationsRetired,
+		"declarationsRestored":   r.DeclarationsRestored,
+		"subscriptionsAdded":     r.SubscriptionsAdded,
+		"subscriptionsRestored":  r.SubscriptionsRestored,
+		"subscriptionsCancelled": r.SubscriptionsCancelled,
+		"stateChanges":           len(r.StateChanges),
+	}
+}
+
+// lockApp serializes the transactions that change one app.
+func lockApp(ctx context.Context, tx pgx.Tx, app string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('herald.app:' || $1))`, app); err != nil {
+		return fmt.Errorf("lock app %s: %w", app, err)
+	}
+	return nil
+}
+
+// lockSubscriptionStates serializes every transaction that changes
+// subscription states. It is always taken after an app lock, never before,
+// so the two locks cannot deadlock.
+func lockSubscriptionStates(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx,
+		`SELECT pg_advisory_xact_lock(hashtext('herald.subscriptions:' || current_schema()))`); err != nil {
+		return fmt.Errorf("lock subscription states: %w", err)
+	}
+	return nil
+}
+
+func declarationKey(eventType string, version int) string {
+	return eventType + "@" + strconv.Itoa(version)
+}
+
+// syncDeclarations inserts, updates and restores the declarations of m's
+// events and retires the app's declarations m no longer lists.
+func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, actor string, res *ApplyResult) error {
+	keep := make([]string, 0, len(m.Events))
+	for _, e := range m.Events {
+		typ := manifest.EventType(m.App, e.Name)
+		key := declarationKey(typ, e.Version)
+		keep = append(keep, key)
+		var place any
+		if e.HasPlace() {
+			place = string(e.Place)
+		}
+		args := []any{typ, e.Version, m.App, e.Name, e.Subject, e.Title, e.Description,
+			e.IsAutomation(), place, string(e.DataSchema)}
+
+		var retired, changed bool
+		err := tx.QueryRow(ctx, `
+			SELECT retired_at IS NOT NULL,
+			       (subject, title, description, automation, place, data_schema)
+			         IS DISTINCT FROM ($5::text, $6::text, $7::text, $8::boolean, $9::jsonb, $10::jsonb)
+			  FROM declarations WHERE type = $1 AND version = $2 AND app = $3 AND name = $4
+			   FOR UPDATE`, args...).Scan(&retired, &changed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO declarations (type, version, app, name, subject, title, description,
+				                          automation, place, data_schema)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb)`, args...); err != nil {
+				return fmt.Errorf("declare %s: %w", key, err)
+			}
+			res.DeclarationsAdded++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read declaration %s: %w", key, err)
+		}
+		if !retired && !changed {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE declarations SET subject = $5, title = $6, description = $7, automation = $8,
+			       place = $9::jsonb, data_schema = $10::jsonb, retired_at = NULL, updated_at = now()
+			 WHERE type = $1 AND version = $2 AND app = $3 AND name = $4`, args...); err != nil {
+			return fmt.Errorf("update declaration %s: %w", key, err)
+		}
+		if changed {
+			res.DeclarationsUpdated++
+		}
+		if retired {
+			res.DeclarationsRestored++
+			if err := AppendAudit(ctx, tx, AuditEntry{
+				Action: ActionDeclarationRestored, Actor: actor,
+				TargetType: TargetDeclaration, TargetID: key,
+				Metadata: map[string]any{"app": m.App},
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	n, err := retireDeclarations(ctx, tx, m.App, keep, actor)
+	res.DeclarationsRetired = n
+	return err
+}
+
+// retireDeclarations retires the live declarations of app whose
+// "type@version" is not in keep, writing one declaration.retired audit row
+// each, and returns how many it retired.
+func retireDeclarations(ctx context.Context, tx pgx.Tx, app string, keep []string, actor string) (int, error) {
+	if keep == nil {
+		keep = []string{}
+	}
+	rows, err := tx.Query(ctx, `
+		UPDATE declarations SET retired_at = now(), updated_at = now()
+		 WHERE app = $1 AND retired_at IS NULL AND NOT (type || '@' || version = ANY($2::text[]))
+		RETURNING type || '@' || version`, app, keep)
+	if err != nil {
+		return 0, fmt.Errorf("retire declarations: %w", err)
+	}
+	retired, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("retire declarations: %w", err)
+	}
+	slices.Sort(retired)
+	for _, key := range retired {
+		if err := AppendAudit(ctx, tx, AuditEntry{
+			Action: ActionDeclarationRetired, Actor: actor,
+			TargetType: TargetDeclaration, TargetID: key,
+			Metadata: map[string]any{"app": app},
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return len(retired), nil
+}
+
+// syncSubscriptions creates m's new subscriptions, cancels the app's
+// subscriptions m no longer lists and returns the ids of the cancelled ones m
+// lists again, for recomputeStates to restore.
+func syncSubscriptions(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, actor string, res *ApplyResult) ([]string, error) {
+	existing, err := appSubscriptionStates(ctx, tx, m.App)
+	if err != nil {
+		return nil, err
+	}
+	wanted := map[string]bool{}
+	var restore []string
+	for _, sub := range m.Subscribes {
+		id := manifest.SubscriptionID(m.App, sub.Type, sub.Version)
+		if wanted[id] {
+			continue
+		}
+		wanted[id] = true
+		state, ok := existing[id]
+		switch {
+		case !ok:
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO subscriptions (id, app, type, version, state, reason)
+				VALUES ($1, $2, $3, $4, $5, $6)`,
+				id, m.App, sub.Type, sub.Version, StateBlocked, ReasonEventNotDeclared); err != nil {
+				return nil, fmt.Errorf("create subscription %s: %w", id, err)
+			}
+			if err := AppendAudit(ctx, tx, AuditEntry{
+				Action: ActionSubscriptionFirstSeen, Actor: actor,
+				TargetType: TargetSubscription, TargetID: id,
+				Metadata: map[string]any{
+					"app": m.App, "type": sub.Type, "version": sub.Version,
+					"state": StateBlocked, "reason": ReasonEventNotDeclared,
+				},
+			}); err != nil {
+				return nil, err
+			}
+			res.SubscriptionsAdded++
+		case state == StateCancelled:
+			restore = append(restore, id)
+			res.SubscriptionsRestored++
+		}
+	}
+	return restore, cancelSubscriptions(ctx, tx, m.App, wanted, actor, res)
+}
+
+// appSubscriptionStates returns the state of each subscription of app by id.
+func appSubscriptionStates(ctx context.Context, tx pgx.Tx, app string) (map[string]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id, state FROM subscriptions WHERE app = $1`, app)
+	if err != nil {
+		return nil, fmt.Errorf("read subscriptions: %w", err)
+	}
+	out := map[string]string{}
+	var id, state string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		out[id] = state
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+// cancelSubscriptions cancels every subscription of app that is not
+// cancelled yet and whose id is not in keep, paused ones included.
+func cancelSubscriptions(ctx context.Context, tx pgx.Tx, app string, keep map[string]bool, actor string, res *ApplyResult) error {
+	rows, err := tx.Query(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+		WHERE app = $1 AND state <> $2 ORDER BY id FOR UPDATE`, app, StateCancelled)
+	if err != nil {
+		return fmt.Errorf("read subscriptions: %w", err)
+	}
+	subs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Subscription])
+	if err != nil {
+		return fmt.Errorf("read subscriptions: %w", err)
+	}
+	for _, sub := range subs {
+		if keep[sub.ID] {
+			continue
+		}
+		c := StateChange{SubscriptionID: sub.ID, From: sub.State, FromReason: sub.Reason,
+			To: StateCancelled, ToReason: ReasonSubscriptionRemoved}
+		if err := writeStateChange(ctx, tx, c, actor, nil); err != nil {
+			return err
+		}
+		res.StateChanges = append(res.StateChanges, c)
+		res.SubscriptionsCancelled++
+	}
+	return nil
+}
+
+// recomputeStates gives every subscription that is neither paused nor
+// cancelled, and every cancelled one listed in restore, the state its
+// declaration calls for (SPEC §2 step 5), writing one audit row per change.
+// Rows are locked in id order; the caller holds lockSubscriptionStates.
+func recomputeStates(ctx context.Context, tx pgx.Tx, actor string, restore []string, res *ApplyResult) error {
+	if restore == nil {
+		restore = []string{}
+	}
+	type row struct {
+		ID       string `db:"id"`
+		State    string `db:"state"`
+		Reason   string `db:"reason"`
+		Declared bool   `db:"declared"`
+		HasPlace bool   `db:"has_place"`
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT s.id, s.state, COALESCE(s.reason, '') AS reason,
+		       COALESCE(d.declared, false) AS declared, COALESCE(d.has_place, false) AS has_place
+		  FROM subscriptions s
+		  LEFT JOIN LATERAL (
+		        SELECT true AS declared,
+		               d.place IS NOT NULL AND d.place <> 'null'::jsonb AS has_place
+		          FROM declarations d JOIN apps a ON a.id = d.app
+		         WHERE d.type = s.type AND d.version = s.version
+		           AND d.app = split_part(s.type, '.', 1)
+		           AND d.retired_at IS NULL AND a.removed_at IS NULL) d ON true
+		 WHERE (s.state <> $1 AND s.state <> $2) OR s.id = ANY($3::text[])
+		 ORDER BY s.id
+		   FOR UPDATE OF s`, StatePaused, StateCancelled, restore)
+	if err != nil {
+		return fmt.Errorf("recompute subscription states: %w", err)
+	}
+	subs, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
+	if err != nil {
+		return fmt.Errorf("recompute subscription states: %w", err)
+	}
+	for _, sub := range subs {
+		to, toReason := stateFor(sub.Declared, sub.HasPlace)
+		if to == sub.State && toReason == sub.Reason {
+			continue
+		}
+		c := StateChange{SubscriptionID: sub.ID, From: sub.State, FromReason: sub.Reason, To: to, ToReason: toReason}
+		if err := writeStateChange(ctx, tx, c, actor, nil); err != nil {
+			return err
+		}
+		res.StateChanges = append(res.StateChanges, c)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"herald/activities"
+)
+
+// maxBatchBytes keeps one activity input well under Temporal's payload limit.
+const maxBatchBytes = 1 << 20
+
+// maxUnreachableWait caps the back-off of an unreachable subscriber.
+const maxUnreachableWait = time.Hour
+
+// deliver runs one Deliver activity for the head and the consecutive events
+// behind it, handling signals while it runs, then applies the result.
+func (d *delivery) deliver(ctx workflow.Context) {
+	head := d.head()
+	batch := d.batch()
+	in := activities.DeliverInput{
+		SubscriptionID: d.p.SubscriptionID,
+		SubscriberApp:  d.p.SubscriberApp,
+		SubjectKey:     d.p.SubjectKey,
+		Events:         batch,
+		PriorAttempts:  head.Attempts,
+		NotBefore:      head.NotBefore,
+		RetrySchedule:  d.p.RetrySchedule,
+		Timeout:        d.p.DeliveryTimeout,
+	}
+	remaining := d.p.MaxAttempts() - head.Attempts
+	if !head.NotBefore.IsZero() {
+		remaining++ // the first execution attempt only waits
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Duration(len(batch))*(d.p.DeliveryTimeout+5*time.Second) + 30*time.Second,
+		HeartbeatTimeout:    d.p.DeliveryTimeout + 30*time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    d.p.RetrySchedule[0],
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Hour,
+			MaximumAttempts:    int32(remaining),
+		},
+	})
+	if head.Attempts == 0 {
+		d.setStatus(ctx, StatusDelivering)
+	}
+	d.inActivity = true
+	fut := workflow.ExecuteActivity(actx, (*activities.Activities).Deliver, in)
+	var res activities.DeliverResult
+	var err error
+	done := false
+	for !done {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			err = f.Get(ctx, &res)
+			done = true
+		})
+		d.addSignals(ctx, sel)
+		sel.Select(ctx)
+	}
+	d.inActivity = false
+	now := workflow.Now(ctx)
+	if err != nil {
+		d.failed(ctx, err, now)
+	} else {
+		d.applyResult(ctx, res, now)
+	}
+	deferred := d.deferred
+	d.deferred = nil
+	for _, fn := range deferred {
+		fn(ctx)
+	}
+}
+
+// batch is the head and the consecutive events behind it that one activity
+// execution may deliver.
+func (d *delivery) batch() []activities.Event {
+	out := []activities.Event{d.Queue[0].Event}
+	size := len(d.Queue[0].Event.Envelope)
+	for _, it := range d.Queue[1:] {
+		if len(out) >= d.p.MaxBatch || it.Attempts > 0 || it.Failed {
+			break
+		}
+		size += len(it.Event.Envelope)
+		if size > maxBatchBytes {
+			break
+		}
+		out = append(out, it.Event)
+	}
+	return out
+}
+
+// delivered pops the first n events as delivered.
+func (d *delivery) delivered(ctx workflow.Context, n int) {
+	for i := 0; i < n && len(d.Queue) > 0; i++ {
+		it := d.Queue[0]
+		d.Queue = d.Queue[1:]
+		attempts := it.Attempts + 1
+		if i > 0 {
+			attempts = 1
+		}
+		it.Attempts = attempts
+		d.Counters.Delivered++
+		d.outcome(ctx, it, "delivered", "")
+	}
+	if n > 0 {
+		d.Rearms = 0
+		d.Unreachable = 0
+	}
+}
+
+func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResult, now time.Time) {
+	d.delivered(ctx, res.Delivered)
+	head := d.head()
+	switch res.Outcome {
+	case activities.OutcomeDelivered:
+		d.WaitUntil = time.Time{}
+		d.WaitStatus = ""
+	case activities.OutcomePartial:
+		// The next event's first attempt failed after the ones before it went
+		// through; its retry waits out the schedule in its own execution.
+		head.Attempts = res.Attempt
+		head.Code, head.LastError = res.Code, res.Error
+		if res.Attempt >= d.p.MaxAttempts() || activities.IsTerminal(res.Code) {
+			d.markFailed(ctx, head, now)
+			return
+		}
+		delay := d.p.RetrySchedule[res.Attempt-1]
+		if res.RetryAfter > delay {
+			delay = min(res.RetryAfter, time.Hour)
+		}
+		head.NotBefore = now.Add(delay)
+		head.NextAttemptAt = head.NotBefore
+		d.setStatus(ctx, StatusRetrying)
+	case activities.OutcomeUnreachable:
+		head.Attempts = res.Attempt - 1
+		head.Code, head.LastError = res.Code, res.Error
+		wait := 30 * time.Second << min(d.Unreachable, 7)
+		wait = min(wait, maxUnreachableWait)
+		d.Unreachable++
+		d.WaitUntil = now.Add(wait)
+		d.WaitStatus = StatusUnreachable
+		head.NextAttemptAt = d.WaitUntil
+	case activities.OutcomeInactive:
+		d.SubState, d.SubReason = res.SubscriptionState, res.SubscriptionReason
+		if res.SubscriptionState == "cancelled" {
+			n := d.cancelAll(ctx)
+			d.audit(ctx, AuditDeliveryCancelled, "", "allowed", "", "",
+				map[string]any{"count": n, "reason": "subscription_cancelled"})
+			d.completed = true
+			return
+		}
+		d.WaitStatus = StatusBlocked
+		if res.SubscriptionState == "paused" {
+			d.WaitStatus = StatusPaused
+		}
+		d.WaitUntil = now.Add(d.p.RecheckInterval)
+	}
+}
+
+// failed applies an activity error: a terminal failure of the head or its
+// last attempt failing.
+func (d *delivery) failed(ctx workflow.Context, err error, now time.Time) {
+	var details activities.FailureDetails
+	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&details) == nil:
+	case errors.As(err, &timeoutErr):
+		details = activities.FailureDetails{Code: activities.CodeHandlerTimeout, Error: err.Error()}
+	default:
+		details = activities.FailureDetails{Code: activities.CodeHandlerFailed, Error: err.Error()}
+	}
+	d.delivered(ctx, details.Delivered)
+	head := d.head()
+	if head == nil {
+		return
+	}
+	if details.Attempt > 0 {
+		head.Attempts = details.Attempt
+	} else {
+		head.Attempts++
+	}
+	head.Code, head.LastError = details.Code, details.Error
+	d.markFailed(ctx, head, now)
+}
+
+func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Time) {
+	head.Failed = true
+	head.FailedAt = now
+	head.NotBefore = time.Time{}
+	head.NextAttemptAt = time.Time{}
+	if d.Rearms < d.p.MaxRearms {
+		head.NextAttemptAt = now.Add(d.p.RearmCooldown)
+	}
+	d.Counters.Failed++
+	d.outcome(ctx, *head, "failed", head.Code)
+	d.audit(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
+		"seq": head.Event.Seq, "attempts": head.Attempts, "error": head.LastError,
+	})
+	d.setStatus(ctx, StatusFailed)
+}
+
+// audit writes one audit row through an activity; the rare paths only.
+func (d *delivery) audit(ctx workflow.Context, action, actor, outcome, code, eventID string, meta map[string]any) {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["subscription"] = d.p.SubscriptionID
+	meta["subject"] = d.p.SubjectKey
+	if eventID != "" {
+		meta["eventId"] = eventID
+	}
+	for k, v := range meta {
+		if s, ok := v.(string); ok && s == "" {
+			delete(meta, k)
+		}
+	}
+	if actor == "" {
+		actor = "system"
+	}
+	entry := activities.AuditEntry{
+		Action: action, Outcome: outcome, Actor: actor, TargetType: "delivery",
+		TargetID: workflow.GetInfo(ctx).WorkflowExecution.ID, ErrorCode: code, Metadata: meta,
+	}
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Audit, entry).Get(ctx, nil); err != nil {
+		d.logger.Warn("audit write failed", "action", action, "error", err)
+	}
+}
+
+// shortActivity is the option set of the small database activities.
+func (d *delivery) shortActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			MaximumAttempts: 20, NonRetryableErrorTypes: []string{activities.ErrTypeNotFound},
+		},
+	})
+}

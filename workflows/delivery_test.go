@@ -1,0 +1,394 @@
+package workflows_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"herald/activities"
+	"herald/workflows"
+)
+
+func TestDeliversManyEventsInOrder(t *testing.T) {
+	h := newHarness(t)
+	h.eventsAt(time.Second, seqRange(1, 40)...)
+	h.eventsAt(2*time.Second, seqRange(41, 60)...)
+	h.eventsAt(3*time.Second, seqRange(61, 100)...)
+	st := h.queryAt(time.Hour)
+	h.params.IdleTimeout = 2 * time.Hour
+	h.run()
+	if got, want := h.sub.delivered(), ids(seqRange(1, 100)...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %d events, out of order or missing:\n got %v\nwant %v", len(got), got, want)
+	}
+	for _, c := range h.sub.all() {
+		if c.Attempt != 1 {
+			t.Fatalf("event %s delivered with attempt %d, want 1", c.EventID, c.Attempt)
+		}
+	}
+	if st.Status != workflows.StatusIdle || st.Counters.Delivered != 100 || len(st.Outcomes) != 20 {
+		t.Fatalf("state after delivery: status %q, counters %+v, %d outcomes", st.Status, st.Counters, len(st.Outcomes))
+	}
+	if len(h.store.audits) != 0 {
+		t.Fatalf("the happy path wrote audit rows: %+v", h.store.audits)
+	}
+}
+
+func TestDuplicateEventsAreIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.eventsAt(time.Second, 1, 2, 3)
+	h.eventsAt(2*time.Second, 2, 3, 4) // a relay re-send after a crash
+	h.eventsAt(3*time.Second, 1, 4, 5)
+	h.run()
+	if got, want := h.sub.delivered(), ids(1, 2, 3, 4, 5); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+}
+
+// TestFullRetrySchedule: a head that always fails gets 8 attempts with the
+// schedule's exact delays, then the key holds; later events wait.
+func TestFullRetrySchedule(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxRearms = 1
+	h.params.RearmCooldown = 100 * time.Hour
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3)
+	retrying := h.queryAt(time.Second + 3*time.Second)
+	failed := h.queryAt(5 * time.Hour)
+	h.signalAt(5*time.Hour+time.Minute, workflows.SignalCancel, workflows.CancelSignal{Actor: "alice", Reason: "bad event"})
+	h.run()
+
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 8 {
+		t.Fatalf("head got %d attempts, want 8: %+v", len(calls), calls)
+	}
+	want := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour}
+	for i := 1; i < len(calls); i++ {
+		gap := calls[i].At - calls[i-1].At
+		if gap < want[i-1] || gap > want[i-1]+2*time.Second {
+			t.Errorf("delay before attempt %d = %v, want %v", i+1, gap, want[i-1])
+		}
+		if calls[i].Attempt != i+1 {
+			t.Errorf("attempt header %d, want %d", calls[i].Attempt, i+1)
+		}
+	}
+	if retrying.Status != workflows.StatusRetrying || retrying.Head == nil || retrying.Head.Attempt < 1 ||
+		retrying.Head.Code != activities.CodeHandlerFailed || retrying.Head.NextAttemptAt == nil {
+		t.Errorf("state while retrying: %+v head %+v", retrying, retrying.Head)
+	}
+	if failed.Status != workflows.StatusFailed || failed.Head.Attempt != 8 || len(failed.Queued) != 2 ||
+		failed.Queued[0].HeldBy != eventID(1) {
+		t.Errorf("state when failed: %+v head %+v", failed, failed.Head)
+	}
+	// Nothing behind the failed head was delivered before the cancel.
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2, 3)) {
+		t.Errorf("delivered %v, want the held events only after the cancel", got)
+	}
+	if n := len(h.store.auditsOf(workflows.AuditDeliveryFailed)); n != 1 {
+		t.Errorf("%d delivery.failed audit rows, want 1", n)
+	}
+	c := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(c) != 1 || c[0].Actor != "alice" || c[0].Metadata["reason"] != "bad event" || c[0].Metadata["eventId"] != eventID(1) {
+		t.Errorf("cancel audit rows: %+v", c)
+	}
+}
+
+func TestSchemaMismatchIsTerminalAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2)
+	st := h.queryAt(10 * time.Minute)
+	h.signalAt(20*time.Minute, workflows.SignalCancel, workflows.CancelSignal{})
+	h.run()
+	if n := len(h.sub.callsFor(eventID(1))); n != 1 {
+		t.Fatalf("422 was attempted %d times, want 1", n)
+	}
+	if st.Status != workflows.StatusFailed || st.Head.Code != activities.CodeSchemaMismatch {
+		t.Fatalf("state: %+v head %+v", st, st.Head)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	h := newHarness(t)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if nth == 0 {
+			return activities.PostResult{Code: activities.CodeThrottled, Status: 429, RetryAfter: 90 * time.Second}
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1)
+	h.run()
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 2 || !calls[1].OK {
+		t.Fatalf("calls %+v", calls)
+	}
+	if gap := calls[1].At - calls[0].At; gap < 90*time.Second || gap > 92*time.Second {
+		t.Fatalf("retry after %v, want Retry-After's 90s instead of the schedule's 1s", gap)
+	}
+}
+
+// TestUnreachableWaitsWithoutSpendingAttempts: refused connections wait on
+// durable timers (30s, 60s, 120s) and the attempt is not counted.
+func TestUnreachableWaitsWithoutSpendingAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
+		if nth < 3 {
+			return activities.PostResult{Code: activities.CodeSubscriberUnreachable, Message: "connection refused"}
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2)
+	st := h.queryAt(time.Second + 10*time.Second)
+	h.run()
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 4 {
+		t.Fatalf("calls %+v", calls)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute}
+	for i := 1; i < 4; i++ {
+		if calls[i].Attempt != 1 {
+			t.Errorf("call %d has attempt %d; unreachable attempts must not count", i, calls[i].Attempt)
+		}
+		if gap := calls[i].At - calls[i-1].At; gap < want[i-1] || gap > want[i-1]+2*time.Second {
+			t.Errorf("wait before call %d = %v, want %v", i+1, gap, want[i-1])
+		}
+	}
+	if st.Status != workflows.StatusUnreachable {
+		t.Errorf("status while unreachable: %q", st.Status)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v", got)
+	}
+}
+
+func TestRedeliverGivesFreshAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxRearms = 1
+	h.params.RearmCooldown = 100 * time.Hour
+	healthy := false
+	h.sub.setRespond(func(_ string, _, _ int) activities.PostResult {
+		if !healthy {
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3)
+	h.at(time.Hour, func() { h.sub.mu.Lock(); healthy = true; h.sub.mu.Unlock() })
+	h.signalAt(time.Hour+time.Second, workflows.SignalRedeliver, workflows.RedeliverSignal{Actor: "bob", Reason: "fixed"})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v", got)
+	}
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 2 || calls[1].Attempt != 1 {
+		t.Fatalf("redelivery must start with fresh attempts: %+v", calls)
+	}
+	r := h.store.auditsOf(workflows.AuditDeliveryRedelivered)
+	if len(r) != 1 || r[0].Actor != "bob" || r[0].Outcome != "allowed" {
+		t.Fatalf("redeliver audit rows: %+v", r)
+	}
+}
+
+func TestRedeliverByIDDeliversAgainBeforeTheQueue(t *testing.T) {
+	h := newHarness(t)
+	h.store.events[eventID(1)] = activities.LoadedEvent{Event: event(1), Subject: "person-1"}
+	h.store.events[eventID(99)] = activities.LoadedEvent{Event: event(99), Subject: "person-7"}
+	h.eventsAt(time.Second, 1)
+	h.signalAt(time.Minute, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Minute, 2, 3)
+	h.signalAt(3*time.Minute, workflows.SignalRedeliver, workflows.RedeliverSignal{EventID: eventID(1)})
+	h.signalAt(3*time.Minute, workflows.SignalRedeliver, workflows.RedeliverSignal{EventID: eventID(99)})
+	h.signalAt(3*time.Minute, workflows.SignalRedeliver, workflows.RedeliverSignal{EventID: eventID(42)})
+	h.signalAt(4*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 1, 2, 3)) {
+		t.Fatalf("delivered %v, want event 1 again before 2 and 3", got)
+	}
+	var outcomes []string
+	for _, a := range h.store.auditsOf(workflows.AuditDeliveryRedelivered) {
+		outcomes = append(outcomes, a.Outcome+":"+a.ErrorCode)
+	}
+	if want := []string{"allowed:", "failed:event_not_for_key", "failed:event_not_found"}; !reflect.DeepEqual(outcomes, want) {
+		t.Fatalf("redeliver audits %v, want %v", outcomes, want)
+	}
+}
+
+func TestCancelByIDAndAll(t *testing.T) {
+	h := newHarness(t)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{Actor: "carol"})
+	h.eventsAt(2*time.Second, 1, 2, 3, 4, 5)
+	h.signalAt(3*time.Second, workflows.SignalCancel, workflows.CancelSignal{EventID: eventID(2)})
+	h.signalAt(4*time.Second, workflows.SignalResume, workflows.ControlSignal{Actor: "carol"})
+	h.signalAt(5*time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(6*time.Second, 6, 7, 8)
+	h.signalAt(7*time.Second, workflows.SignalCancel, workflows.CancelSignal{All: true, Reason: "drop"})
+	h.signalAt(8*time.Second, workflows.SignalResume, workflows.ControlSignal{})
+	h.eventsAt(9*time.Second, 9)
+	st := h.queryAt(time.Hour)
+	h.params.IdleTimeout = 2 * time.Hour
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 3, 4, 5, 9)) {
+		t.Fatalf("delivered %v", got)
+	}
+	c := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(c) != 2 || c[1].Metadata["count"] != float64(3) {
+		t.Fatalf("cancel audits %+v", c)
+	}
+	if st.Counters.Cancelled != 4 || st.Counters.Delivered != 5 {
+		t.Fatalf("counters %+v", st.Counters)
+	}
+	if n := len(h.store.auditsOf(workflows.AuditDeliveryPaused)); n != 2 {
+		t.Fatalf("%d pause audits, want 2", n)
+	}
+}
+
+func TestPauseHoldsUntilResume(t *testing.T) {
+	h := newHarness(t)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Second, 1, 2)
+	paused := h.queryAt(time.Hour)
+	h.signalAt(2*time.Hour, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if paused.Status != workflows.StatusPaused || len(h.sub.callsFor(eventID(1))) != 1 {
+		t.Fatalf("paused state %+v", paused)
+	}
+	if c := h.sub.all(); c[0].At < 0 {
+		t.Fatal("impossible")
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+// TestRearmAfterCooldownAndCap: a failed key re-arms itself after the
+// cooldown, at most MaxRearms times in a row.
+func TestRearmAfterCooldownAndCap(t *testing.T) {
+	h := newHarness(t)
+	h.params.RetrySchedule = []time.Duration{time.Second} // 2 attempts per arming
+	h.sub.setRespond(func(_ string, _, _ int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
+	h.eventsAt(time.Second, 1)
+	capped := h.queryAt(10 * time.Hour)
+	h.signalAt(11*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+	h.run()
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 2*4 {
+		t.Fatalf("%d attempts, want 2 per arming × (1 + 3 re-arms)", len(calls))
+	}
+	for _, i := range []int{2, 4, 6} {
+		if gap := calls[i].At - calls[i-1].At; gap < time.Hour || gap > time.Hour+5*time.Second {
+			t.Errorf("re-arm %d after %v, want the 1h cooldown", i/2, gap)
+		}
+		if calls[i].Attempt != 1 {
+			t.Errorf("re-armed attempt numbered %d", calls[i].Attempt)
+		}
+	}
+	if n := len(h.store.auditsOf(workflows.AuditDeliveryRearmed)); n != 3 {
+		t.Errorf("%d rearm audits, want 3", n)
+	}
+	if capped.Status != workflows.StatusFailed || capped.Counters.Rearms != 3 || capped.Head.NextAttemptAt != nil {
+		t.Errorf("state after the cap: %+v head %+v", capped, capped.Head)
+	}
+}
+
+func TestSubscriptionCancelledCancelsQueueAndCompletes(t *testing.T) {
+	h := newHarness(t)
+	h.store.setState("cancelled", "subscription_removed")
+	h.eventsAt(time.Second, 1, 2, 3)
+	h.run()
+	if n := len(h.sub.all()); n != 0 {
+		t.Fatalf("%d POSTs to a cancelled subscription", n)
+	}
+	c := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(c) != 1 || c[0].Metadata["count"] != float64(3) {
+		t.Fatalf("cancel audits %+v", c)
+	}
+}
+
+func TestBlockedSubscriptionWaitsWithoutAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.store.setState("blocked", "event_not_declared")
+	h.eventsAt(time.Second, 1)
+	blocked := h.queryAt(30 * time.Minute)
+	h.at(time.Hour, func() { h.store.setState("paused", "paused_by_operator") })
+	paused := h.queryAt(2 * time.Hour)
+	h.at(3*time.Hour, func() { h.store.setState("active", "") })
+	h.signalAt(3*time.Hour, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if blocked.Status != workflows.StatusBlocked || paused.Status != workflows.StatusPaused {
+		t.Fatalf("statuses %q then %q", blocked.Status, paused.Status)
+	}
+	calls := h.sub.all()
+	if len(calls) != 1 || calls[0].Attempt != 1 || calls[0].At != 0 {
+		t.Fatalf("calls %+v", calls)
+	}
+}
+
+// TestIdleCompletionKeepsLastMomentSignal: an event that arrives in the same
+// workflow task as the idle timer is delivered, not lost.
+func TestIdleCompletionKeepsLastMomentSignal(t *testing.T) {
+	h := newHarness(t)
+	h.params.IdleTimeout = time.Minute
+	h.eventsAt(time.Second, 1)
+	// Just before the idle timer fires: buffered without a workflow task, so
+	// the signal and the timer reach the workflow in the same task.
+	h.at(time.Second+time.Minute-time.Millisecond, func() {
+		h.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{event(2)}})
+	})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+// TestContinueAsNewCarriesQueue: after SignalsPerRun signals the run
+// continues as new, carrying every queued event, including ones buffered at
+// the last moment, in order.
+func TestContinueAsNewCarriesQueue(t *testing.T) {
+	h := newHarness(t)
+	h.params.SignalsPerRun = 3
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Second, 1, 2)
+	h.at(3*time.Second, func() {
+		h.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{event(3)}})
+		h.env.SignalWorkflow(workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{event(4)}})
+	})
+	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+	err := h.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next workflows.Params
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatalf("decode carried params: %v", err)
+	}
+	if next.Carry == nil || !next.Carry.KeyPaused || next.SubscriptionID != h.params.SubscriptionID {
+		t.Fatalf("carried params %+v", next)
+	}
+	var got []string
+	for _, it := range next.Carry.Queue {
+		got = append(got, it.Event.ID)
+	}
+	if !reflect.DeepEqual(got, ids(1, 2, 3, 4)) {
+		t.Fatalf("carried queue %v", got)
+	}
+	if next.Carry.LastSeq != 4 {
+		t.Fatalf("carried last seq %d", next.Carry.LastSeq)
+	}
+}

@@ -1,0 +1,81 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// setStatus records a status change: the search attributes (status and the
+// queue length at that moment) and the current details are upserted on
+// changes only, never per event.
+func (d *delivery) setStatus(ctx workflow.Context, status string) {
+	if status == d.status {
+		return
+	}
+	d.status = status
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue)))); err != nil {
+		d.logger.Warn("upsert search attributes failed", "error", err)
+	}
+	workflow.SetCurrentDetails(ctx, d.details())
+}
+
+// details is the markdown shown as the workflow's current details in the UI.
+func (d *delivery) details() string {
+	s := fmt.Sprintf("**%s** · %s · key `%s` · %d queued", d.status, d.p.SubscriptionID, d.p.SubjectKey, len(d.Queue))
+	if head := d.head(); head != nil {
+		s += fmt.Sprintf("\n\nhead `%s` (seq %d), attempt %d", head.Event.ID, head.Event.Seq, head.Attempts)
+		if head.Code != "" {
+			s += fmt.Sprintf(", last error `%s`: %s", head.Code, head.LastError)
+		}
+	}
+	return s
+}
+
+// outcome remembers one final outcome; the last maxOutcomes are kept.
+func (d *delivery) outcome(ctx workflow.Context, it QueueItem, result, code string) {
+	d.Outcomes = append(d.Outcomes, Outcome{
+		EventID: it.Event.ID, Seq: it.Event.Seq, Result: result, Code: code,
+		Attempts: it.Attempts, At: workflow.Now(ctx),
+	})
+	if over := len(d.Outcomes) - d.maxOutcomes; over > 0 {
+		d.Outcomes = append([]Outcome(nil), d.Outcomes[over:]...)
+	}
+}
+
+// state answers QueryState.
+func (d *delivery) state(now time.Time) State {
+	st := State{
+		Subscription: d.p.SubscriptionID,
+		Subject:      d.p.SubjectKey,
+		Status:       d.status,
+		Queued:       []QueuedEvent{},
+		Counters:     d.Counters,
+		Outcomes:     append([]Outcome{}, d.Outcomes...),
+		KeyPaused:    d.KeyPaused,
+	}
+	head := d.head()
+	if head == nil {
+		return st
+	}
+	h := &HeadState{
+		EventID: head.Event.ID, Seq: head.Event.Seq, Type: head.Event.Type,
+		Attempt: head.Attempts, Code: head.Code, LastError: head.LastError,
+	}
+	if !head.NextAttemptAt.IsZero() {
+		t := head.NextAttemptAt
+		h.NextAttemptAt = &t
+	}
+	st.Head = h
+	held := d.status != StatusDelivering && d.status != StatusIdle
+	for _, it := range d.Queue[1:] {
+		q := QueuedEvent{EventID: it.Event.ID, Seq: it.Event.Seq, Type: it.Event.Type}
+		if held {
+			q.HeldBy = head.Event.ID
+		}
+		st.Queued = append(st.Queued, q)
+	}
+	return st
+}
