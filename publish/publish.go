@@ -1,0 +1,198 @@
+// Package publish validates events against their declarations and records
+// them in the event log (SPEC §3): the library behind `starter publish`,
+// including bulk publishing from NDJSON files.
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"herald/store"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxEventBytes caps an encoded event (its CloudEvent JSON): 256 KiB.
+	DefaultMaxEventBytes = 256 << 10
+	// DefaultCacheTTL is how long app and declaration look-ups are reused.
+	DefaultCacheTTL = 5 * time.Second
+)
+
+// Options configure a Publisher. The zero value gives the defaults.
+type Options struct {
+	// MaxEventBytes caps the encoded event; zero or less means
+	// DefaultMaxEventBytes.
+	MaxEventBytes int
+	// Now gives the time of events published without one; nil means time.Now.
+	Now func() time.Time
+	// CacheTTL is how long a found app or declaration (with its compiled
+	// schema) is reused before it is looked up again, so bulk publishing does
+	// not query the database per event. Zero means DefaultCacheTTL; negative
+	// disables the cache. Misses are never cached.
+	CacheTTL time.Duration
+	// Logger reports rejections that could not be recorded; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// Request is one event to publish.
+type Request struct {
+	// ID is the event's UUID; empty means a new one is generated (UUID v7).
+	ID      string
+	App     string // the source app
+	Type    string // "<app>.<name>"
+	Version int
+	Subject string // the subject key
+	Data    json.RawMessage
+	// Time is the event's time; zero means now.
+	Time time.Time
+}
+
+// Result describes an accepted event.
+type Result struct {
+	ID  string
+	Seq int64
+	// Duplicate: the same id and content were already accepted; Seq is the
+	// stored event's and nothing new was recorded.
+	Duplicate bool
+}
+
+// Outcome is the fate of one request of a batch: a Result when Rejection is
+// nil.
+type Outcome struct {
+	Result    Result
+	Rejection *Rejection
+}
+
+// Publisher validates and records events. It is safe for concurrent use.
+type Publisher struct {
+	store         *store.Store
+	maxEventBytes int
+	now           func() time.Time
+	log           *zap.Logger
+	cache         *lookupCache
+}
+
+// New returns a Publisher writing to st.
+func New(st *store.Store, opts Options) *Publisher {
+	p := &Publisher{store: st, maxEventBytes: opts.MaxEventBytes, now: opts.Now, log: opts.Logger}
+	if p.maxEventBytes <= 0 {
+		p.maxEventBytes = DefaultMaxEventBytes
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	ttl := opts.CacheTTL
+	if ttl == 0 {
+		ttl = DefaultCacheTTL
+	}
+	p.cache = newLookupCache(st, ttl, p.now)
+	return p
+}
+
+// MaxEventBytes is the publisher's limit on an encoded event.
+func (p *Publisher) MaxEventBytes() int { return p.maxEventBytes }
+
+// Publish validates and records one event. A refused request returns a
+// *Rejection (see IsRejection), already recorded in the event log; any other
+// error is a failure of Herald itself.
+func (p *Publisher) Publish(ctx context.Context, r Request) (Result, error) {
+	outs, err := p.PublishBatch(ctx, []Request{r})
+	if err != nil {
+		return Result{}, err
+	}
+	if rej := outs[0].Rejection; rej != nil {
+		return Result{}, rej
+	}
+	return outs[0].Result, nil
+}
+
+// PublishBatch validates every request and records the accepted ones in one
+// transaction, in the order given. It returns one Outcome per request, in the
+// same order; rejections are recorded one by one, best effort. An error means
+// nothing of the batch was accepted.
+func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, error) {
+	outs := make([]Outcome, len(rs))
+	evs := make([]store.NewEvent, 0, len(rs))
+	index := make([]int, 0, len(rs))
+	for i, r := range rs {
+		ev, rej, err := p.check(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if rej != nil {
+			outs[i].Rejection = rej
+			p.record(ctx, r, rej)
+			continue
+		}
+		evs = append(evs, ev)
+		index = append(index, i)
+	}
+	inserted, err := p.store.InsertEvents(ctx, evs)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	for j, ins := range inserted {
+		i := index[j]
+		if ins.Conflict {
+			rej := &Rejection{Code: CodeIDConflict,
+				Message: fmt.Sprintf("event id %s was already used for different content", ins.ID)}
+			outs[i].Rejection = rej
+			p.record(ctx, rs[i], rej)
+			continue
+		}
+		outs[i].Result = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate}
+	}
+	return outs, nil
+}
+
+// check looks up what validation needs, in the order of the checks, and
+// validates r.
+func (p *Publisher) check(ctx context.Context, r Request) (store.NewEvent, *Rejection, error) {
+	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes}
+	known, err := p.cache.appExists(ctx, r.App)
+	if err != nil {
+		return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
+	}
+	in.appKnown = known
+	if known && ownsType(r.App, r.Type) && r.Version >= MinVersion && r.Version <= MaxVersion {
+		in.decl, err = p.cache.declaration(ctx, r.Type, r.Version)
+		if err != nil {
+			return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
+		}
+	}
+	if r.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return store.NewEvent{}, nil, fmt.Errorf("publish: generate event id: %w", err)
+		}
+		in.newID = id.String()
+	}
+	ev, rej := validateRequest(r, in)
+	return ev, rej, nil
+}
+
+// record stores a rejection; failing to do so does not change the answer
+// the publisher gets, so it is only logged.
+func (p *Publisher) record(ctx context.Context, r Request, rej *Rejection) {
+	err := p.store.RecordRejection(ctx, store.Rejection{
+		ID:        r.ID,
+		SourceApp: r.App,
+		Type:      r.Type,
+		Version:   r.Version,
+		Subject:   r.Subject,
+		Code:      rej.Code,
+		Reason:    rej.Message,
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		p.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))
+	}
+}
