@@ -1,0 +1,116 @@
+package subscriber
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Event is a delivered CloudEvent (SPEC §3) with the delivery's metadata.
+type Event struct {
+	// CloudEvent attributes.
+	SpecVersion     string
+	ID              string
+	Source          string // "app:<publisher>"
+	Type            string // "<publisher>.<name>"
+	Subject         string // the subject key
+	Time            time.Time
+	DataContentType string
+	DataVersion     int // the declared version of the event type
+	Data            json.RawMessage
+
+	// Delivery metadata, from the verified token.
+	Subscription string // sub: "<subscriber-app>:<event-type>@<version>"
+	Attempt      int    // attempt number, from 1
+	EventID      string // event_id; equals ID
+	Audience     string // the configured audience the delivery was for
+}
+
+// DecodeData unmarshals the event's data into v. A failure is returned as a
+// Reject error, so a Handler that returns it answers 422: the data does not
+// fit what the receiver expects, and retrying will not change that.
+func (e Event) DecodeData(v any) error {
+	if len(e.Data) == 0 {
+		return Reject(errors.New("event has no data"))
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return Reject(fmt.Errorf("decode data of %s event %s: %w", e.Type, e.ID, err))
+	}
+	return nil
+}
+
+// wireEvent is the CloudEvents 1.0 structured JSON form.
+type wireEvent struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	DataVersion     json.RawMessage `json:"dataversion"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// decodeEvent decodes and checks a CloudEvent body.
+func decodeEvent(body []byte) (Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(body, &w); err != nil {
+		return Event{}, fmt.Errorf("decode cloudevent: %w", err)
+	}
+	switch {
+	case w.SpecVersion != "1.0":
+		return Event{}, fmt.Errorf("cloudevent specversion %q, want \"1.0\"", w.SpecVersion)
+	case w.ID == "":
+		return Event{}, errors.New("cloudevent has no id")
+	case w.Type == "":
+		return Event{}, errors.New("cloudevent has no type")
+	case w.Source == "":
+		return Event{}, errors.New("cloudevent has no source")
+	}
+	ev := Event{
+		SpecVersion:     w.SpecVersion,
+		ID:              w.ID,
+		Source:          w.Source,
+		Type:            w.Type,
+		Subject:         w.Subject,
+		DataContentType: w.DataContentType,
+		Data:            w.Data,
+	}
+	if w.Time != "" {
+		t, err := time.Parse(time.RFC3339Nano, w.Time)
+		if err != nil {
+			return Event{}, fmt.Errorf("cloudevent time: %w", err)
+		}
+		ev.Time = t
+	}
+	v, err := parseDataVersion(w.DataVersion)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.DataVersion = v
+	return ev, nil
+}
+
+// parseDataVersion reads the dataversion extension, a JSON integer or a
+// string holding one (CloudEvents extensions are often strings); absent is 0.
+func parseDataVersion(raw json.RawMessage) (int, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	text := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return 0, fmt.Errorf("cloudevent dataversion: %w", err)
+		}
+	}
+	v, err := strconv.Atoi(text)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("cloudevent dataversion %s: want a non-negative integer", raw)
+	}
+	return v, nil
+}

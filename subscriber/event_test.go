@@ -1,0 +1,59 @@
+package subscriber
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeEvent(t *testing.T) {
+	const base = `"specversion":"1.0","id":"e1","source":"app:contacts","type":"contacts.person.updated"`
+	tests := []struct {
+		name        string
+		body        string
+		wantVersion int
+		errHas      string
+	}{
+		{"integer dataversion", `{` + base + `,"dataversion":3,"data":{}}`, 3, ""},
+		{"string dataversion", `{` + base + `,"dataversion":"12"}`, 12, ""},
+		{"no dataversion", `{` + base + `}`, 0, ""},
+		{"fractional dataversion", `{` + base + `,"dataversion":1.5}`, 0, "dataversion"},
+		{"negative dataversion", `{` + base + `,"dataversion":-1}`, 0, "dataversion"},
+		{"word dataversion", `{` + base + `,"dataversion":"one"}`, 0, "dataversion"},
+		{"bad time", `{` + base + `,"time":"yesterday"}`, 0, "time"},
+		{"specversion 0.3", `{"specversion":"0.3","id":"e1","source":"s","type":"t"}`, 0, "specversion"},
+		{"no id", `{"specversion":"1.0","source":"s","type":"t"}`, 0, "no id"},
+		{"no type", `{"specversion":"1.0","id":"e1","source":"s"}`, 0, "no type"},
+		{"no source", `{"specversion":"1.0","id":"e1","type":"t"}`, 0, "no source"},
+		{"id not a string", `{"specversion":"1.0","id":1,"source":"s","type":"t"}`, 0, "decode cloudevent"},
+		{"array", `[]`, 0, "decode cloudevent"},
+		{"null", `null`, 0, "specversion"},
+		{"not JSON", `id=1`, 0, "decode cloudevent"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := decodeEvent([]byte(tc.body))
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.DataVersion != tc.wantVersion || ev.ID != "e1" || ev.Source != "app:contacts" {
+				t.Errorf("decoded %+v", ev)
+			}
+		})
+	}
+}
+
+func TestDecodeDataWithoutData(t *testing.T) {
+	var v map[string]any
+	err := Event{ID: "e1"}.DecodeData(&v)
+	var reject *RejectError
+	if !errors.As(err, &reject) {
+		t.Fatalf("DecodeData of an event without data: %v, want a RejectError", err)
+	}
+}
