@@ -50,11 +50,16 @@ case "$cmd" in
         || { cat "$dir/initdb.log" >&2; exit 1; }
     fi
     if as_pg "$pgbin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then url_of; exit 0; fi
-    port=$(free_port)
-    echo "$port" >"$dir/port"
-    as_pg "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
-      start >/dev/null || { tail -n 20 "$dir/server.log" >&2; exit 1; }
+    # Another process may take the same free port at the same moment: try a few.
+    started=""
+    for _ in 1 2 3 4 5; do
+      port=$(free_port)
+      echo "$port" >"$dir/port"
+      if as_pg "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
+        start >/dev/null; then started=1; break; fi
+    done
+    [ -n "$started" ] || { tail -n 20 "$dir/server.log" >&2; exit 1; }
     as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qtAc \
       "SELECT 1 FROM pg_database WHERE datname = 'herald'" | grep -q 1 \
       || as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U herald herald

@@ -1,0 +1,210 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"herald/config"
+	"herald/internal/testenv"
+	"herald/manifest"
+	"herald/publish"
+	"herald/service"
+	"herald/signing"
+	"herald/subscriber"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// system is one running Herald: worker service, subscriber, publisher.
+type system struct {
+	t         *testing.T
+	cfg       config.Worker
+	svc       *service.Service
+	sub       *recorder
+	subURL    string
+	publisher *publish.Publisher
+	stop      func()
+}
+
+// start brings up a worker in its own database schema and Temporal
+// namespace, and a verifying subscriber.
+func start(t *testing.T, tune func(*config.Worker)) *system {
+	t.Helper()
+	dbURL := testenv.NewSchema(t)
+	addr, ns := testenv.NewNamespace(t)
+	keyDir := t.TempDir()
+	if _, err := signing.GenerateKey(keyDir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Worker{
+		Common: config.Common{DatabaseURL: dbURL, TemporalAddress: addr, TemporalNamespace: ns, LogLevel: "warn"},
+		HTTPAddr:        "127.0.0.1:0",
+		SigningKey:      keyDir,
+		Allow:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		Schedule:        []time.Duration{200 * time.Millisecond, 200 * time.Millisecond},
+		DeliveryTimeout: 5 * time.Second,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	svc, err := service.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("start service: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("service: %v", err)
+		}
+	}()
+	s := &system{t: t, cfg: cfg, svc: svc, sub: newRecorder()}
+	h, err := subscriber.New(subscriber.Config{
+		Audiences: []string{"app:billing", "app:audit-log"},
+		JWKSURL:   "http://" + svc.Addr() + "/.well-known/jwks.json",
+		OnFailure: s.sub.onFailure,
+	}, s.sub.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	s.subURL = srv.URL
+	s.publisher = publish.New(svc.Store, publish.Options{})
+	s.stop = func() {
+		cancel()
+		<-done
+		srv.Close()
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// apply applies the example-like manifests pointing at the test subscriber.
+func (s *system) apply() {
+	s.t.Helper()
+	schema := json.RawMessage(`{"type":"object","required":["name","n"],"properties":{"name":{"type":"string"},"n":{"type":"integer"}}}`)
+	ms := []*manifest.Manifest{
+		{App: "contacts", Endpoint: s.subURL, Events: []manifest.Event{
+			{Name: "person.updated", Version: 1, Subject: "person", DataSchema: schema},
+		}},
+		{App: "billing", Endpoint: s.subURL, Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}},
+		{App: "audit-log", Endpoint: s.subURL, Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}},
+	}
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
+			s.t.Fatal(err)
+		}
+		if _, err := s.svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// publish publishes event n of a subject key.
+func (s *system) publish(subject string, n int) publish.Result {
+	s.t.Helper()
+	res, err := s.publisher.Publish(context.Background(), publish.Request{
+		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: subject,
+		Data: json.RawMessage(fmt.Sprintf(`{"name":"p","n":%d}`, n)),
+	})
+	if err != nil {
+		s.t.Fatalf("publish %s #%d: %v", subject, n, err)
+	}
+	return res
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// arrival is one delivery the subscriber accepted.
+type arrival struct {
+	N       int
+	Attempt int
+	ID      string
+}
+
+// recorder is the subscriber's handler: it records accepted deliveries per
+// (audience, subject) and can be told to fail some.
+type recorder struct {
+	mu       sync.Mutex
+	got      map[string][]arrival
+	failures []subscriber.Failure
+	// reject, when it returns a non-nil error for a delivery, answers with it.
+	reject func(audience, subject string, n int) error
+}
+
+func newRecorder() *recorder { return &recorder{got: map[string][]arrival{}} }
+
+func (r *recorder) handle(_ context.Context, ev subscriber.Event) error {
+	var data struct {
+		N int `json:"n"`
+	}
+	if err := ev.DecodeData(&data); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reject != nil {
+		if err := r.reject(ev.Audience, ev.Subject, data.N); err != nil {
+			return err
+		}
+	}
+	k := ev.Audience + "|" + ev.Subject
+	r.got[k] = append(r.got[k], arrival{N: data.N, Attempt: ev.Attempt, ID: ev.ID})
+	return nil
+}
+
+func (r *recorder) onFailure(_ *http.Request, f subscriber.Failure) {
+	r.mu.Lock()
+	r.failures = append(r.failures, f)
+	r.mu.Unlock()
+}
+
+func (r *recorder) setReject(fn func(audience, subject string, n int) error) {
+	r.mu.Lock()
+	r.reject = fn
+	r.mu.Unlock()
+}
+
+func (r *recorder) arrivals(audience, subject string) []arrival {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]arrival(nil), r.got["app:"+audience+"|"+subject]...)
+}
+
+func (r *recorder) count(audience, subject string) int { return len(r.arrivals(audience, subject)) }
+
+// verificationFailures are the 401/400 answers: forged or broken deliveries.
+func (r *recorder) verificationFailures() []subscriber.Failure {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []subscriber.Failure
+	for _, f := range r.failures {
+		if f.Status == http.StatusUnauthorized || f.Status == http.StatusBadRequest {
+			out = append(out, f)
+		}
+	}
+	return out
+}

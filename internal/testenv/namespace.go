@@ -1,0 +1,81 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// SearchAttributes are Herald's search attributes and their types.
+var SearchAttributes = map[string]enumspb.IndexedValueType{
+	"HeraldSubscription": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldApp":          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldEventType":    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldStatus":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldQueued":       enumspb.INDEXED_VALUE_TYPE_INT,
+}
+
+// NewNamespace registers a fresh Temporal namespace with Herald's search
+// attributes, so tests that share one dev server (and Herald's fixed task
+// queue and readable workflow ids) cannot see each other's workflows.
+func NewNamespace(t testing.TB) (address, namespace string) {
+	t.Helper()
+	address = TemporalAddress(t)
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	namespace = "test-" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(client.Options{HostPort: address, Logger: quiet{}})
+	if err != nil {
+		t.Fatalf("testenv: dial Temporal: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace:                        namespace,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	}); err != nil {
+		t.Fatalf("testenv: register namespace: %v", err)
+	}
+	for {
+		_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: namespace, SearchAttributes: SearchAttributes,
+		})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: add search attributes to %s: %v", namespace, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the new namespace takes a moment to be known
+	}
+	// Wait until the namespace answers visibility queries with the attributes.
+	for {
+		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: namespace, Query: `HeraldStatus = "failed"`,
+		})
+		if err == nil {
+			return address, namespace
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: namespace %s not ready: %v", namespace, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// quiet drops the SDK's logs in test set-up.
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}
