@@ -52,8 +52,11 @@ case "$cmd" in
     if as_pg "$pgbin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then url_of; exit 0; fi
     # Another process may take the same free port at the same moment: try a few.
     started=""
+    # A restart keeps the cluster's port (clients keep their URL) while it is free.
+    prev=$(cat "$dir/port" 2>/dev/null || true)
     for _ in 1 2 3 4 5; do
-      port=$(free_port)
+      if [ -n "$prev" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$prev") 2>/dev/null; then port=$prev; else port=$(free_port); fi
+      prev=""
       echo "$port" >"$dir/port"
       if as_pg "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
         -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \

@@ -38,7 +38,10 @@ case "$cmd" in
     install >/dev/null
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "127.0.0.1:$(cat "$dir/port")"; exit 0; fi
-    port=$(free_port); ui=$(free_port)
+    # A restart keeps the ports (workers reconnect to the same address) while they are free.
+    port=$(cat "$dir/port" 2>/dev/null || true); ui=$(cat "$dir/ui-port" 2>/dev/null || true)
+    if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=$(free_port); fi
+    if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port); fi
     echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"
     uiflag=(--ui-port "$ui")
     [ "${1:-}" = "--headless" ] && uiflag=(--headless)

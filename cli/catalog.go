@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"herald/store"
+)
+
+// runCatalog lists every declaration with its publisher and subscribers.
+func runCatalog(inv *invocation, args []string) error {
+	fs := inv.newFlags("catalog")
+	rest, err := inv.parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("catalog", rest); err != nil {
+		return err
+	}
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	entries, err := st.Catalog(inv.ctx)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(inv.stdout, nonNil(entries))
+	}
+	if len(entries) == 0 {
+		fmt.Fprintln(inv.stdout, "no events declared yet (starter apps apply PATH...)")
+		return nil
+	}
+	t := newTable(inv.stdout, "EVENT", "PUBLISHER", "SUBJECT", "STATUS", "SUBSCRIBER", "SUBSCRIPTION STATE")
+	for _, e := range entries {
+		event := e.Type + "@" + strconv.Itoa(e.Version)
+		if len(e.Subscribers) == 0 {
+			t.row(event, e.App, e.Subject, catalogStatus(e), "-", "-")
+			continue
+		}
+		for i, s := range e.Subscribers {
+			if i == 0 {
+				t.row(event, e.App, e.Subject, catalogStatus(e), s.App, stateText(s.State, s.Reason))
+			} else {
+				t.row("", "", "", "", s.App, stateText(s.State, s.Reason))
+			}
+		}
+	}
+	return t.flush()
+}
+
+// catalogStatus says whether a declaration can be published and subscribed to.
+func catalogStatus(e store.CatalogEntry) string {
+	switch {
+	case e.Retired:
+		return "retired"
+	case e.Place:
+		return "declared (resource-scoped)"
+	default:
+		return "declared"
+	}
+}
+
+// runSubscriptions lists subscriptions, or pauses or resumes one.
+func runSubscriptions(inv *invocation, args []string) error {
+	fs := inv.newFlags("subscriptions")
+	app := fs.String("app", "", "list only this app's subscriptions")
+	reason := fs.String("reason", "", "why the subscription is paused or resumed (recorded in the audit trail)")
+	actor := fs.String("actor", "", "name recorded in the audit trail (default: the OS user)")
+	rest, err := inv.parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	set := setFlags(fs)
+	if len(rest) == 0 {
+		if set["reason"] || set["actor"] {
+			return usagef("subscriptions", "subscriptions: --reason and --actor go with pause or resume")
+		}
+		return listSubscriptions(inv, *app)
+	}
+	op := rest[0]
+	if op != "pause" && op != "resume" {
+		return usagef("subscriptions", "subscriptions: unknown subcommand %q (want pause or resume)", op)
+	}
+	if set["app"] {
+		return usagef("subscriptions", "subscriptions %s: --app only filters the list; give the subscription ID", op)
+	}
+	if err := wantArgs("subscriptions "+op, rest[1:], "ID"); err != nil {
+		return err
+	}
+	return setSubscriptionPaused(inv, rest[1], op == "pause", inv.actor(*actor), *reason)
+}
+
+func listSubscriptions(inv *invocation, app string) error {
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	subs, err := st.ListSubscriptions(inv.ctx, app)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return writeJSON(inv.stdout, nonNil(subs))
+	}
+	if len(subs) == 0 {
+		if app != "" {
+			fmt.Fprintf(inv.stdout, "app %s has no subscriptions\n", app)
+		} else {
+			fmt.Fprintln(inv.stdout, "no subscriptions yet")
+		}
+		return nil
+	}
+	t := newTable(inv.stdout, "ID", "APP", "EVENT", "STATE", "REASON", "SINCE")
+	for _, s := range subs {
+		t.row(s.ID, s.App, s.Type+"@"+strconv.Itoa(s.Version), s.State, dash(s.Reason), formatTime(s.UpdatedAt))
+	}
+	return t.flush()
+}
+
+func setSubscriptionPaused(inv *invocation, id string, paused bool, actor, reason string) error {
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	before, err := st.GetSubscription(inv.ctx, id)
+	if err != nil {
+		return subscriptionError(id, err)
+	}
+	sub, err := st.SetSubscriptionPaused(inv.ctx, id, paused, actor, reason)
+	if err != nil {
+		return subscriptionError(id, err)
+	}
+	if inv.json {
+		return writeJSON(inv.stdout, sub)
+	}
+	if before.State == sub.State && before.Reason == sub.Reason {
+		fmt.Fprintf(inv.stdout, "%s: already %s, nothing changed\n", sub.ID, stateText(sub.State, sub.Reason))
+		return nil
+	}
+	fmt.Fprintf(inv.stdout, "%s: %s -> %s\n", sub.ID, stateText(before.State, before.Reason), stateText(sub.State, sub.Reason))
+	return nil
+}
+
+// subscriptionError words an unknown subscription id for the operator.
+func subscriptionError(id string, err error) error {
+	var state *store.StateError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return invalidf("subscription %s not found (ids look like billing:contacts.person.updated@1; see starter subscriptions)", id)
+	case errors.As(err, &state):
+		return &invalidError{err: state}
+	}
+	return err
+}

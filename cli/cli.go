@@ -1,0 +1,222 @@
+// Package cli is the `starter` command line (SPEC §8): the operator and
+// publisher tool that migrates the database, applies manifests, publishes
+// events and shows catalog, subscriptions, audit trail and status. The
+// starter binary only wires Run to the process; everything else lives here.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes (SPEC §8).
+const (
+	// ExitOK: the command did what was asked.
+	ExitOK = 0
+	// ExitError: Herald or its surroundings failed (database unreachable,
+	// schema missing, an I/O error).
+	ExitError = 1
+	// ExitInvalid: the request was rejected or invalid (bad flags, unknown
+	// command, invalid manifest, rejected event, unknown id, a state change
+	// that is not allowed).
+	ExitInvalid = 2
+)
+
+// command is one top-level command of starter.
+type command struct {
+	name string
+	// group heads the section of the help the command is listed in.
+	group string
+	// synopsis lists the command's forms, without the leading "starter ".
+	synopsis []string
+	summary  string
+	// run carries out the command with the arguments after its name. It is
+	// nil for commands that are documented but not part of this build.
+	run func(inv *invocation, args []string) error
+}
+
+// Help sections, in the order they are printed.
+const (
+	groupSetup      = "Set up"
+	groupPublish    = "Publish"
+	groupInspect    = "Inspect"
+	groupDeliveries = "Deliveries (Temporal)"
+)
+
+var helpGroups = []string{groupSetup, groupPublish, groupInspect, groupDeliveries}
+
+// commands is starter's command table, in help order. A command is added by
+// giving it an entry in init with its run function. (It is filled in init
+// because the run functions look commands up themselves, for their usage.)
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "migrate", group: groupSetup, synopsis: []string{"migrate"},
+			summary: "create or upgrade Herald's database schema", run: runMigrate},
+		{name: "apps", group: groupSetup,
+			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]"},
+			summary:  "apply manifests (files or directories), list, show and remove apps", run: runApps},
+		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR"},
+			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR)", run: runKeys},
+
+		{name: "publish", group: groupPublish,
+			synopsis: []string{
+				"publish --app A --type T --version V --subject K (--data JSON | --data @FILE) [--id UUID]",
+				"publish --file EVENTS.ndjson",
+			},
+			summary: "validate and record one event, or one per line of an NDJSON file ('-' reads stdin)", run: runPublish},
+
+		{name: "catalog", group: groupInspect, synopsis: []string{"catalog"},
+			summary: "declared event types with their publishers and subscribers", run: runCatalog},
+		{name: "subscriptions", group: groupInspect,
+			synopsis: []string{"subscriptions [--app A]", "subscriptions pause|resume ID [--reason R] [--actor A]"},
+			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
+		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
+			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
+		{name: "status", group: groupInspect, synopsis: []string{"status"},
+			summary: "relay lag and the last rejected events", run: runStatus},
+
+		// The delivery commands talk to Temporal; they get their run functions
+		// when that part of the CLI lands.
+		{name: "deliveries", group: groupDeliveries, synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A]"},
+			summary: "list delivery workflows"},
+		{name: "inspect", group: groupDeliveries, synopsis: []string{"inspect WORKFLOW-ID | --subscription ID --subject K"},
+			summary: "show one delivery workflow's state"},
+		{name: "redeliver", group: groupDeliveries,
+			synopsis: []string{"redeliver --subscription ID --subject K [--event ID] [--reason R]"},
+			summary:  "retry a failed delivery with fresh attempts, or deliver an event again"},
+		{name: "cancel", group: groupDeliveries,
+			synopsis: []string{"cancel --subscription ID --subject K [--event ID] [--all] [--reason R]"},
+			summary:  "cancel a failed or queued delivery"},
+		{name: "pause", group: groupDeliveries, synopsis: []string{"pause --subscription ID --subject K"},
+			summary: "hold one subject key's deliveries"},
+		{name: "resume", group: groupDeliveries, synopsis: []string{"resume --subscription ID --subject K"},
+			summary: "release a held subject key"},
+	}
+}
+
+// lookupCommand returns the command called name.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// invocation is one run of starter: its context, streams and environment,
+// and the output mode.
+type invocation struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// json selects machine output: set by --json before the command name or
+	// by the command's own --json flag.
+	json bool
+}
+
+// Run runs starter with args (without the program name) and returns the exit
+// code. Output goes to stdout, messages and errors to stderr; getenv reads
+// the environment (HERALD_DATABASE_URL, HERALD_ALLOW_NETWORKS, USER).
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	inv := &invocation{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	// Global flags before the command name.
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			printHelp(stdout)
+			return ExitOK
+		case "-json", "--json":
+			inv.json = true
+			args = args[1:]
+		default:
+			return inv.finish(usagef("", "unknown flag %s before the command name", args[0]))
+		}
+	}
+	if len(args) == 0 {
+		printHelp(stderr)
+		return ExitInvalid
+	}
+	name, rest := args[0], args[1:]
+	if name == "help" {
+		return inv.finish(runHelp(inv, rest))
+	}
+	cmd, ok := lookupCommand(name)
+	if !ok {
+		return inv.finish(usagef("", "unknown command %q", name))
+	}
+	if cmd.run == nil {
+		return inv.finish(usagef(name, "%s is not available in this version of starter yet", name))
+	}
+	return inv.finish(cmd.run(inv, rest))
+}
+
+// runHelp prints the overview, or the usage of the named command.
+func runHelp(inv *invocation, args []string) error {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		args = args[1:] // help has no flags of its own; --json and the like change nothing
+	}
+	if len(args) == 0 {
+		printHelp(inv.stdout)
+		return nil
+	}
+	cmd, ok := lookupCommand(args[0])
+	if !ok {
+		return usagef("", "unknown command %q", args[0])
+	}
+	printCommandUsage(inv.stdout, cmd)
+	return nil
+}
+
+// printHelp lists every command by section.
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "starter: Herald's operator and publisher command line")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage:")
+	for _, g := range helpGroups {
+		fmt.Fprintf(w, "\n  %s:\n", g)
+		for _, c := range commands {
+			if c.group != g {
+				continue
+			}
+			for _, s := range c.synopsis {
+				fmt.Fprintf(w, "    starter %s\n", s)
+			}
+			summary := c.summary
+			if c.run == nil {
+				summary += " (not available in this build yet)"
+			}
+			fmt.Fprintf(w, "        %s\n", summary)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Every command takes --json for machine-readable output; flags may come before or after arguments.")
+	fmt.Fprintln(w, "Exit status: 0 success, 2 rejected or invalid request, 1 any other error.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Environment:")
+	fmt.Fprintln(w, "  HERALD_DATABASE_URL     PostgreSQL URL (required by every command but keys and help)")
+	fmt.Fprintln(w, "  HERALD_ALLOW_NETWORKS   CIDRs deliveries may reach despite the SSRF guard (apps apply warns otherwise)")
+	fmt.Fprintln(w, "  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE   the Temporal frontend (delivery commands)")
+}
+
+// printCommandUsage prints one command's forms and summary.
+func printCommandUsage(w io.Writer, c command) {
+	fmt.Fprintln(w, "Usage:")
+	for _, s := range c.synopsis {
+		fmt.Fprintf(w, "  starter %s\n", s)
+	}
+	fmt.Fprintf(w, "\n%s.\n", upperFirst(c.summary))
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

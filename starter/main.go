@@ -1,0 +1,20 @@
+// Command starter is Herald's operator and publisher command line (SPEC §8):
+// migrations, manifests, publishing, catalog, subscriptions, audit and
+// status. Run `starter help` for the commands; the logic lives in herald/cli.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"herald/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
