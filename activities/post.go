@@ -164,7 +164,7 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	client := p.client()
 	resp, err := client.Do(req)
 	if err != nil {
-		return classifyError(ctx, attemptCtx, err, &tr)
+		return classifyError(ctx, attemptCtx, timeout, err, &tr)
 	}
 	defer resp.Body.Close()
 	// Read at most the limit, never the rest: Close then drops the
@@ -224,7 +224,7 @@ func (t *connTrace) hooks() *httptrace.ClientTrace {
 
 // classifyError turns a failed round trip into a result. parent is the
 // caller's context, attempt the one bounded by the attempt's timeout.
-func classifyError(parent, attempt context.Context, err error, tr *connTrace) PostResult {
+func classifyError(parent, attempt context.Context, timeout time.Duration, err error, tr *connTrace) PostResult {
 	var forbidden *netguard.ForbiddenError
 	if errors.As(err, &forbidden) {
 		return PostResult{Code: CodeEndpointForbidden, Message: forbidden.Error()}
@@ -246,11 +246,11 @@ func classifyError(parent, attempt context.Context, err error, tr *connTrace) Po
 		return PostResult{Code: CodeSubscriberUnreachable, Message: "cannot connect: " + detail}
 	case !tr.connected.Load() && !tr.gotConn.Load():
 		if timedOut {
-			return PostResult{Code: CodeSubscriberUnreachable, Message: "connect timeout: " + detail}
+			return PostResult{Code: CodeSubscriberUnreachable, Message: fmt.Sprintf("no connection within %s: %s", timeout, detail)}
 		}
 		return PostResult{Code: CodeSubscriberUnreachable, Message: "cannot connect: " + detail}
 	case timedOut:
-		return PostResult{Code: CodeHandlerTimeout, Message: "no response in time: " + detail}
+		return PostResult{Code: CodeHandlerTimeout, Message: fmt.Sprintf("no response within %s: %s", timeout, detail)}
 	case !tr.gotConn.Load():
 		// Connected, but the TLS handshake failed: a misconfigured endpoint,
 		// counted like any other handler failure.

@@ -330,6 +330,7 @@ func TestPostReadsAtMostTheLimit(t *testing.T) {
 			// The server offers 10 MiB, then holds the response open: reading
 			// to the end would last until the attempt's timeout.
 			srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
 				w.WriteHeader(tt.status)
 				chunk := bytes.Repeat([]byte("x"), 64<<10)
 				for sent := 0; sent < tenMiB; sent += len(chunk) {
@@ -337,7 +338,10 @@ func TestPostReadsAtMostTheLimit(t *testing.T) {
 						return
 					}
 				}
-				<-r.Context().Done()
+				select {
+				case <-r.Context().Done():
+				case <-time.After(30 * time.Second):
+				}
 			})
 			ct := &countingTransport{base: netguard.NewHTTPClient(loopbackGuard(t), netguard.ClientOptions{}).Transport}
 			p := &activities.Poster{Client: &http.Client{Transport: ct}, Signer: &fakeSigner{}, MaxResponseBytes: tt.limit}
@@ -453,6 +457,8 @@ func TestPostConnectionLost(t *testing.T) {
 
 func TestPostHandlerTimeout(t *testing.T) {
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		// The server notices a gone client only once the body is read.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):
@@ -463,8 +469,8 @@ func TestPostHandlerTimeout(t *testing.T) {
 	req.Timeout = 200 * time.Millisecond
 	start := time.Now()
 	res := p.Post(context.Background(), req)
-	if res.Code != activities.CodeHandlerTimeout {
-		t.Fatalf("result = %+v, want handler_timeout", res)
+	if res.Code != activities.CodeHandlerTimeout || !strings.Contains(res.Message, "no response within 200ms") {
+		t.Fatalf("result = %+v, want handler_timeout after 200ms", res)
 	}
 	if elapsed := time.Since(start); elapsed < 200*time.Millisecond || elapsed > 3*time.Second {
 		t.Errorf("Post took %v, want about the 200ms timeout", elapsed)
@@ -543,8 +549,12 @@ func TestPostNotSentIsNotCounted(t *testing.T) {
 func TestPostCallerCancelsMidRequest(t *testing.T) {
 	started := make(chan struct{})
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		close(started)
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
 	})
 	p, _ := newPoster(t)
 	ctx, cancel := context.WithCancel(context.Background())
