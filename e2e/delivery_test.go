@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"herald/internal/testenv"
 	"herald/store"
 	"herald/subscriber"
 	"herald/workflows"
@@ -115,8 +118,29 @@ func TestDeliveryEndToEnd(t *testing.T) {
 	if len(red) != 1 || red[0].Actor != "e2e-operator" || red[0].Outcome != "allowed" {
 		t.Fatalf("delivery.redelivered audit rows: %+v", red)
 	}
+	recordHistory(t, s, badID)
+
 	lag, err := s.svc.Store.RelayLag(ctx)
 	if err != nil || lag.Undispatched != 0 {
 		t.Fatalf("relay lag after the run: %+v, %v", lag, err)
+	}
+}
+
+// recordHistory writes the workflow's history for the replay test in
+// workflows/ when HERALD_RECORD_HISTORY names a file:
+//
+//	HERALD_RECORD_HISTORY=$PWD/workflows/testdata/delivery-history.json go test ./e2e -run EndToEnd
+func recordHistory(t *testing.T, s *system, workflowID string) {
+	path := os.Getenv("HERALD_RECORD_HISTORY")
+	if path == "" {
+		return
+	}
+	out, err := exec.Command(testenv.TemporalCLI(t), "workflow", "show", "--address", s.cfg.TemporalAddress,
+		"--namespace", s.cfg.TemporalNamespace, "--workflow-id", workflowID, "--output", "json").Output()
+	if err != nil {
+		t.Fatalf("read history: %v", err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
