@@ -42,6 +42,8 @@ type Store interface {
 	LoadEvent(ctx context.Context, id string) (LoadedEvent, error)
 	// Audit appends one audit row.
 	Audit(ctx context.Context, e AuditEntry) error
+	// PurgeEvents deletes up to limit dispatched or rejected events older than cutoff.
+	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // Signaler sends a signal to a workflow; a Temporal client is one.

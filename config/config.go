@@ -36,6 +36,10 @@ type Worker struct {
 	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
 	DBMaxConns      int           `env:"HERALD_DB_MAX_CONNS"`
 	Issuer          string        `env:"HERALD_JWT_ISSUER"`
+	// Retention is how long dispatched and rejected events are kept (default 720h).
+	Retention time.Duration `env:"HERALD_RETENTION"`
+	// RetentionEvery is how often the retention schedule runs (default 24h).
+	RetentionEvery time.Duration `env:"HERALD_RETENTION_EVERY"`
 
 	// Parsed forms, filled by LoadWorker.
 	Allow    []netip.Prefix  `env:"-"`
@@ -94,7 +98,14 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	if w.Schedule, err = ParseSchedule(w.RetrySchedule); err != nil {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
 	}
-	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 {
+	if w.Retention == 0 {
+		w.Retention = workflows.DefaultRetention
+	}
+	if w.RetentionEvery == 0 {
+		w.RetentionEvery = 24 * time.Hour
+	}
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 ||
+		w.Retention < 0 || w.RetentionEvery < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
 	return w, nil

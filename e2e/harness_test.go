@@ -126,6 +126,11 @@ func (s *system) publish(subject string, n int) publish.Result {
 	return res
 }
 
+func publishRequest(subject, data string) publish.Request {
+	return publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: subject,
+		Data: json.RawMessage(data)}
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"time"
 
 	"herald/activities"
 	"herald/signing"
@@ -43,6 +44,10 @@ func (a activityStore) Audit(ctx context.Context, e activities.AuditEntry) error
 		Action: e.Action, Outcome: e.Outcome, Actor: e.Actor, TargetType: e.TargetType,
 		TargetID: e.TargetID, ErrorCode: e.ErrorCode, Metadata: e.Metadata,
 	})
+}
+
+func (a activityStore) PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	return a.st.PurgeEvents(ctx, cutoff, limit)
 }
 
 // signerAdapter signs deliveries with the newest key.

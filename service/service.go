@@ -88,6 +88,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	}
 	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{})
 	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
+	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
 	s.worker.RegisterActivity(acts)
 
 	s.Relay = &relay.Relay{
@@ -117,6 +118,9 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.close()
 	if err := s.worker.Start(); err != nil {
 		return fmt.Errorf("start Temporal worker: %w", err)
+	}
+	if err := s.ensureRetentionSchedule(ctx); err != nil {
+		s.log.Warn("retention schedule", zap.Error(err))
 	}
 	var wg sync.WaitGroup
 	relayCtx, stopRelay := context.WithCancel(context.Background())

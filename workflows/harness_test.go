@@ -211,6 +211,8 @@ func (s *fakeStore) Audit(_ context.Context, e activities.AuditEntry) error {
 	return nil
 }
 
+func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
+
 func (s *fakeStore) setState(state, reason string) {
 	s.mu.Lock()
 	s.state, s.reason = state, reason

@@ -1,0 +1,135 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"herald/config"
+	"herald/store"
+	"herald/subscriber"
+	"herald/workflows"
+)
+
+// TestMetricsMatchDeliveries scrapes /metrics after a run and checks the
+// counters against what the subscriber saw.
+func TestMetricsMatchDeliveries(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "k-0" && n == 1 {
+			return subscriber.Reject(fmt.Errorf("no"))
+		}
+		return nil
+	})
+	for n := 1; n <= 4; n++ {
+		for k := 0; k < 3; k++ {
+			s.publish(fmt.Sprintf("k-%d", k), n)
+		}
+	}
+	if _, err := s.publisher.Publish(context.Background(), publishRequest("k-1", `{"name":1}`)); err == nil {
+		t.Fatal("an invalid event was accepted")
+	}
+	// billing k-0 holds at its first event: 12 + 8 deliveries.
+	waitFor(t, 60*time.Second, "deliveries", func() bool {
+		total := 0
+		for k := 0; k < 3; k++ {
+			total += s.sub.count("audit-log", fmt.Sprintf("k-%d", k)) + s.sub.count("billing", fmt.Sprintf("k-%d", k))
+		}
+		return total == 20
+	})
+	m := scrape(t, "http://"+s.svc.Addr()+"/metrics")
+	if got := m[`herald_deliveries_total`]; got != 20 {
+		t.Errorf("herald_deliveries_total = %v, want 20", got)
+	}
+	if got := m[`herald_delivery_attempts_total{code="schema_mismatch",result="failed"}`]; got != 1 {
+		t.Errorf("failed attempts metric = %v, want 1", got)
+	}
+	if got := m[`herald_delivery_latency_seconds_count`]; got != 20 {
+		t.Errorf("latency observations = %v, want 20", got)
+	}
+	if got := m[`herald_relay_undispatched_events`]; got != 0 {
+		t.Errorf("relay lag metric = %v", got)
+	}
+	if _, ok := m[`go_goroutines`]; !ok {
+		t.Error("runtime metrics missing")
+	}
+}
+
+// TestRetentionSchedule: the worker creates the retention schedule at start
+// with the configured interval; a run deletes dispatched events past
+// retention and leaves the audit trail alone.
+func TestRetentionSchedule(t *testing.T) {
+	s := start(t, func(c *config.Worker) {
+		c.Retention = time.Millisecond
+		c.RetentionEvery = 6 * time.Hour
+	})
+	s.apply()
+	for n := 1; n <= 3; n++ {
+		s.publish("r-1", n)
+	}
+	waitFor(t, 60*time.Second, "deliveries", func() bool { return s.sub.count("billing", "r-1") == 3 })
+	ctx := context.Background()
+	before, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := c.ScheduleClient().GetHandle(ctx, workflows.RetentionScheduleID)
+	var desc *client.ScheduleDescription
+	waitFor(t, 20*time.Second, "the retention schedule", func() bool {
+		desc, err = h.Describe(ctx)
+		return err == nil
+	})
+	if iv := desc.Schedule.Spec.Intervals; len(iv) != 1 || iv[0].Every != 6*time.Hour {
+		t.Fatalf("schedule intervals %+v", iv)
+	}
+	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "retention to delete the dispatched events", func() bool {
+		var n int
+		err := s.svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
+		return err == nil && n == 0
+	})
+	after, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("audit rows %d before, %d after retention (%v)", len(before), len(after), err)
+	}
+}
+
+// scrape reads a Prometheus text page into name{labels} → value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
