@@ -47,7 +47,7 @@ func start(t *testing.T, tune func(*config.Worker)) *system {
 		t.Fatal(err)
 	}
 	cfg := config.Worker{
-		Common: config.Common{DatabaseURL: dbURL, TemporalAddress: addr, TemporalNamespace: ns, LogLevel: "warn"},
+		Common:          config.Common{DatabaseURL: dbURL, TemporalAddress: addr, TemporalNamespace: ns, LogLevel: "warn"},
 		HTTPAddr:        "127.0.0.1:0",
 		SigningKey:      keyDir,
 		Allow:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
