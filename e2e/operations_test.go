@@ -61,6 +61,15 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 	if _, ok := m[`go_goroutines`]; !ok {
 		t.Error("runtime metrics missing")
 	}
+	sdk := 0
+	for name := range m {
+		if strings.HasPrefix(name, "temporal_") {
+			sdk++
+		}
+	}
+	if sdk == 0 {
+		t.Error("no Temporal SDK metrics (temporal_*) exported")
+	}
 }
 
 // TestRetentionSchedule: the worker creates the retention schedule at start

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -41,6 +42,8 @@ type Service struct {
 	worker   worker.Worker
 	listener net.Listener
 	server   *http.Server
+
+	metricsCloser io.Closer
 }
 
 // New connects to PostgreSQL (applying migrations) and Temporal, loads the
@@ -65,10 +68,13 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	} else if len(applied) > 0 {
 		log.Info("applied migrations", zap.Ints("versions", applied))
 	}
+	handler, closer := s.Metrics.TemporalHandler()
+	s.metricsCloser = closer
 	s.Temporal, err = client.Dial(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    zaplog.ForTemporal(log.Named("temporal")),
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         zaplog.ForTemporal(log.Named("temporal")),
+		MetricsHandler: handler,
 	})
 	if err != nil {
 		s.Store.Close()
@@ -161,6 +167,9 @@ func (s *Service) close() {
 	}
 	if s.Store != nil {
 		s.Store.Close()
+	}
+	if s.metricsCloser != nil {
+		_ = s.metricsCloser.Close()
 	}
 }
 
