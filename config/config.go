@@ -98,17 +98,32 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	if w.Schedule, err = ParseSchedule(w.RetrySchedule); err != nil {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
 	}
+	w = w.WithDefaults()
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 ||
+		w.Retention < 0 || w.RetentionEvery < 0 {
+		return w, fmt.Errorf("durations and counts must not be negative")
+	}
+	return w, nil
+}
+
+// WithDefaults fills the settings that have a default and are unset.
+func (w Worker) WithDefaults() Worker {
+	if w.HTTPAddr == "" {
+		w.HTTPAddr = DefaultHTTPAddr
+	}
+	if w.TemporalNamespace == "" {
+		w.TemporalNamespace = DefaultTemporalNamespace
+	}
 	if w.Retention == 0 {
 		w.Retention = workflows.DefaultRetention
 	}
 	if w.RetentionEvery == 0 {
 		w.RetentionEvery = 24 * time.Hour
 	}
-	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 ||
-		w.Retention < 0 || w.RetentionEvery < 0 {
-		return w, fmt.Errorf("durations and counts must not be negative")
+	if len(w.Schedule) == 0 {
+		w.Schedule = workflows.DefaultRetrySchedule
 	}
-	return w, nil
+	return w
 }
 
 // DeliveryParams are the settings handed to delivery workflows.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -33,7 +34,8 @@ type system struct {
 	sub       *recorder
 	subURL    string
 	publisher *publish.Publisher
-	stop      func()
+	// stopWorker stops the running worker service.
+	stopWorker func()
 }
 
 // start brings up a worker in its own database schema and Temporal
@@ -57,24 +59,18 @@ func start(t *testing.T, tune func(*config.Worker)) *system {
 	if tune != nil {
 		tune(&cfg)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	svc, err := service.New(ctx, cfg, log)
+	// A fixed port, so that a restarted worker keeps its JWKS URL.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		cancel()
-		t.Fatalf("start service: %v", err)
+		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Errorf("service: %v", err)
-		}
-	}()
-	s := &system{t: t, cfg: cfg, svc: svc, sub: newRecorder()}
+	cfg.HTTPAddr = ln.Addr().String()
+	ln.Close()
+	s := &system{t: t, cfg: cfg, sub: newRecorder()}
+	s.run()
 	h, err := subscriber.New(subscriber.Config{
 		Audiences: []string{"app:billing", "app:audit-log"},
-		JWKSURL:   "http://" + svc.Addr() + "/.well-known/jwks.json",
+		JWKSURL:   "http://" + cfg.HTTPAddr + "/.well-known/jwks.json",
 		OnFailure: s.sub.onFailure,
 	}, s.sub.handle)
 	if err != nil {
@@ -82,14 +78,43 @@ func start(t *testing.T, tune func(*config.Worker)) *system {
 	}
 	srv := httptest.NewServer(h)
 	s.subURL = srv.URL
+	t.Cleanup(func() {
+		s.stopWorker()
+		srv.Close()
+	})
+	return s
+}
+
+// run starts the worker service with s.cfg.
+func (s *system) run() {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := zaptest.NewLogger(s.t, zaptest.Level(zap.WarnLevel))
+	svc, err := service.New(ctx, s.cfg, log)
+	if err != nil {
+		cancel()
+		s.t.Fatalf("start service: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			s.t.Errorf("service: %v", err)
+		}
+	}()
+	s.svc = svc
 	s.publisher = publish.New(svc.Store, publish.Options{})
-	s.stop = func() {
+	s.stopWorker = func() {
 		cancel()
 		<-done
-		srv.Close()
 	}
-	t.Cleanup(s.stop)
-	return s
+}
+
+// restart stops the worker gracefully and starts it again with s.cfg.
+func (s *system) restart() {
+	s.t.Helper()
+	s.stopWorker()
+	s.run()
 }
 
 // apply applies the example-like manifests pointing at the test subscriber.

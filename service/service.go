@@ -49,6 +49,7 @@ type Service struct {
 // New connects to PostgreSQL (applying migrations) and Temporal, loads the
 // signing keys and builds every part; Run starts them.
 func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	s := &Service{cfg: cfg, log: log, Metrics: metrics.New()}
 	keys, err := signing.LoadKeys(cfg.SigningKey)
 	if err != nil {

@@ -38,6 +38,12 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// sleep stands in for waiting: it moves the clock.
+func (c *fakeClock) sleep(_ context.Context, d time.Duration) error {
+	c.Advance(d)
+	return nil
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)

@@ -48,6 +48,7 @@ type remoteKeys struct {
 	client *http.Client
 	now    func() time.Time
 	maxAge time.Duration
+	sleep  func(ctx context.Context, d time.Duration) error
 
 	mu        sync.RWMutex
 	keys      map[string]ed25519.PublicKey
@@ -58,14 +59,14 @@ type remoteKeys struct {
 }
 
 func newRemoteKeys(url string, client *http.Client, now func() time.Time, maxAge time.Duration) *remoteKeys {
-	return &remoteKeys{url: url, client: client, now: now, maxAge: maxAge}
+	return &remoteKeys{url: url, client: client, now: now, maxAge: maxAge, sleep: sleepFor}
 }
 
 func (s *remoteKeys) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	if k, ok, fresh := s.cached(kid); ok && fresh {
 		return k, nil
 	}
-	refreshErr := s.refresh(ctx)
+	refreshErr := s.refresh(ctx, kid)
 	if k, ok, _ := s.cached(kid); ok {
 		return k, nil
 	}
@@ -84,18 +85,39 @@ func (s *remoteKeys) cached(kid string) (k ed25519.PublicKey, ok, fresh bool) {
 	return k, ok, fresh
 }
 
-// errRefreshLimited is returned by refresh when the last fetch was too recent.
+// errRefreshLimited is returned by refresh when another fetch already ran
+// while this caller waited for its turn.
 var errRefreshLimited = errors.New("key set fetched less than " + JWKSRefreshInterval.String() + " ago")
 
-// refresh refetches the key set unless it was fetched (or tried) less than
-// JWKSRefreshInterval ago. Concurrent callers wait for one fetch.
-func (s *remoteKeys) refresh(ctx context.Context) error {
+// refresh refetches the key set, at most once per JWKSRefreshInterval.
+// A caller that finds the last fetch too recent waits for the interval to
+// pass rather than failing: right after Herald starts signing with a new key,
+// a delivery waits a few seconds instead of being refused, so a key rotation
+// fails no delivery. Callers queue for one fetch at a time; one that finds a
+// fetch made while it waited does not fetch again, so a flood of unknown kids
+// costs at most one fetch per interval.
+func (s *remoteKeys) refresh(ctx context.Context, kid string) error {
+	started := s.now()
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
-	now := s.now()
-	if !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < JWKSRefreshInterval {
-		return errRefreshLimited
+	_, known, fresh := s.cached(kid)
+	if known && fresh {
+		return nil // fetched while this caller queued
 	}
+	if !s.lastAttempt.IsZero() {
+		if s.lastAttempt.After(started) {
+			return errRefreshLimited
+		}
+		if wait := JWKSRefreshInterval - s.now().Sub(s.lastAttempt); wait > 0 {
+			if known {
+				return errRefreshLimited // a stale but known key serves meanwhile
+			}
+			if err := s.sleep(ctx, wait); err != nil {
+				return fmt.Errorf("%w: %w", errRefreshLimited, err)
+			}
+		}
+	}
+	now := s.now()
 	s.lastAttempt = now
 
 	// The fetch serves every waiting request: a client that goes away must
@@ -111,6 +133,18 @@ func (s *remoteKeys) refresh(ctx context.Context) error {
 	s.fetchedAt = now
 	s.mu.Unlock()
 	return nil
+}
+
+// sleepFor waits d or until ctx ends.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (s *remoteKeys) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {

@@ -111,6 +111,10 @@ type Config struct {
 	// OnFailure, when set, is called for every delivery not answered 2xx,
 	// e.g. to log it. It must not block.
 	OnFailure func(r *http.Request, f Failure)
+
+	// sleep replaces the real wait for the JWKS refresh interval in tests
+	// that drive a fake clock.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Failure describes a delivery that was not answered 2xx.
@@ -255,6 +259,10 @@ func (cfg Config) keySource(now func() time.Time) (keySource, error) {
 		if client == nil {
 			client = &http.Client{Timeout: jwksFetchTimeout}
 		}
-		return newRemoteKeys(cfg.JWKSURL, client, now, orDefault(cfg.JWKSMaxAge, DefaultJWKSMaxAge)), nil
+		rk := newRemoteKeys(cfg.JWKSURL, client, now, orDefault(cfg.JWKSMaxAge, DefaultJWKSMaxAge))
+		if cfg.sleep != nil {
+			rk.sleep = cfg.sleep
+		}
+		return rk, nil
 	}
 }
