@@ -1,0 +1,73 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/workflows"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadWorker(t *testing.T) {
+	base := map[string]string{"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys"}
+	w, err := LoadWorker(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
+		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
+		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" {
+		t.Fatalf("defaults: %+v", w)
+	}
+	set := map[string]string{
+		"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys",
+		"HERALD_RETRY_SCHEDULE": "1s, 2m", "HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1",
+		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
+	}
+	w, err = LoadWorker(env(set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.DeliveryParams()
+	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
+		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" {
+		t.Fatalf("parsed: %+v params %+v", w, p)
+	}
+}
+
+func TestLoadWorkerRejects(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HERALD_SIGNING_KEY": "/k"}, "HERALD_DATABASE_URL is required"},
+		{map[string]string{"HERALD_DATABASE_URL": "x"}, "HERALD_SIGNING_KEY is required"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,soon"}, `"soon" is not a duration`},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,-2s"}, "must be positive"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_ALLOW_NETWORKS": "10.0.0.0/33"}, "HERALD_ALLOW_NETWORKS"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DELIVERY_TIMEOUT": "30"}, "HERALD_DELIVERY_TIMEOUT"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_MAX_REARMS": "three"}, "HERALD_MAX_REARMS"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_IDLE_TIMEOUT": "-1m"}, "negative"},
+	} {
+		if _, err := LoadWorker(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to mention %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestEnvNames(t *testing.T) {
+	names := EnvNames(Worker{})
+	for _, want := range []string{"HERALD_DATABASE_URL", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "HERALD_HTTP_ADDR",
+		"HERALD_SIGNING_KEY", "HERALD_ALLOW_NETWORKS", "HERALD_RETRY_SCHEDULE", "HERALD_DELIVERY_TIMEOUT", "HERALD_LOG_LEVEL"} {
+		found := false
+		for _, n := range names {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("SPEC §8 variable %s is not read by the worker", want)
+		}
+	}
+}
