@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -390,5 +391,41 @@ func TestContinueAsNewCarriesQueue(t *testing.T) {
 	}
 	if next.Carry.LastSeq != 4 {
 		t.Fatalf("carried last seq %d", next.Carry.LastSeq)
+	}
+}
+
+// TestBatchStopsAtFirstFailure: in one activity execution, the events after
+// a failed one are not sent; the failed one keeps its attempt count and
+// waits the schedule's delay before its next attempt.
+func TestBatchStopsAtFirstFailure(t *testing.T) {
+	h := newHarness(t)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id == eventID(2) && nth < 2 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3, 4)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3, 4)) {
+		t.Fatalf("delivered %v", got)
+	}
+	calls := h.sub.all()
+	var order []string
+	for _, c := range calls {
+		order = append(order, c.EventID[len(c.EventID)-1:])
+	}
+	if got := fmt.Sprint(order); got != "[1 2 2 2 3 4]" {
+		t.Fatalf("POST order %s: nothing may follow a failed event in its batch", got)
+	}
+	two := h.sub.callsFor(eventID(2))
+	if two[0].Attempt != 1 || two[1].Attempt != 2 || two[2].Attempt != 3 {
+		t.Fatalf("attempt numbers %+v", two)
+	}
+	if g := two[1].At - two[0].At; g < time.Second || g > 2*time.Second {
+		t.Fatalf("first retry after %v, want the schedule's 1s", g)
+	}
+	if g := two[2].At - two[1].At; g < 5*time.Second || g > 6*time.Second {
+		t.Fatalf("second retry after %v, want the schedule's 5s", g)
 	}
 }
