@@ -123,6 +123,9 @@ func (w Worker) WithDefaults() Worker {
 	if len(w.Schedule) == 0 {
 		w.Schedule = workflows.DefaultRetrySchedule
 	}
+	if w.DeliveryTimeout == 0 {
+		w.DeliveryTimeout = 30 * time.Second
+	}
 	return w
 }
 

@@ -114,17 +114,19 @@ func (r *Relay) lead(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("acquire relay connection: %w", err)
 	}
-	// A session-level lock dies with its connection: destroy it rather than
-	// hand a connection holding the lock back to the pool.
-	defer destroy(conn)
 	var got bool
 	if err := conn.QueryRow(ctx,
 		`SELECT pg_try_advisory_lock(hashtext('herald.relay:' || current_schema()))`).Scan(&got); err != nil {
+		destroy(conn)
 		return fmt.Errorf("take relay lock: %w", err)
 	}
 	if !got {
+		conn.Release() // a standby keeps no connection of its own
 		return nil
 	}
+	// A session-level lock dies with its connection: destroy it rather than
+	// hand a connection holding the lock back to the pool.
+	defer destroy(conn)
 	r.setLeader(true)
 	r.Logger.Info("relay is the leader")
 	if _, err := conn.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {

@@ -93,7 +93,11 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		Observer: s.Metrics,
 		Logger:   log.Named("activities"),
 	}
-	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{})
+	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{
+		// On SIGTERM, deliveries in flight get this long to finish before
+		// they are cancelled (and retried by Temporal elsewhere).
+		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
+	})
 	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
 	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
 	s.worker.RegisterActivity(acts)
