@@ -21,6 +21,14 @@ type Common struct {
 	TemporalAddress   string `env:"TEMPORAL_ADDRESS"`
 	TemporalNamespace string `env:"TEMPORAL_NAMESPACE"`
 	LogLevel          string `env:"HERALD_LOG_LEVEL"`
+
+	// Temporal connection security, under the names the temporal CLI uses.
+	TemporalTLS           bool   `env:"TEMPORAL_TLS"`
+	TemporalTLSCert       string `env:"TEMPORAL_TLS_CLIENT_CERT_PATH"`
+	TemporalTLSKey        string `env:"TEMPORAL_TLS_CLIENT_KEY_PATH"`
+	TemporalTLSCA         string `env:"TEMPORAL_TLS_SERVER_CA_CERT_PATH"`
+	TemporalTLSServerName string `env:"TEMPORAL_TLS_SERVER_NAME"`
+	TemporalAPIKey        string `env:"TEMPORAL_API_KEY"`
 }
 
 // Worker is the worker process's configuration.
@@ -198,6 +206,12 @@ func fill(ptr any, getenv func(string) string) error {
 		switch field.Interface().(type) {
 		case string:
 			field.SetString(raw)
+		case bool:
+			b, err := strconv.ParseBool(raw)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not true or false", name, raw)
+			}
+			field.SetBool(b)
 		case int:
 			n, err := strconv.Atoi(raw)
 			if err != nil {

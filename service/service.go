@@ -69,14 +69,16 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	} else if len(applied) > 0 {
 		log.Info("applied migrations", zap.Ints("versions", applied))
 	}
+	copts, err := cfg.TemporalClientOptions()
+	if err != nil {
+		s.Store.Close()
+		return nil, err
+	}
 	handler, closer := s.Metrics.TemporalHandler()
 	s.metricsCloser = closer
-	s.Temporal, err = client.Dial(client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
-		Logger:         zaplog.ForTemporal(log.Named("temporal")),
-		MetricsHandler: handler,
-	})
+	copts.Logger = zaplog.ForTemporal(log.Named("temporal"))
+	copts.MetricsHandler = handler
+	s.Temporal, err = client.Dial(copts)
 	if err != nil {
 		s.Store.Close()
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
