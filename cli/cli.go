@@ -1,7 +1,8 @@
 // Package cli is the `starter` command line (SPEC §8): the operator and
 // publisher tool that migrates the database, applies manifests, publishes
-// events and shows catalog, subscriptions, audit trail and status. The
-// starter binary only wires Run to the process; everything else lives here.
+// events and shows catalog, subscriptions, audit trail and status, and that
+// lists, inspects and recovers delivery workflows in Temporal. The starter
+// binary only wires Run to the process; everything else lives here.
 package cli
 
 import (
@@ -77,24 +78,29 @@ func init() {
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
 			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},
-			summary: "relay lag and the last rejected events", run: runStatus},
+			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
 
-		// The delivery commands talk to Temporal; they get their run functions
-		// when that part of the CLI lands.
-		{name: "deliveries", group: groupDeliveries, synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A]"},
-			summary: "list delivery workflows"},
+		{name: "deliveries", group: groupDeliveries,
+			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--limit N]"},
+			summary:  "list running delivery workflows (one per subscription and subject key) with status, queue and head", run: runDeliveries},
 		{name: "inspect", group: groupDeliveries, synopsis: []string{"inspect WORKFLOW-ID | --subscription ID --subject K"},
-			summary: "show one delivery workflow's state"},
+			summary: "show one delivery workflow's state: head, last error, queue, counters, outcomes", run: runInspect},
 		{name: "redeliver", group: groupDeliveries,
-			synopsis: []string{"redeliver --subscription ID --subject K [--event ID] [--reason R]"},
-			summary:  "retry a failed delivery with fresh attempts, or deliver an event again"},
+			synopsis: []string{
+				"redeliver --subscription ID --subject K [--event ID] [--reason R] [--actor A]",
+				"redeliver --subscription ID --all-failed [--reason R] [--actor A]",
+			},
+			summary: "retry a failed delivery with fresh attempts, or deliver an event again", run: runRedeliver},
 		{name: "cancel", group: groupDeliveries,
-			synopsis: []string{"cancel --subscription ID --subject K [--event ID] [--all] [--reason R]"},
-			summary:  "cancel a failed or queued delivery"},
-		{name: "pause", group: groupDeliveries, synopsis: []string{"pause --subscription ID --subject K"},
-			summary: "hold one subject key's deliveries"},
-		{name: "resume", group: groupDeliveries, synopsis: []string{"resume --subscription ID --subject K"},
-			summary: "release a held subject key"},
+			synopsis: []string{
+				"cancel --subscription ID --subject K [--event ID] [--all] [--reason R] [--actor A]",
+				"cancel --subscription ID --all-failed [--reason R] [--actor A]",
+			},
+			summary: "cancel a failed or queued delivery, or everything queued for a key", run: runCancel},
+		{name: "pause", group: groupDeliveries, synopsis: []string{"pause --subscription ID --subject K [--reason R] [--actor A]"},
+			summary: "hold one subject key's deliveries", run: runPause},
+		{name: "resume", group: groupDeliveries, synopsis: []string{"resume --subscription ID --subject K [--reason R] [--actor A]"},
+			summary: "release a held subject key", run: runResume},
 	}
 }
 
@@ -123,7 +129,8 @@ type invocation struct {
 
 // Run runs starter with args (without the program name) and returns the exit
 // code. Output goes to stdout, messages and errors to stderr; getenv reads
-// the environment (HERALD_DATABASE_URL, HERALD_ALLOW_NETWORKS, USER).
+// the environment (HERALD_DATABASE_URL, HERALD_ALLOW_NETWORKS,
+// TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, HERALD_WORKER_URL, USER).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	inv := &invocation{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	// Global flags before the command name.
@@ -202,7 +209,8 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "Environment:")
 	fmt.Fprintln(w, "  HERALD_DATABASE_URL     PostgreSQL URL (required by every command but keys and help)")
 	fmt.Fprintln(w, "  HERALD_ALLOW_NETWORKS   CIDRs deliveries may reach despite the SSRF guard (apps apply warns otherwise)")
-	fmt.Fprintln(w, "  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE   the Temporal frontend (delivery commands)")
+	fmt.Fprintln(w, "  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE   the Temporal frontend (default 127.0.0.1:7233, namespace default)")
+	fmt.Fprintln(w, "  HERALD_WORKER_URL       the worker's HTTP address, for status (default http://127.0.0.1:8088)")
 }
 
 // printCommandUsage prints one command's forms and summary.

@@ -58,7 +58,8 @@ func TestUsageAndUnknownCommands(t *testing.T) {
 		{"audit limit out of range", []string{"audit", "--limit", "0"}, ExitInvalid, nil, []string{"--limit must be from 1 to 1000"}},
 		{"keys without out", []string{"keys", "generate"}, ExitInvalid, nil, []string{"--out DIR is required"}},
 		{"unknown keys subcommand", []string{"keys", "rotate"}, ExitInvalid, nil, []string{`unknown subcommand "rotate"`}},
-		{"a later command", []string{"deliveries"}, ExitInvalid, nil, []string{"deliveries is not available"}},
+		{"deliveries unknown status", []string{"deliveries", "--status", "stuck"}, ExitInvalid, nil,
+			[]string{`deliveries: unknown --status "stuck"`, "usage: starter deliveries"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

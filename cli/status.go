@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	"herald/store"
+	"herald/workflows"
 )
 
 // statusRejections is how many recent rejections status shows.
@@ -15,6 +17,11 @@ const statusRejections = 10
 type statusJSON struct {
 	Relay          relayLagJSON    `json:"relay"`
 	LastRejections []rejectionJSON `json:"lastRejections"`
+	// Keys counts running delivery workflows per status; Keys.Error says
+	// why it could not when Temporal is unreachable.
+	Keys keysJSON `json:"keys"`
+	// Worker is the worker's readiness.
+	Worker workerJSON `json:"worker"`
 }
 
 // relayLagJSON is the relay's lag: accepted events not yet handed to Temporal.
@@ -35,7 +42,10 @@ type rejectionJSON struct {
 	Reason  string    `json:"reason"`
 }
 
-// runStatus shows how far the relay is behind and the latest rejections.
+// runStatus shows how far the relay is behind, the latest rejections, the
+// delivery keys per status and whether the worker is ready. It needs the
+// database; an unreachable Temporal or worker is shown in the report, which
+// still exits 0 (scripts read keys.error and worker.state from --json).
 func runStatus(inv *invocation, args []string) error {
 	fs := inv.newFlags("status")
 	rest, err := inv.parseFlags(fs, args)
@@ -58,10 +68,14 @@ func runStatus(inv *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
+	keys := inv.countKeys()
+	worker := checkWorker(inv.ctx, inv.workerURL())
 	if inv.json {
 		out := statusJSON{
 			Relay:          relayLagJSON{Undispatched: lag.Undispatched, OldestAgeSeconds: lag.OldestAge.Round(time.Millisecond).Seconds()},
 			LastRejections: make([]rejectionJSON, 0, len(rejected)),
+			Keys:           keys,
+			Worker:         worker,
 		}
 		for _, r := range rejected {
 			out.LastRejections = append(out.LastRejections, rejectionJSON{
@@ -72,7 +86,31 @@ func runStatus(inv *invocation, args []string) error {
 		return writeJSON(inv.stdout, out)
 	}
 	printStatus(inv, lag, rejected)
+	printKeys(inv.stdout, keys)
+	fmt.Fprintf(inv.stdout, "\nWorker (%s): %s\n", worker.URL, worker.text())
 	return nil
+}
+
+// printKeys writes the delivery keys per status.
+func printKeys(w io.Writer, k keysJSON) {
+	fmt.Fprintf(w, "\nDelivery keys (running delivery workflows in Temporal %s, namespace %s):\n", k.Address, k.Namespace)
+	switch {
+	case !k.Reachable:
+		fmt.Fprintf(w, "  Temporal unreachable: %s\n", k.Error)
+		return
+	case k.Error != "":
+		fmt.Fprintf(w, "  could not count them: %s\n", k.Error)
+		return
+	}
+	t := newTable(w, "  STATUS", "KEYS")
+	for _, s := range deliveryStatuses {
+		t.row("  "+s, strconv.FormatInt(k.ByStatus[s], 10))
+	}
+	t.row("  total", strconv.FormatInt(k.Total, 10))
+	_ = t.flush()
+	if n := k.ByStatus[workflows.StatusFailed]; n > 0 {
+		fmt.Fprintf(w, "  %s held: starter deliveries --status failed\n", plural(int(n), "failed key"))
+	}
 }
 
 func printStatus(inv *invocation, lag store.Lag, rejected []store.RejectedEvent) {

@@ -1,0 +1,307 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+
+	"herald/manifest"
+	"herald/workflows"
+)
+
+// Limits of starter deliveries.
+const (
+	defaultDeliveriesLimit = 100
+	maxDeliveriesLimit     = 10000
+	// listPageSize is the page size asked of Temporal's visibility store.
+	listPageSize = 1000
+	// stateQueryParallelism bounds the state queries in flight at once.
+	stateQueryParallelism = 8
+	// lastErrorWidth cuts the last error in the text table.
+	lastErrorWidth = 80
+)
+
+// deliveryStatuses are the statuses a delivery workflow can be in, in the
+// order status reports them.
+var deliveryStatuses = []string{
+	workflows.StatusIdle, workflows.StatusDelivering, workflows.StatusRetrying,
+	workflows.StatusUnreachable, workflows.StatusFailed, workflows.StatusBlocked, workflows.StatusPaused,
+}
+
+// deliveryFilter selects running delivery workflows by their search
+// attributes; empty fields do not filter.
+type deliveryFilter struct {
+	Status       string
+	Subscription string
+	App          string
+}
+
+// query is the visibility query of the filter.
+func (f deliveryFilter) query() string {
+	parts := []string{
+		"WorkflowType = " + quoteQuery(workflows.DeliveryWorkflowType),
+		"ExecutionStatus = " + quoteQuery("Running"),
+	}
+	for _, c := range []struct{ name, value string }{
+		{workflows.SASubscription.GetName(), f.Subscription},
+		{workflows.SAApp.GetName(), f.App},
+		{workflows.SAStatus.GetName(), f.Status},
+	} {
+		if c.value != "" {
+			parts = append(parts, c.name+" = "+quoteQuery(c.value))
+		}
+	}
+	return strings.Join(parts, " AND ")
+}
+
+// deliveryKey is one running delivery workflow as starter deliveries shows
+// it. Status is its HeraldStatus search attribute, which Temporal's
+// visibility updates a moment after each status change; Head comes from the
+// live state query, and so does Queued when the query answers (the
+// HeraldQueued attribute, the fallback, is only updated on status changes).
+type deliveryKey struct {
+	WorkflowID   string `json:"workflowId"`
+	Subscription string `json:"subscription"`
+	Subject      string `json:"subject"`
+	App          string `json:"app,omitempty"`
+	EventType    string `json:"eventType,omitempty"`
+	Status       string `json:"status"`
+	// Queued counts the events queued for the key, the head included.
+	Queued    int64     `json:"queued"`
+	StartedAt time.Time `json:"startedAt"`
+	// Head is the event at the head of the queue, when the state query
+	// answered and the queue is not empty.
+	Head *workflows.HeadState `json:"head,omitempty"`
+	// StateError says why the state query did not answer.
+	StateError string `json:"stateError,omitempty"`
+}
+
+// deliveriesJSON is the JSON of starter deliveries.
+type deliveriesJSON struct {
+	Query string        `json:"query"`
+	Keys  []deliveryKey `json:"keys"`
+	// More is set when the list stopped at --limit with more keys left.
+	More bool `json:"more"`
+}
+
+// runDeliveries lists running delivery workflows with their status and head.
+func runDeliveries(inv *invocation, args []string) error {
+	fs := inv.newFlags("deliveries")
+	var f deliveryFilter
+	fs.StringVar(&f.Status, "status", "", "only keys in this status: "+strings.Join(deliveryStatuses, ", "))
+	fs.StringVar(&f.Subscription, "subscription", "", "only keys of this subscription id")
+	fs.StringVar(&f.App, "app", "", "only keys of subscriptions of this subscriber app")
+	limit := fs.Int("limit", defaultDeliveriesLimit, fmt.Sprintf("at most this many keys (1 to %d)", maxDeliveriesLimit))
+	rest, err := inv.parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("deliveries", rest); err != nil {
+		return err
+	}
+	if f.Status != "" && !slices.Contains(deliveryStatuses, f.Status) {
+		return usagef("deliveries", "deliveries: unknown --status %q (want one of %s)", f.Status, strings.Join(deliveryStatuses, ", "))
+	}
+	if f.Subscription != "" {
+		if err := checkSubscriptionFlag("deliveries", f.Subscription); err != nil {
+			return err
+		}
+	}
+	if f.App != "" && !manifest.ValidAppID(f.App) {
+		return usagef("deliveries", "deliveries: --app %q is not an app id", f.App)
+	}
+	if *limit < 1 || *limit > maxDeliveriesLimit {
+		return usagef("deliveries", "deliveries: --limit must be from 1 to %d, got %d", maxDeliveriesLimit, *limit)
+	}
+
+	tc, err := inv.dialTemporal()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	query := f.query()
+	keys, more, err := tc.listDeliveries(inv.ctx, query, *limit)
+	if err != nil {
+		return err
+	}
+	tc.addHeads(inv.ctx, keys)
+	if inv.json {
+		return writeJSON(inv.stdout, deliveriesJSON{Query: query, Keys: nonNil(keys), More: more})
+	}
+	return printDeliveries(inv, keys, more, *limit)
+}
+
+// listDeliveries pages through the running delivery workflows matching query,
+// up to limit (no limit when 0), sorted by subscription and subject. more
+// reports that the list stopped at the limit with more keys left.
+func (tc *temporalConn) listDeliveries(ctx context.Context, query string, limit int) (keys []deliveryKey, more bool, err error) {
+	var token []byte
+	for {
+		size := listPageSize
+		if limit > 0 {
+			// One more than needed tells whether more keys match.
+			size = min(size, limit-len(keys)+1)
+		}
+		callCtx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
+		resp, err := tc.ListWorkflow(callCtx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: tc.namespace, Query: query, PageSize: int32(size), NextPageToken: token,
+		})
+		cancel()
+		if err != nil {
+			return nil, false, fmt.Errorf("list delivery workflows in namespace %s: %w", tc.namespace, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if limit > 0 && len(keys) == limit {
+				more = true
+				break
+			}
+			keys = append(keys, keyOf(e))
+		}
+		token = resp.GetNextPageToken()
+		if more || len(token) == 0 {
+			break
+		}
+	}
+	slices.SortFunc(keys, func(a, b deliveryKey) int {
+		if c := strings.Compare(a.Subscription, b.Subscription); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Subject, b.Subject)
+	})
+	return keys, more, nil
+}
+
+// keyOf reads one listed execution.
+func keyOf(e *workflowpb.WorkflowExecutionInfo) deliveryKey {
+	fields := e.GetSearchAttributes().GetIndexedFields()
+	k := deliveryKey{
+		WorkflowID:   e.GetExecution().GetWorkflowId(),
+		Subscription: keyword(fields, workflows.SASubscription.GetName()),
+		App:          keyword(fields, workflows.SAApp.GetName()),
+		EventType:    keyword(fields, workflows.SAEventType.GetName()),
+		Status:       keyword(fields, workflows.SAStatus.GetName()),
+		StartedAt:    e.GetStartTime().AsTime(),
+	}
+	if k.Subscription == "" {
+		k.Subscription, _, _ = splitDeliveryID(k.WorkflowID)
+	}
+	k.Subject = subjectOf(k.WorkflowID, k.Subscription)
+	if p := fields[workflows.SAQueued.GetName()]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &k.Queued)
+	}
+	return k
+}
+
+// keyword decodes a Keyword search attribute; "" when missing or unreadable.
+func keyword(fields map[string]*commonpb.Payload, name string) string {
+	var s string
+	if p := fields[name]; p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err != nil {
+			return ""
+		}
+	}
+	return s
+}
+
+// addHeads fills each key's head from its state query, a few at a time. A
+// query that fails leaves the head empty and records why. Once a query gets
+// no answer in time (no worker is polling), the rest are not tried, so a
+// stopped worker costs one timeout rather than one per key.
+func (tc *temporalConn) addHeads(ctx context.Context, keys []deliveryKey) {
+	sem := make(chan struct{}, stateQueryParallelism)
+	var wg sync.WaitGroup
+	var noAnswer atomic.Bool
+	for i := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(k *deliveryKey) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if noAnswer.Load() {
+				k.StateError = "not queried: an earlier state query got no answer (is a Herald worker running?)"
+				return
+			}
+			st, err := tc.queryState(ctx, k.WorkflowID, listQueryTimeout)
+			switch {
+			case isDeadline(err):
+				noAnswer.Store(true)
+				k.StateError = "no answer in time (is a Herald worker running?)"
+				return
+			case err != nil:
+				k.StateError = err.Error()
+				return
+			}
+			k.Head = st.Head
+			k.Queued = int64(len(st.Queued))
+			if st.Head != nil {
+				k.Queued++
+			}
+		}(&keys[i])
+	}
+	wg.Wait()
+}
+
+func printDeliveries(inv *invocation, keys []deliveryKey, more bool, limit int) error {
+	w := inv.stdout
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "no matching delivery workflows are running (Temporal's list lags a second or two behind status changes)")
+		return nil
+	}
+	t := newTable(w, "SUBSCRIPTION", "SUBJECT", "STATUS", "QUEUED", "HEAD", "LAST ERROR")
+	for _, k := range keys {
+		head, lastErr := "-", "-"
+		if k.Head != nil {
+			head = fmt.Sprintf("#%d %s", k.Head.Seq, k.Head.EventID)
+			lastErr = dash(errorText(k.Head.Code, k.Head.LastError, lastErrorWidth))
+		} else if k.StateError == "" {
+			head = "(empty)"
+		}
+		t.row(dash(k.Subscription), dash(k.Subject), dash(k.Status), strconv.FormatInt(k.Queued, 10), head, lastErr)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintf(w, "(the first %d keys; more match: raise --limit or narrow the filter)\n", limit)
+	}
+	unknown, firstErr := 0, ""
+	for _, k := range keys {
+		if k.StateError != "" {
+			if unknown == 0 {
+				firstErr = k.StateError
+			}
+			unknown++
+		}
+	}
+	if unknown > 0 {
+		fmt.Fprintf(w, "(no head for %s: the state query failed: %s)\n", plural(unknown, "key"), firstErr)
+	}
+	fmt.Fprintln(w, "Details of one key: starter inspect --subscription ID --subject KEY")
+	return nil
+}
+
+// errorText joins an error code and message, cut to width runes (no cut
+// when width is 0).
+func errorText(code, msg string, width int) string {
+	s := code
+	if msg != "" {
+		if s != "" {
+			s += ": "
+		}
+		s += msg
+	}
+	if r := []rune(s); width > 0 && len(r) > width {
+		s = string(r[:width-1]) + "…"
+	}
+	return s
+}

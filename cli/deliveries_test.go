@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/workflows"
+)
+
+// TestRecoverFailedKeys drives two keys into failed, finds them with
+// deliveries and inspect, and recovers one with redeliver and the other with
+// cancel: the held events arrive in order and each action leaves one audit
+// row with its actor and reason.
+func TestRecoverFailedKeys(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t)
+	h.sub.setReject(func(app, subject string, n int) bool {
+		return app == "billing" && n == 1 && (subject == "k-cancel" || subject == "k-redeliver")
+	})
+	h.publish([]string{"k-redeliver", "k-cancel", "k-ok"}, 1, 2, 3)
+	h.waitArrivals("billing", "k-ok", 1, 2, 3)
+	h.waitArrivals("audit-log", "k-cancel", 1, 2, 3)
+
+	// deliveries --status failed lists exactly the failed keys.
+	h.waitListed([]string{"k-cancel", "k-redeliver"}, "--status", "failed")
+	out := decode[deliveriesJSON](t, mustRun(t, h.env, "deliveries", "--status", "failed", "--json").stdout)
+	if out.More || !strings.Contains(out.Query, `HeraldStatus = "failed"`) {
+		t.Errorf("deliveries --json: more %v, query %q", out.More, out.Query)
+	}
+	for _, k := range out.Keys {
+		if k.Subscription != billingSub || k.Status != workflows.StatusFailed || k.App != "billing" ||
+			k.WorkflowID != workflows.DeliveryID(billingSub, k.Subject) || k.Queued != 3 ||
+			k.Head == nil || k.Head.Code != "schema_mismatch" || k.StateError != "" {
+			t.Errorf("failed key listed as %+v (head %+v)", k, k.Head)
+		}
+	}
+	text := mustRun(t, h.env, "deliveries", "--status", "failed").stdout
+	wantContains(t, "deliveries text", text, "SUBSCRIPTION", "LAST ERROR", billingSub, "k-cancel", "k-redeliver", "schema_mismatch: HTTP 422")
+	if strings.Contains(text, "k-ok") {
+		t.Errorf("deliveries --status failed lists a healthy key:\n%s", text)
+	}
+	h.waitListed([]string{"k-cancel", "k-ok", "k-redeliver"}, "--app", "audit-log", "--status", "idle")
+	h.waitListed([]string{"k-ok"}, "--subscription", billingSub, "--status", "idle")
+	if got := h.listed("--limit", "2"); len(got) != 2 {
+		t.Errorf("deliveries --limit 2 listed %v", got)
+	}
+	if out := decode[deliveriesJSON](t, mustRun(t, h.env, "deliveries", "--limit", "5", "--json").stdout); len(out.Keys) != 5 || !out.More {
+		t.Errorf("deliveries --limit 5 over 6 keys: %d keys, more %v", len(out.Keys), out.More)
+	}
+
+	// inspect shows the failed head with its code and the events it holds.
+	id := workflows.DeliveryID(billingSub, "k-redeliver")
+	st := h.state(billingSub, "k-redeliver")
+	if st.Status != workflows.StatusFailed || st.Head == nil || st.Head.Code != "schema_mismatch" || st.Head.Attempt != 1 ||
+		len(st.Queued) != 2 || st.Queued[0].HeldBy != st.Head.EventID || st.Counters.Failed != 1 {
+		t.Fatalf("inspect --json: %+v (head %+v)", st, st.Head)
+	}
+	text = mustRun(t, h.env, "inspect", id).stdout
+	wantContains(t, "inspect text", text, id, "status        failed", st.Head.EventID, "schema_mismatch: HTTP 422",
+		"Queued behind the head: 2", "Counters: delivered 0, failed 1", "Recover: starter redeliver --subscription "+billingSub+" --subject k-redeliver")
+
+	// redeliver after the fix delivers the held events in order.
+	h.sub.setReject(func(app, subject string, n int) bool {
+		return app == "billing" && n == 1 && subject == "k-cancel"
+	})
+	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-redeliver", "--reason", "handler fixed", "--actor", "alice")
+	wantContains(t, "redeliver output", r.stdout, "sent redeliver to "+id,
+		`payload: {"actor":"alice","reason":"handler fixed"}`,
+		"temporal workflow signal --address "+h.address+" --namespace "+h.namespace+" --workflow-id "+id+
+			` --name redeliver --input '{"actor":"alice","reason":"handler fixed"}'`)
+	h.waitArrivals("billing", "k-redeliver", 1, 2, 3)
+	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "k-redeliver", "alice", "handler fixed")
+
+	// cancel drops the head; the rest arrive. The actor defaults to $USER.
+	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--subject", "k-cancel", "--reason", "bad data", "--json")
+	sent := decode[signalJSON](t, r.stdout)
+	if sent.Signal != "cancel" || sent.WorkflowID != workflows.DeliveryID(billingSub, "k-cancel") ||
+		!strings.Contains(sent.TemporalCommand, `--name cancel --input '{"actor":"tester","reason":"bad data"}'`) {
+		t.Errorf("cancel --json = %+v", sent)
+	}
+	h.waitArrivals("billing", "k-cancel", 2, 3)
+	h.wantAudit(workflows.AuditDeliveryCancelled, billingSub, "k-cancel", "tester", "bad data")
+	if st := h.state(billingSub, "k-cancel"); st.Counters.Cancelled != 1 || st.Counters.Delivered != 2 || st.Head != nil {
+		t.Errorf("k-cancel after cancel: %+v", st)
+	}
+	h.waitListed(nil, "--status", "failed")
+}
+
+// TestPauseResumeKey holds one key with pause, checks it queues without
+// delivering, and releases it with resume; both leave an audit row.
+func TestPauseResumeKey(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t)
+	h.publish([]string{"k-p"}, 1)
+	h.waitArrivals("billing", "k-p", 1)
+
+	r := mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "maintenance", "--actor", "bob")
+	wantContains(t, "pause output", r.stdout, "sent pause to", `--name pause --input '{"actor":"bob","reason":"maintenance"}'`)
+	waitFor(t, 10*time.Second, "the key to be paused", func() bool {
+		st := h.state(billingSub, "k-p")
+		return st.Status == workflows.StatusPaused && st.KeyPaused
+	})
+	h.publish([]string{"k-p"}, 2)
+	waitFor(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
+		st := h.state(billingSub, "k-p")
+		return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
+	})
+	text := mustRun(t, h.env, "inspect", "--subscription", billingSub, "--subject", "k-p").stdout
+	wantContains(t, "inspect of a paused key", text, "status        paused", "Release: starter resume")
+	h.waitListed([]string{"k-p"}, "--status", "paused")
+	if got := h.sub.arrivals("billing", "k-p"); !slices.Equal(got, []int{1}) {
+		t.Fatalf("a paused key delivered %v", got)
+	}
+	h.wantAudit(workflows.AuditDeliveryPaused, billingSub, "k-p", "bob", "maintenance")
+
+	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--reason", "done", "--actor", "bob")
+	h.waitArrivals("billing", "k-p", 1, 2)
+	h.wantAudit(workflows.AuditDeliveryResumed, billingSub, "k-p", "bob", "done")
+}
+
+// TestBulkRecovery recovers every failed key of a subscription with
+// --all-failed, redeliver first and cancel second; the other subscription's
+// failed key is left alone, and a re-run finds nothing to do.
+func TestBulkRecovery(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t)
+	reject := func(fixed bool) func(app, subject string, n int) bool {
+		return func(app, subject string, n int) bool {
+			switch {
+			case n != 1:
+				return false
+			case app == "billing" && strings.HasPrefix(subject, "r-"):
+				return !fixed
+			case app == "billing" && strings.HasPrefix(subject, "c-"):
+				return true
+			}
+			return app == "audit-log" && subject == "c-1"
+		}
+	}
+	h.sub.setReject(reject(false))
+	h.publish([]string{"r-1", "r-2"}, 1, 2)
+	h.waitListed([]string{"r-1", "r-2"}, "--status", "failed", "--subscription", billingSub)
+
+	h.sub.setReject(reject(true))
+	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--all-failed", "--reason", "subscriber fixed", "--json")
+	bulk := decode[bulkJSON](t, r.stdout)
+	if len(bulk.Keys) != 2 || bulk.Keys[0].Subject != "r-1" || bulk.Keys[1].Subject != "r-2" ||
+		bulk.Keys[0].Result != "ok" || bulk.Keys[1].Result != "ok" || bulk.Signal != "redeliver" ||
+		!strings.Contains(bulk.TemporalCommand, `AND HeraldStatus = "failed"' --name redeliver`) {
+		t.Fatalf("redeliver --all-failed --json = %+v", bulk)
+	}
+	for _, k := range []string{"r-1", "r-2"} {
+		h.waitArrivals("billing", k, 1, 2)
+		h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, k, "tester", "subscriber fixed")
+	}
+
+	h.publish([]string{"c-1", "c-2"}, 1, 2)
+	h.waitListed([]string{"c-1", "c-2"}, "--status", "failed", "--subscription", billingSub)
+	h.waitListed([]string{"c-1"}, "--status", "failed", "--subscription", auditLogSub)
+	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--all-failed", "--reason", "bad batch", "--actor", "carol")
+	wantContains(t, "cancel --all-failed", r.stdout, "cancel to the failed keys of "+billingSub,
+		"c-1", "c-2", "2 keys signalled, 0 failed", "temporal workflow signal", "--yes")
+	for _, k := range []string{"c-1", "c-2"} {
+		h.waitArrivals("billing", k, 2)
+		h.wantAudit(workflows.AuditDeliveryCancelled, billingSub, k, "carol", "bad batch")
+	}
+	if st := h.state(auditLogSub, "c-1"); st.Status != workflows.StatusFailed {
+		t.Errorf("the other subscription's failed key is %s, want it left failed", st.Status)
+	}
+
+	// Safe to re-run: once the list catches up, nothing is left to do.
+	h.waitListed(nil, "--status", "failed", "--subscription", billingSub)
+	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--all-failed", "--reason", "again")
+	wantContains(t, "re-run", r.stdout, "no failed keys in "+billingSub)
+	if rows := h.audit(workflows.AuditDeliveryCancelled, billingSub, "c-1"); len(rows) != 1 {
+		t.Errorf("the re-run wrote %d cancel audit rows for c-1, want still 1", len(rows))
+	}
+}
+
+// TestUnknownWorkflowAndStatus covers the exit codes for keys without a
+// workflow, and starter status's per-status counts and worker readiness.
+func TestUnknownWorkflowAndStatus(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t)
+	h.sub.setReject(func(app, subject string, n int) bool { return app == "billing" && subject == "k-bad" })
+	h.publish([]string{"k-bad", "k-good"}, 1)
+	h.waitArrivals("billing", "k-good", 1)
+	h.waitListed([]string{"k-bad"}, "--status", "failed")
+
+	unknown := workflows.DeliveryID(billingSub, "nobody")
+	for _, args := range [][]string{
+		{"inspect", unknown},
+		{"inspect", "--subscription", billingSub, "--subject", "nobody"},
+		{"redeliver", "--subscription", billingSub, "--subject", "nobody"},
+		{"cancel", "--subscription", billingSub, "--subject", "nobody", "--all"},
+		{"pause", "--subscription", billingSub, "--subject", "nobody"},
+		{"resume", "--subscription", "billing:contacts.person.updated@2", "--subject", "k-good"},
+	} {
+		r := run(t, h.env, args...)
+		if r.code != ExitInvalid {
+			t.Errorf("%v: exit %d, want %d\nstderr: %s", args, r.code, ExitInvalid, r.stderr)
+		}
+		wantContains(t, strings.Join(args, " "), r.stderr, "no delivery workflow deliver:", "it may have completed after being idle")
+	}
+
+	var got statusJSON
+	waitFor(t, 30*time.Second, "status to count the keys", func() bool {
+		got = decode[statusJSON](t, mustRun(t, h.env, "status", "--json").stdout)
+		return got.Keys.ByStatus[workflows.StatusFailed] == 1 && got.Keys.ByStatus[workflows.StatusIdle] == 3
+	})
+	if got.Keys.Error != "" || !got.Keys.Reachable || got.Keys.Total != 4 || got.Keys.Namespace != h.namespace || got.Worker.State != workerReady {
+		t.Errorf("status --json: keys %+v, worker %+v", got.Keys, got.Worker)
+	}
+	text := mustRun(t, h.env, "status").stdout
+	wantContains(t, "status text", text, "Relay", "Delivery keys (running delivery workflows in Temporal "+h.address,
+		"failed       1", "idle         3", "total        4", "1 failed key held: starter deliveries --status failed",
+		"Worker (http://"+h.svc.Addr()+"/readyz): ready")
+
+	// A namespace Temporal does not know: status says so and still exits 0.
+	r := mustRun(t, h.env.with("TEMPORAL_NAMESPACE", "no-such-namespace"), "status")
+	wantContains(t, "status in an unknown namespace", r.stdout, "could not count them: count delivery workflows in namespace no-such-namespace")
+	r = run(t, h.env.with("TEMPORAL_NAMESPACE", "no-such-namespace"), "deliveries")
+	if r.code != ExitError || !strings.Contains(r.stderr, "no-such-namespace") {
+		t.Errorf("deliveries in an unknown namespace: exit %d\n%s", r.code, r.stderr)
+	}
+
+	// With the worker stopped, deliveries still lists the keys, without
+	// heads, after one query timeout; status reports the worker unreachable.
+	h.stopWorker()
+	start := time.Now()
+	out := decode[deliveriesJSON](t, mustRun(t, h.env, "deliveries", "--json").stdout)
+	if took := time.Since(start); took > 2*listQueryTimeout+5*time.Second {
+		t.Errorf("deliveries without a worker took %v", took)
+	}
+	if len(out.Keys) != 4 {
+		t.Fatalf("deliveries without a worker listed %d keys, want 4", len(out.Keys))
+	}
+	for _, k := range out.Keys {
+		if k.Head != nil || k.StateError == "" {
+			t.Errorf("key %s without a worker: head %+v, state error %q", k.WorkflowID, k.Head, k.StateError)
+		}
+	}
+	text = mustRun(t, h.env, "deliveries", "--status", "failed").stdout
+	wantContains(t, "deliveries without a worker", text, "k-bad", "(no head for 1 key: the state query failed: no answer in time (is a Herald worker running?))")
+	wantContains(t, "status without a worker", mustRun(t, h.env, "status").stdout, "/readyz): unreachable (")
+}
