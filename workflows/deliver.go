@@ -38,6 +38,9 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Duration(len(batch))*(d.p.DeliveryTimeout+5*time.Second) + 30*time.Second,
 		HeartbeatTimeout:    d.p.DeliveryTimeout + 30*time.Second,
+		// An interrupted delivery reports back only once its attempt under way
+		// has ended, so no later event can overtake that attempt.
+		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    d.p.RetrySchedule[0],
 			BackoffCoefficient: 2,
@@ -48,6 +51,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	if head.Attempts == 0 {
 		d.setStatus(ctx, StatusDelivering)
 	}
+	actx, d.cancelActivity = workflow.WithCancel(actx)
 	d.inActivity = true
 	fut := workflow.ExecuteActivity(actx, (*activities.Activities).Deliver, in)
 	var res activities.DeliverResult
@@ -63,10 +67,14 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		sel.Select(ctx)
 	}
 	d.inActivity = false
+	d.cancelActivity = nil
 	now := workflow.Now(ctx)
-	if err != nil {
+	switch {
+	case err != nil && temporal.IsCanceledError(err):
+		// Interrupted by an operator: the deferred signal decides what next.
+	case err != nil:
 		d.failed(ctx, err, now)
-	} else {
+	default:
 		d.applyResult(ctx, res, now)
 	}
 	deferred := d.deferred

@@ -61,14 +61,16 @@ type delivery struct {
 	p Params
 	Carry
 
-	status      string
-	signals     int
-	inActivity  bool
-	deferred    []func(workflow.Context)
-	completed   bool
-	logger      log.Logger
-	channels    channels
-	maxOutcomes int
+	status     string
+	signals    int
+	inActivity bool
+	// cancelActivity interrupts the delivery in flight (operator signals).
+	cancelActivity workflow.CancelFunc
+	deferred       []func(workflow.Context)
+	completed      bool
+	logger         log.Logger
+	channels       channels
+	maxOutcomes    int
 }
 
 type channels struct {

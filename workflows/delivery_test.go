@@ -429,3 +429,36 @@ func TestBatchStopsAtFirstFailure(t *testing.T) {
 		t.Fatalf("second retry after %v, want the schedule's 5s", g)
 	}
 }
+
+// TestOperatorSignalInterruptsRetries: a cancel for a head that is retrying
+// takes effect at once, not after the remaining schedule (hours).
+func TestOperatorSignalInterruptsRetries(t *testing.T) {
+	h := newHarness(t)
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeHandlerFailed, 503)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2)
+	h.signalAt(10*time.Minute, workflows.SignalCancel, workflows.CancelSignal{Actor: "dave"})
+	h.run()
+	calls := h.sub.all()
+	last := calls[len(calls)-1]
+	if last.EventID != eventID(2) || !last.OK {
+		t.Fatalf("calls %+v", calls)
+	}
+	if n := len(h.sub.callsFor(eventID(1))); n != 5 {
+		t.Fatalf("head got %d attempts; the cancel at 10m must stop the schedule after the 5th (2m36s)", n)
+	}
+	if last.At > 11*time.Minute {
+		t.Fatalf("event 2 delivered at %v: the cancel waited for the retries", last.At)
+	}
+	c := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(c) != 1 || c[0].Outcome != "allowed" || c[0].Actor != "dave" {
+		t.Fatalf("cancel audits %+v", c)
+	}
+	if n := len(h.store.auditsOf(workflows.AuditDeliveryFailed)); n != 0 {
+		t.Fatalf("an interrupted delivery wrote %d delivery.failed rows", n)
+	}
+}

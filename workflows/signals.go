@@ -35,22 +35,22 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, func(ctx workflow.Context) { d.onRedeliver(ctx, s) })
+		d.control(ctx, d.aboutHead(s.EventID), func(ctx workflow.Context) { d.onRedeliver(ctx, s) })
 	})
 	sel.AddReceive(d.channels.cancel, func(c workflow.ReceiveChannel, _ bool) {
 		var s CancelSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, func(ctx workflow.Context) { d.onCancel(ctx, s) })
+		d.control(ctx, s.All || d.aboutHead(s.EventID), func(ctx workflow.Context) { d.onCancel(ctx, s) })
 	})
 	sel.AddReceive(d.channels.pause, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, func(ctx workflow.Context) { d.onPause(ctx, s) })
+		d.control(ctx, true, func(ctx workflow.Context) { d.onPause(ctx, s) })
 	})
 	sel.AddReceive(d.channels.resume, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, func(ctx workflow.Context) { d.onResume(ctx, s) })
+		d.control(ctx, false, func(ctx workflow.Context) { d.onResume(ctx, s) })
 	})
 }
 
@@ -74,14 +74,26 @@ func (d *delivery) drain(ctx workflow.Context) int {
 }
 
 // control runs an operator signal now, or after the delivery in flight ends,
-// so an activity's result is never applied to a queue changed under it.
-func (d *delivery) control(ctx workflow.Context, fn func(workflow.Context)) {
+// so an activity's result is never applied to a queue changed under it. A
+// signal about a head that is retrying (redeliver, cancel, pause) interrupts
+// the activity's retries instead of waiting out the schedule; the attempt
+// under way, if any, still ends first, so order is kept.
+func (d *delivery) control(ctx workflow.Context, aboutHead bool, fn func(workflow.Context)) {
 	d.signals++
-	if d.inActivity {
-		d.deferred = append(d.deferred, fn)
+	if !d.inActivity {
+		fn(ctx)
 		return
 	}
-	fn(ctx)
+	d.deferred = append(d.deferred, fn)
+	if head := d.head(); aboutHead && head != nil && head.Attempts > 0 && d.cancelActivity != nil {
+		d.cancelActivity()
+	}
+}
+
+// aboutHead reports whether a signal naming eventID (or none) concerns the head.
+func (d *delivery) aboutHead(eventID string) bool {
+	head := d.head()
+	return eventID == "" || (head != nil && head.Event.ID == eventID)
 }
 
 func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
