@@ -42,20 +42,22 @@ type temporalConn struct {
 var discardLogger = tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 
 // dialTemporal connects to the frontend named by TEMPORAL_ADDRESS and
-// TEMPORAL_NAMESPACE (defaults 127.0.0.1:7233 and "default"). The caller
-// closes the connection.
+// TEMPORAL_NAMESPACE (defaults 127.0.0.1:7233 and "default"), with TLS or an
+// API key when the TEMPORAL_TLS_* / TEMPORAL_API_KEY settings ask for it.
+// The caller closes the connection.
 func (inv *invocation) dialTemporal() (*temporalConn, error) {
 	cfg, err := config.LoadCommon(inv.getenv)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}
+	opts, err := cfg.TemporalClientOptions()
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	opts.Logger = discardLogger
 	ctx, cancel := context.WithTimeout(inv.ctx, temporalDialTimeout)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    discardLogger,
-	})
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
 	}
