@@ -20,6 +20,9 @@ import (
 	"herald/workflows"
 )
 
+// maxSignalBytes caps the envelopes carried by one signal.
+const maxSignalBytes = 1 << 20
+
 // Signaler is the part of a Temporal client the relay uses.
 type Signaler interface {
 	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
@@ -250,8 +253,15 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 	params.SubjectKey = g.key.subject
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
-	for start := 0; start < len(g.events); start += r.MaxEventsPerSignal {
-		end := min(start+r.MaxEventsPerSignal, len(g.events))
+	for start := 0; start < len(g.events); {
+		// Cap each signal by count and by size: Temporal refuses payloads
+		// over 2 MB, and events may be up to 256 KiB each.
+		end, size := start, 0
+		for end < len(g.events) && end-start < r.MaxEventsPerSignal &&
+			(end == start || size+len(g.events[end].Envelope) <= maxSignalBytes) {
+			size += len(g.events[end].Envelope)
+			end++
+		}
 		sig := workflows.EventSignal{Events: make([]activities.Event, 0, end-start)}
 		for _, ev := range g.events[start:end] {
 			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq, Type: ev.Type, Envelope: ev.Envelope})
@@ -262,6 +272,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 			return sent, start
 		}
 		sent++
+		start = end
 	}
 	return sent, -1
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSignalsStayUnderThePayloadLimit: a key with many large events is
+// split into signals of at most 1 MiB of envelopes, still in order.
+func TestSignalsStayUnderThePayloadLimit(t *testing.T) {
+	st, p := setup(t)
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
+	for i := 0; i < 12; i++ {
+		if _, err := p.Publish(context.Background(), publish.Request{
+			App: "contacts", Type: "contacts.person.deleted", Version: 1, Subject: "big", Data: big,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := &fakeTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp}
+	if _, err := r.DispatchOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(tmp.signals) < 3 {
+		t.Fatalf("12 events of 200 KiB went in %d signals", len(tmp.signals))
+	}
+	for _, s := range tmp.signals {
+		if len(s.Seqs) > 5 {
+			t.Fatalf("a signal carried %d events of 200 KiB (over 1 MiB)", len(s.Seqs))
+		}
+	}
+	if got := fmt.Sprint(tmp.bySeq()[workflows.DeliveryID("crm:contacts.person.deleted@1", "big")]); got != "[1 2 3 4 5 6 7 8 9 10 11 12]" {
+		t.Fatalf("order %s", got)
 	}
 }
