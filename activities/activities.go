@@ -44,6 +44,8 @@ type Store interface {
 	Audit(ctx context.Context, e AuditEntry) error
 	// PurgeEvents deletes up to limit dispatched or rejected events older than cutoff.
 	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	// Envelopes reads the CloudEvent bodies of events by id (missing ids absent).
+	Envelopes(ctx context.Context, ids []string) (map[string][]byte, error)
 }
 
 // Signaler sends a signal to a workflow; a Temporal client is one.
@@ -109,6 +111,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: target.State,
 			SubscriptionReason: target.Reason}, nil
 	}
+	if err := a.loadEnvelopes(ctx, in.Events); err != nil {
+		return DeliverResult{}, err
+	}
 	started := time.Now()
 	for i, ev := range in.Events {
 		attempt := 1
@@ -140,6 +145,42 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	return DeliverResult{Outcome: OutcomeDelivered, Delivered: len(in.Events)}, nil
 }
+
+// loadEnvelopes fills in the bodies of events queued without one: a
+// workflow that continues as new with a long queue carries ids, not bodies,
+// to stay under Temporal's payload limit.
+func (a *Activities) loadEnvelopes(ctx context.Context, evs []Event) error {
+	var ids []string
+	for _, ev := range evs {
+		if !hasBody(ev) {
+			ids = append(ids, ev.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := a.Store.Envelopes(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		if hasBody(evs[i]) {
+			continue
+		}
+		env, ok := found[evs[i].ID]
+		if !ok {
+			return temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("event %s is no longer in the event log (removed by retention)", evs[i].ID),
+				CodeEventMissing, temporal.ApplicationErrorOptions{NonRetryable: true,
+					Details: []any{FailureDetails{EventID: evs[i].ID, Code: CodeEventMissing,
+						Error: "the event is no longer in the event log"}}})
+		}
+		evs[i].Envelope = env
+	}
+	return nil
+}
+
+func hasBody(ev Event) bool { return len(ev.Envelope) > 0 && string(ev.Envelope) != "null" }
 
 // headFailure turns a failed attempt of the first event into the error that
 // drives Temporal's retry: terminal, exhausted, or retry after the schedule's

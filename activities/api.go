@@ -18,7 +18,7 @@ type Event struct {
 	ID       string          `json:"id"`
 	Seq      int64           `json:"seq"`
 	Type     string          `json:"type,omitempty"`
-	Envelope json.RawMessage `json:"envelope"`
+	Envelope json.RawMessage `json:"envelope,omitempty"`
 }
 
 // Error codes of a delivery attempt (SPEC §6).
@@ -31,6 +31,9 @@ const (
 	CodeConnectionLost          = "connection_lost"
 	CodeSubscriberUnreachable   = "subscriber_unreachable"
 	CodeEndpointForbidden       = "endpoint_forbidden"
+	// CodeEventMissing: a queued event's body is gone from the event log
+	// (retention removed it while the key was held); terminal.
+	CodeEventMissing = "event_missing"
 	// CodeNotBefore marks an execution's first attempt that only waits for a
 	// retry delay carried over from an earlier execution; it is not counted.
 	CodeNotBefore = "not_before"
@@ -39,7 +42,7 @@ const (
 // IsTerminal reports whether a code ends the delivery at once, whatever the
 // attempts left.
 func IsTerminal(code string) bool {
-	return code == CodeSchemaMismatch || code == CodeEndpointForbidden
+	return code == CodeSchemaMismatch || code == CodeEndpointForbidden || code == CodeEventMissing
 }
 
 // Outcomes of a Deliver execution that returns without error.

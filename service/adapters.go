@@ -50,6 +50,10 @@ func (a activityStore) PurgeEvents(ctx context.Context, cutoff time.Time, limit 
 	return a.st.PurgeEvents(ctx, cutoff, limit)
 }
 
+func (a activityStore) Envelopes(ctx context.Context, ids []string) (map[string][]byte, error) {
+	return a.st.Envelopes(ctx, ids)
+}
+
 // signerAdapter signs deliveries with the newest key.
 type signerAdapter struct {
 	s      *signing.Signer

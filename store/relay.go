@@ -97,3 +97,24 @@ func (s *Store) RelayLag(ctx context.Context) (Lag, error) {
 	}
 	return l, nil
 }
+
+// Envelopes returns the stored CloudEvent bodies of the given event ids;
+// ids not found (purged by retention) are absent from the map.
+func (s *Store) Envelopes(ctx context.Context, ids []string) (map[string][]byte, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT id::text, envelope FROM events WHERE id = ANY($1::uuid[]) AND state <> 'rejected'`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read envelopes: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string][]byte, len(ids))
+	for rows.Next() {
+		var id string
+		var env []byte
+		if err := rows.Scan(&id, &env); err != nil {
+			return nil, fmt.Errorf("read envelopes: %w", err)
+		}
+		out[id] = env
+	}
+	return out, rows.Err()
+}

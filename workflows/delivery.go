@@ -122,6 +122,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			if !d.completed {
 				d.setStatus(ctx, d.restingStatus())
 				carry := d.Carry
+				carry.Queue = carriedQueue(d.Queue)
 				next := d.p
 				next.Carry = &carry
 				return workflow.NewContinueAsNewError(ctx, Delivery, next)
@@ -157,6 +158,28 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.deliver(ctx)
 		}
 	}
+}
+
+// maxCarriedEnvelopes bounds the event bodies handed to the next run; past
+// it the queue travels as ids and the deliver activity reads the bodies back
+// from the event log, so a long held queue never exceeds Temporal's payload
+// limit.
+const maxCarriedEnvelopes = 256 << 10
+
+func carriedQueue(q []QueueItem) []QueueItem {
+	size := 0
+	for _, it := range q {
+		size += len(it.Event.Envelope)
+	}
+	if size <= maxCarriedEnvelopes {
+		return q
+	}
+	out := make([]QueueItem, len(q))
+	for i, it := range q {
+		it.Event.Envelope = nil
+		out[i] = it
+	}
+	return out
 }
 
 // restingStatus is the status shown between runs.

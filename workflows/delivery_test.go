@@ -462,3 +462,41 @@ func TestOperatorSignalInterruptsRetries(t *testing.T) {
 		t.Fatalf("an interrupted delivery wrote %d delivery.failed rows", n)
 	}
 }
+
+// TestLongQueueCarriedAsIDs: a queue too large to carry with its bodies
+// continues as new with ids only; the next run reads the bodies back and
+// delivers them, in order.
+func TestLongQueueCarriedAsIDs(t *testing.T) {
+	h := newHarness(t)
+	h.params.SignalsPerRun = 3
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	seqs := seqRange(1, 3000) // about 480 KB of bodies
+	h.eventsAt(2*time.Second, seqs[:1500]...)
+	h.eventsAt(3*time.Second, seqs[1500:]...)
+	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next workflows.Params
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Carry.Queue) != 3000 {
+		t.Fatalf("carried %d events", len(next.Carry.Queue))
+	}
+	for _, it := range next.Carry.Queue {
+		if len(it.Event.Envelope) != 0 {
+			t.Fatal("a long queue carried its bodies")
+		}
+	}
+
+	// The next run: resume and deliver from ids.
+	h2 := newHarness(t)
+	h2.params = next
+	h2.signalAt(time.Second, workflows.SignalResume, workflows.ControlSignal{})
+	h2.run()
+	if got := h2.sub.delivered(); !reflect.DeepEqual(got, ids(seqs...)) {
+		t.Fatalf("delivered %d events after continue-as-new, want all 3000 in order", len(got))
+	}
+}

@@ -211,6 +211,17 @@ func (s *fakeStore) Audit(_ context.Context, e activities.AuditEntry) error {
 	return nil
 }
 
+func (s *fakeStore) Envelopes(_ context.Context, ids []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, id := range ids {
+		var seq int64
+		if _, err := fmt.Sscanf(id[len(id)-12:], "%d", &seq); err == nil {
+			out[id] = event(seq).Envelope
+		}
+	}
+	return out, nil
+}
+
 func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
 
 func (s *fakeStore) setState(state, reason string) {
