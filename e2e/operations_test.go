@@ -45,7 +45,14 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 		}
 		return total == 20
 	})
-	m := scrape(t, "http://"+s.svc.Addr()+"/metrics")
+	// The worker counts a delivery when the subscriber's answer comes back,
+	// a moment after the subscriber recorded it.
+	var m map[string]float64
+	waitFor(t, 10*time.Second, "the delivery counters", func() bool {
+		m = scrape(t, "http://"+s.svc.Addr()+"/metrics")
+		return m[`herald_deliveries_total`] >= 20 &&
+			m[`herald_delivery_attempts_total{code="schema_mismatch",result="failed"}`] >= 1
+	})
 	if got := m[`herald_deliveries_total`]; got != 20 {
 		t.Errorf("herald_deliveries_total = %v, want 20", got)
 	}
