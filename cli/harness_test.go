@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -14,11 +13,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"herald/config"
 	"herald/internal/testenv"
 	"herald/publish"
 	"herald/service"
-	"herald/signing"
 	"herald/store"
 	"herald/subscriber"
 	"herald/workflows"
@@ -50,21 +47,11 @@ type herald struct {
 // failing key fails within a second, and applies the manifests.
 func startHerald(t *testing.T) *herald {
 	t.Helper()
-	dbURL := testenv.NewSchema(t)
-	address, namespace := testenv.NewNamespace(t)
-	keyDir := t.TempDir()
-	if _, err := signing.GenerateKey(keyDir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Worker{
-		Common:          config.Common{DatabaseURL: dbURL, TemporalAddress: address, TemporalNamespace: namespace, LogLevel: "error"},
-		HTTPAddr:        "127.0.0.1:0",
-		SigningKey:      keyDir,
-		Allow:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
-		Schedule:        []time.Duration{200 * time.Millisecond},
-		DeliveryTimeout: 5 * time.Second,
-		DBMaxConns:      6,
-	}
+	cfg := testenv.WorkerConfig(t)
+	cfg.LogLevel = "error"
+	cfg.Schedule = []time.Duration{200 * time.Millisecond}
+	cfg.DBMaxConns = 6
+	address, namespace := cfg.TemporalAddress, cfg.TemporalNamespace
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.DPanicLevel)))
 	if err != nil {
@@ -97,7 +84,7 @@ func startHerald(t *testing.T) *herald {
 		srv.Close()
 	})
 	h.env = env{
-		"HERALD_DATABASE_URL":   dbURL,
+		"HERALD_DATABASE_URL":   cfg.DatabaseURL,
 		"TEMPORAL_ADDRESS":      address,
 		"TEMPORAL_NAMESPACE":    namespace,
 		"HERALD_WORKER_URL":     "http://" + svc.Addr(),

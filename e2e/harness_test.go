@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"herald/manifest"
 	"herald/publish"
 	"herald/service"
-	"herald/signing"
 	"herald/subscriber"
 )
 
@@ -42,20 +40,7 @@ type system struct {
 // namespace, and a verifying subscriber.
 func start(t *testing.T, tune func(*config.Worker)) *system {
 	t.Helper()
-	dbURL := testenv.NewSchema(t)
-	addr, ns := testenv.NewNamespace(t)
-	keyDir := t.TempDir()
-	if _, err := signing.GenerateKey(keyDir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Worker{
-		Common:          config.Common{DatabaseURL: dbURL, TemporalAddress: addr, TemporalNamespace: ns, LogLevel: "warn"},
-		HTTPAddr:        "127.0.0.1:0",
-		SigningKey:      keyDir,
-		Allow:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
-		Schedule:        []time.Duration{200 * time.Millisecond, 200 * time.Millisecond},
-		DeliveryTimeout: 5 * time.Second,
-	}
+	cfg := testenv.WorkerConfig(t)
 	if tune != nil {
 		tune(&cfg)
 	}
