@@ -1,5 +1,5 @@
 # Herald's two set-up commands are `make dev` and `make test`; see README.md.
-.PHONY: dev test build vet temporal-cli clean
+.PHONY: dev test build vet temporal-cli clean bench chaos
 
 GO ?= go
 
@@ -14,6 +14,15 @@ test:
 ## build: compile the binaries into bin/
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./workers ./starter ./examples/subscriber
+
+## bench: Herald against the bare Temporal ceiling (issue 6); BENCH_FLAGS="-shapes A -steady 0" etc.
+bench:
+	$(GO) run ./bench $(BENCH_FLAGS)
+
+## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~7 min
+chaos:
+	scripts/temporal.sh install >/dev/null
+	$(GO) test -tags chaos -count=1 -v -timeout 30m ./chaos/
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.temporal.io/sdk/client"
+
+	"herald/internal/zaplog"
+	"herald/publish"
+	"herald/signing"
+	"herald/store"
+)
+
+// Config says where the services are and what to measure. The benchmark and
+// its smoke test both run through Run with one.
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL whose connections use a schema of this
+	// run alone (search_path); the worker process gets it too.
+	DatabaseURL string
+	// TemporalAddress and Namespace name the Temporal frontend and a
+	// namespace with Herald's search attributes.
+	TemporalAddress string
+	Namespace       string
+	// ModuleRoot is the folder of go.mod; the worker is built from ./workers.
+	ModuleRoot string
+	// WorkDir holds the worker binary, its signing key and logs; empty means
+	// a new temporary folder, removed at the end.
+	WorkDir string
+
+	// Shapes are measured in order, each first on the ceiling, then on Herald.
+	Shapes []Shape
+	// HeraldOnly skips the ceiling (no ratios), for quicker runs.
+	HeraldOnly bool
+	// Steady, when it has keys, is the steady run, measured the same way.
+	Steady Shape
+
+	// Timeout bounds the wait for deliveries after publishing ends, per
+	// measurement; what has not arrived by then counts as lost.
+	Timeout time.Duration
+	// Grace is how long the sink keeps listening after the last expected
+	// delivery, to catch late duplicates. It is not part of the timing.
+	Grace time.Duration
+	// Parallel caps the ceiling's signals in flight (Herald's relay sends up
+	// to 32 at once by default; so does the ceiling).
+	Parallel int
+	// CeilingPollers, when positive, gives the ceiling's worker that many
+	// workflow and activity task pollers; zero keeps the SDK defaults (2 each).
+	CeilingPollers int
+	// PublishBatch is the number of events per PublishBatch call in bursts.
+	PublishBatch int
+	// SampleWorkflows is how many workflow histories per measurement are read
+	// to count Temporal actions.
+	SampleWorkflows int
+	// PIDs names local server processes whose CPU time is reported
+	// ("temporal", "postgres"); missing ones are looked up by listening port.
+	PIDs map[string]int
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Grace < 0 {
+		c.Grace = 0
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 32
+	}
+	if c.PublishBatch <= 0 {
+		c.PublishBatch = 100
+	}
+	if c.SampleWorkflows <= 0 {
+		c.SampleWorkflows = 10
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Report is the outcome of one run.
+type Report struct {
+	Started time.Time `json:"started"`
+	// Commit is the git commit measured, when known.
+	Commit          string        `json:"commit,omitempty"`
+	Finished        time.Time     `json:"finished"`
+	GoVersion       string        `json:"goVersion"`
+	CPUs            int           `json:"cpus"`
+	TemporalAddress string        `json:"temporalAddress"`
+	Namespace       string        `json:"namespace"`
+	Measurements    []Measurement `json:"measurements"`
+}
+
+// Systems measured.
+const (
+	SystemCeiling = "ceiling"
+	SystemHerald  = "herald"
+)
+
+// Measurement is one shape on one system.
+type Measurement struct {
+	Shape  Shape  `json:"shape"`
+	System string `json:"system"`
+	// Deliveries expected and Delivered (first arrivals) at the sink.
+	Deliveries int `json:"deliveries"`
+	Delivered  int `json:"delivered"`
+	// Seconds runs from the start of publishing to the last delivery.
+	Seconds float64 `json:"seconds"`
+	// PerSecond is deliveries per second over Seconds.
+	PerSecond float64 `json:"deliveriesPerSecond"`
+	// Ratio is Herald's PerSecond over the ceiling's for the same shape.
+	Ratio float64 `json:"ratioToCeiling,omitempty"`
+	// LatencyMS is publish→delivery: from the return of Publish (Herald) or
+	// SignalWithStartWorkflow (ceiling) to the sink's first receipt.
+	LatencyMS  Latency `json:"latencyMs"`
+	Lost       int     `json:"lost"`
+	OutOfOrder int     `json:"outOfOrder"`
+	Duplicates int     `json:"duplicates"`
+	Stray      int     `json:"stray"`
+	// WorkerPeakRSSMB is the Herald worker process's VmHWM; the worker is
+	// started afresh for every Herald measurement.
+	WorkerPeakRSSMB float64 `json:"workerPeakRssMb,omitempty"`
+	// CPUSeconds per process over the measurement: bench (this process: sink,
+	// publisher or the ceiling's worker and driver), worker, temporal, postgres.
+	CPUSeconds map[string]float64 `json:"cpuSeconds"`
+	// LoadBefore and LoadAfter are the machine's 1-minute load average.
+	LoadBefore float64 `json:"loadBefore"`
+	LoadAfter  float64 `json:"loadAfter"`
+	// Actions counts Temporal history events of a few sampled workflows.
+	Actions *Actions `json:"actions,omitempty"`
+}
+
+// Latency holds percentiles in milliseconds.
+type Latency struct {
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// bench is one run's shared parts.
+type bench struct {
+	cfg       Config
+	runID     string
+	sink      *sink
+	store     *store.Store
+	publisher *publish.Publisher
+	temporal  client.Client
+	workerBin string
+	keyDir    string
+	logDir    string
+	pids      map[string]int
+}
+
+// Run measures every shape of cfg on the ceiling (unless HeraldOnly) and on
+// Herald, then the steady run. It returns what was measured so far along
+// with any error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace}
+	b := &bench{cfg: cfg, runID: randomHex(3)}
+	cleanup, err := b.setUp(ctx)
+	defer cleanup()
+	if err != nil {
+		return rep, err
+	}
+	if !cfg.HeraldOnly {
+		ceilingWorker, err := startCeilingWorker(b.temporal, cfg.CeilingPollers)
+		if err != nil {
+			return rep, err
+		}
+		defer ceilingWorker.Stop()
+	}
+
+	all := append([]Shape(nil), cfg.Shapes...)
+	if cfg.Steady.Keys > 0 {
+		all = append(all, cfg.Steady)
+	}
+	for _, sh := range all {
+		var c Measurement
+		if !cfg.HeraldOnly {
+			if c, err = b.ceiling(ctx, sh); err != nil {
+				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
+			}
+			rep.Measurements = append(rep.Measurements, c)
+		}
+		h, err := b.herald(ctx, sh)
+		if err != nil {
+			return rep, fmt.Errorf("shape %s on Herald: %w", sh.Name, err)
+		}
+		if sh.Rate == 0 && c.PerSecond > 0 {
+			h.Ratio = h.PerSecond / c.PerSecond
+		}
+		rep.Measurements = append(rep.Measurements, h)
+	}
+	rep.Finished = time.Now().UTC()
+	return rep, nil
+}
+
+// setUp starts the sink, opens the store (migrating it and applying the
+// benchmark's manifests), connects to Temporal and builds the worker. The
+// returned cleanup undoes whatever was done, also after an error.
+func (b *bench) setUp(ctx context.Context) (cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	dir := b.cfg.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "herald-bench-"); err != nil {
+			return cleanup, fmt.Errorf("create work folder: %w", err)
+		}
+		undo = append(undo, func() { _ = os.RemoveAll(dir) })
+	}
+	b.keyDir = filepath.Join(dir, "keys")
+	b.logDir = dir
+	if _, err := signing.GenerateKey(b.keyDir); err != nil {
+		return cleanup, fmt.Errorf("generate signing key: %w", err)
+	}
+	b.progress("building the worker (./workers)")
+	if b.workerBin, err = buildWorker(ctx, b.cfg.ModuleRoot, dir); err != nil {
+		return cleanup, err
+	}
+
+	if b.sink, err = startSink(); err != nil {
+		return cleanup, err
+	}
+	undo = append(undo, b.sink.close)
+	if b.store, err = store.Open(ctx, b.cfg.DatabaseURL, store.Options{MaxConns: 8}); err != nil {
+		return cleanup, err
+	}
+	undo = append(undo, b.store.Close)
+	if _, err := b.store.Migrate(ctx); err != nil {
+		return cleanup, fmt.Errorf("migrate: %w", err)
+	}
+	if err := applyManifests(ctx, b.store, b.sink.URL(), b.fanOuts()); err != nil {
+		return cleanup, err
+	}
+	b.publisher = publish.New(b.store, publish.Options{})
+
+	log, err := zaplog.New("warn")
+	if err != nil {
+		return cleanup, err
+	}
+	b.temporal, err = client.Dial(client.Options{
+		HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.Namespace, Logger: zaplog.ForTemporal(log),
+	})
+	if err != nil {
+		return cleanup, fmt.Errorf("connect to Temporal at %s: %w", b.cfg.TemporalAddress, err)
+	}
+	undo = append(undo, b.temporal.Close)
+	b.pids = b.serverPIDs()
+	return cleanup, nil
+}
+
+// fanOuts lists the subscription counts the shapes need.
+func (b *bench) fanOuts() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, sh := range append(append([]Shape(nil), b.cfg.Shapes...), b.cfg.Steady) {
+		if sh.Keys > 0 && !seen[sh.Subscriptions] {
+			seen[sh.Subscriptions] = true
+			out = append(out, sh.Subscriptions)
+		}
+	}
+	return out
+}
+
+// serverPIDs finds the local Temporal and PostgreSQL servers for CPU
+// accounting, unless the caller named them.
+func (b *bench) serverPIDs() map[string]int {
+	pids := map[string]int{}
+	for k, v := range b.cfg.PIDs {
+		if v > 0 {
+			pids[k] = v
+		}
+	}
+	if pids["temporal"] == 0 {
+		if pid := listenerPID(b.cfg.TemporalAddress); pid > 0 {
+			pids["temporal"] = pid
+		}
+	}
+	if pids["postgres"] == 0 {
+		if pc, err := pgconn.ParseConfig(b.cfg.DatabaseURL); err == nil {
+			if pid := listenerPID(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))); pid > 0 {
+				pids["postgres"] = pid
+			}
+		}
+	}
+	pids["bench"] = os.Getpid()
+	return pids
+}
+
+// cpu reads the CPU seconds used so far by each known process (and the
+// worker, when workerPID is not 0).
+func (b *bench) cpu(workerPID int) map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range b.pids {
+		if s, err := treeCPU(pid); err == nil {
+			out[name] = s
+		}
+	}
+	if workerPID > 0 {
+		if s, err := treeCPU(workerPID); err == nil {
+			out["worker"] = s
+		}
+	}
+	return out
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.cfg.Progress, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The ceiling is the bare shape Herald is measured against: per event one
+// SignalWithStartWorkflow to a workflow per key, which runs one activity
+// doing one HTTP POST per signal. It has its own task queue and names so it
+// never meets Herald's workers.
+const (
+	// CeilingTaskQueue is the task queue of the ceiling's worker.
+	CeilingTaskQueue = "bench-ceiling"
+	// CeilingWorkflowType is the registered name of the ceiling's workflow.
+	CeilingWorkflowType = "BenchCeiling"
+	// CeilingActivityName is the registered name of the ceiling's activity.
+	CeilingActivityName   = ceilingActivityPrefix + "Post"
+	ceilingActivityPrefix = "BenchCeiling"
+	// ceilingSignal is the signal that carries one event.
+	ceilingSignal = "event"
+	// ceilingIdle completes a ceiling workflow that received nothing for this long.
+	ceilingIdle = 5 * time.Second
+)
+
+// CeilingInput starts a ceiling workflow: where its key's events go.
+type CeilingInput struct {
+	SinkURL      string `json:"sinkUrl"`
+	Subscription string `json:"subscription"`
+	Key          string `json:"key"`
+}
+
+// CeilingEvent is the payload of the ceiling's signal: one event.
+type CeilingEvent struct {
+	ID string `json:"id"`
+	N  int    `json:"n"`
+}
+
+// CeilingPost is the input of the ceiling's activity: one event to POST.
+type CeilingPost struct {
+	CeilingInput
+	Event CeilingEvent `json:"event"`
+}
+
+// CeilingWorkflow receives one event per signal and POSTs each with its own
+// activity, in signal order; it completes after ceilingIdle without signals.
+// It starts an idle timer only when no signal is waiting, so a busy key
+// costs exactly one signal, one activity and the workflow tasks around them.
+func CeilingWorkflow(ctx workflow.Context, in CeilingInput) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	events := workflow.GetSignalChannel(ctx, ceilingSignal)
+	for {
+		var ev CeilingEvent
+		if !events.ReceiveAsync(&ev) {
+			got := false
+			timerCtx, cancel := workflow.WithCancel(ctx)
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, &ev)
+				got = true
+			})
+			sel.AddFuture(workflow.NewTimer(timerCtx, ceilingIdle), func(workflow.Future) {})
+			sel.Select(ctx)
+			cancel()
+			if !got && !events.ReceiveAsync(&ev) {
+				return nil
+			}
+		}
+		if err := workflow.ExecuteActivity(ctx, CeilingActivityName, CeilingPost{CeilingInput: in, Event: ev}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("post event %s: %w", ev.ID, err)
+		}
+	}
+}
+
+// CeilingActivities holds the ceiling activity's HTTP client.
+type CeilingActivities struct {
+	Client *http.Client
+}
+
+// Post sends one event to the sink as a small CloudEvent-like JSON document;
+// any answer but 2xx is an error, retried by Temporal's default policy.
+func (a *CeilingActivities) Post(ctx context.Context, in CeilingPost) error {
+	body, err := json.Marshal(map[string]any{
+		"id": in.Event.ID, "subject": in.Key, "data": map[string]int{"n": in.Event.N},
+	})
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.SinkURL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	req.Header.Set(subscriptionHeader, in.Subscription)
+	resp, err := a.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("post: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("post: status %d (attempt %d)", resp.StatusCode, activity.GetInfo(ctx).Attempt)
+	}
+	return nil
+}
+
+// startCeilingWorker runs the ceiling's workflow and activity in this
+// process. pollers, when positive, sets its workflow and activity task
+// pollers; zero keeps the SDK's defaults, which is the bare shape.
+func startCeilingWorker(c client.Client, pollers int) (worker.Worker, error) {
+	w := worker.New(c, CeilingTaskQueue, worker.Options{
+		MaxConcurrentWorkflowTaskPollers: pollers, MaxConcurrentActivityTaskPollers: pollers,
+	})
+	w.RegisterWorkflowWithOptions(CeilingWorkflow, workflow.RegisterOptions{Name: CeilingWorkflowType})
+	acts := &CeilingActivities{Client: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+		Timeout:   30 * time.Second,
+	}}
+	// Registered with a prefix, the method Post becomes CeilingActivityName.
+	w.RegisterActivityWithOptions(acts, activity.RegisterOptions{Name: ceilingActivityPrefix})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start the ceiling worker: %w", err)
+	}
+	return w, nil
+}
+
+// ceilingWorkflowID is the id of the ceiling workflow of one subscription
+// label and key.
+func ceilingWorkflowID(sub, key string) string { return "bench-ceiling:" + sub + ":" + key }
+
+// signalCeiling sends one event to its key's ceiling workflow, starting it
+// when needed.
+func signalCeiling(ctx context.Context, c client.Client, in CeilingInput, ev CeilingEvent) error {
+	id := ceilingWorkflowID(in.Subscription, in.Key)
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: CeilingTaskQueue}
+	if _, err := c.SignalWithStartWorkflow(ctx, id, ceilingSignal, ev, opts, CeilingWorkflowType, in); err != nil {
+		return fmt.Errorf("signal-with-start %s: %w", id, err)
+	}
+	return nil
+}
+
+// ceiling measures a shape on the bare shape. Each (subscription, key) has
+// its own workflow; a key's signals go one after the other, different keys
+// in parallel (up to Parallel at once, like Herald's relay). A paced shape
+// sends each event when it is due.
+func (b *bench) ceiling(ctx context.Context, sh Shape) (Measurement, error) {
+	var subs []string
+	for i := range sh.Subscriptions {
+		subs = append(subs, fmt.Sprintf("ceiling-%d", i+1))
+	}
+	ph, err := newPhase(b.runID, sh, SystemCeiling, subs)
+	if err != nil {
+		return Measurement{}, err
+	}
+	input := func(sub, key string) CeilingInput {
+		return CeilingInput{SinkURL: b.sink.URL(), Subscription: sub, Key: key}
+	}
+	drive := func(ctx context.Context) error {
+		if sh.Rate > 0 {
+			start := time.Now()
+			for i, ev := range ph.events {
+				if err := pace(ctx, start, i, sh.Rate); err != nil {
+					return err
+				}
+				for _, sub := range ph.subs {
+					if err := signalCeiling(ctx, b.temporal, input(sub, ev.Key), CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
+						return err
+					}
+					ph.stamp(sub, ev.ID, time.Now())
+				}
+			}
+			return nil
+		}
+		byKey := map[string][]plannedEvent{}
+		for _, ev := range ph.events {
+			byKey[ev.Key] = append(byKey[ev.Key], ev)
+		}
+		var seqs []CeilingInput
+		for _, key := range ph.keys {
+			for _, sub := range ph.subs {
+				seqs = append(seqs, input(sub, key))
+			}
+		}
+		return forEachParallel(ctx, b.cfg.Parallel, seqs, func(ctx context.Context, in CeilingInput) error {
+			for _, ev := range byKey[in.Key] {
+				if err := signalCeiling(ctx, b.temporal, in, CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
+					return err
+				}
+				ph.stamp(in.Subscription, ev.ID, time.Now())
+			}
+			return nil
+		})
+	}
+	m, err := b.measure(ctx, ph, 0, drive)
+	if err != nil {
+		return m, err
+	}
+	var ids []string
+	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
+		ids = append(ids, ceilingWorkflowID(subs[0], key))
+	}
+	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(subs[0]))
+	return m, nil
+}
+
+// forEachParallel calls fn for every item with at most n calls at once,
+// stopping at the first error.
+func forEachParallel[T any](ctx context.Context, n int, items []T, fn func(context.Context, T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for _, it := range items {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, it); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}

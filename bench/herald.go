@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"herald/manifest"
+	"herald/publish"
+	"herald/store"
+	"herald/workflows"
+)
+
+// The benchmark's apps: one publisher declaring one event type per fan-out
+// (the number of subscriptions each event goes to), and subscriber apps
+// sink-1…sink-N all pointing at the sink. sink-i subscribes to every type
+// whose fan-out is at least i.
+const (
+	sourceApp    = "bench-src"
+	eventVersion = 1
+)
+
+// dataSchema is the declared schema of the benchmark's events: Herald
+// validates every event against it.
+var dataSchema = json.RawMessage(`{"type":"object","required":["n","name"],` +
+	`"properties":{"n":{"type":"integer","minimum":1},"name":{"type":"string","maxLength":200}}}`)
+
+func eventName(fanOut int) string { return fmt.Sprintf("fanout-%d", fanOut) }
+
+func eventType(fanOut int) string { return manifest.EventType(sourceApp, eventName(fanOut)) }
+
+func sinkApp(i int) string { return fmt.Sprintf("sink-%d", i) }
+
+// heraldSubscriptions are the subscription ids an event of the given
+// fan-out is delivered to; Herald sends them in the Herald-Subscription header.
+func heraldSubscriptions(fanOut int) []string {
+	var out []string
+	for i := 1; i <= fanOut; i++ {
+		out = append(out, manifest.SubscriptionID(sinkApp(i), eventType(fanOut), eventVersion))
+	}
+	return out
+}
+
+// benchManifests are the publisher's and subscribers' manifests, the
+// publisher first so the subscriptions start active.
+func benchManifests(sinkURL string, fanOuts []int) []*manifest.Manifest {
+	src := &manifest.Manifest{App: sourceApp, Endpoint: sinkURL}
+	most := 0
+	for _, f := range fanOuts {
+		src.Events = append(src.Events, manifest.Event{
+			Name: eventName(f), Version: eventVersion, Subject: "item",
+			Title: fmt.Sprintf("Benchmark event delivered to %d subscriptions", f), DataSchema: dataSchema,
+		})
+		most = max(most, f)
+	}
+	out := []*manifest.Manifest{src}
+	for i := 1; i <= most; i++ {
+		m := &manifest.Manifest{App: sinkApp(i), Endpoint: sinkURL}
+		for _, f := range fanOuts {
+			if f >= i {
+				m.Subscribes = append(m.Subscribes, manifest.Subscription{Type: eventType(f), Version: eventVersion})
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// applyManifests validates and applies the benchmark's manifests.
+func applyManifests(ctx context.Context, st *store.Store, sinkURL string, fanOuts []int) error {
+	for _, m := range benchManifests(sinkURL, fanOuts) {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("manifest %s: %w", m.App, err)
+		}
+		if _, err := st.ApplyManifest(ctx, m, "bench"); err != nil {
+			return fmt.Errorf("apply manifest %s: %w", m.App, err)
+		}
+	}
+	return nil
+}
+
+// herald measures a shape end to end through Herald: publish (in batches,
+// or one at a time when paced) → outbox → relay → Temporal → the worker's
+// signed POST → the sink. The worker process is started for this
+// measurement alone, so its peak RSS belongs to this shape.
+func (b *bench) herald(ctx context.Context, sh Shape) (Measurement, error) {
+	ph, err := newPhase(b.runID, sh, SystemHerald, heraldSubscriptions(sh.Subscriptions))
+	if err != nil {
+		return Measurement{}, err
+	}
+	b.progress("herald %s: starting the worker process", sh.Name)
+	w, err := startWorker(ctx, b.workerBin, filepath.Join(b.logDir, "worker-"+sh.Name+".log"), workerSettings{
+		DatabaseURL: b.cfg.DatabaseURL, TemporalAddress: b.cfg.TemporalAddress,
+		Namespace: b.cfg.Namespace, SigningKeyDir: b.keyDir,
+	})
+	if err != nil {
+		return Measurement{}, err
+	}
+	request := func(ev plannedEvent) publish.Request {
+		return publish.Request{
+			ID: ev.ID, App: sourceApp, Type: eventType(sh.Subscriptions), Version: eventVersion, Subject: ev.Key,
+			Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"name":"item %s"}`, ev.N, ev.Key)),
+		}
+	}
+	drive := func(ctx context.Context) error {
+		if sh.Rate > 0 {
+			start := time.Now()
+			for i, ev := range ph.events {
+				if err := pace(ctx, start, i, sh.Rate); err != nil {
+					return err
+				}
+				if _, err := b.publisher.Publish(ctx, request(ev)); err != nil {
+					return fmt.Errorf("publish: %w", err)
+				}
+				ph.stampAll(ev.ID, time.Now())
+			}
+			return nil
+		}
+		for i := 0; i < len(ph.events); i += b.cfg.PublishBatch {
+			batch := ph.events[i:min(i+b.cfg.PublishBatch, len(ph.events))]
+			reqs := make([]publish.Request, len(batch))
+			for j, ev := range batch {
+				reqs[j] = request(ev)
+			}
+			outs, err := b.publisher.PublishBatch(ctx, reqs)
+			if err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+			now := time.Now()
+			for j, out := range outs {
+				if out.Rejection != nil {
+					return fmt.Errorf("publish %s: %w", batch[j].ID, out.Rejection)
+				}
+				ph.stampAll(batch[j].ID, now)
+			}
+		}
+		return nil
+	}
+	m, err := b.measure(ctx, ph, w.pid(), drive)
+	if rss, rerr := peakRSS(w.pid()); rerr == nil {
+		m.WorkerPeakRSSMB = round(float64(rss)/(1<<20), 1)
+	}
+	if serr := w.stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return m, err
+	}
+	var ids []string
+	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
+		ids = append(ids, workflows.DeliveryID(ph.subs[0], key))
+	}
+	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(ph.subs[0]))
+	return m, nil
+}

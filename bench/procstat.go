@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat. It is
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// procTimes is a process's CPU use read from /proc/<pid>/stat.
+type procTimes struct {
+	PPID int
+	// Self is user+system time of the process, in seconds.
+	Self float64
+	// Children is user+system time of its reaped children, in seconds.
+	Children float64
+}
+
+// parseStat reads the fields the benchmark needs from the text of
+// /proc/<pid>/stat. The command name is in parentheses and may hold spaces,
+// so fields are counted from the last ')'.
+func parseStat(text string) (procTimes, error) {
+	i := strings.LastIndexByte(text, ')')
+	if i < 0 {
+		return procTimes{}, fmt.Errorf("parse stat: no command name")
+	}
+	f := strings.Fields(text[i+1:])
+	// f[0] is field 3 (state); ppid is field 4, utime..cstime are 14..17.
+	if len(f) < 15 {
+		return procTimes{}, fmt.Errorf("parse stat: %d fields", len(f)+2)
+	}
+	nums := make([]int64, 5)
+	for j, idx := range []int{1, 11, 12, 13, 14} {
+		n, err := strconv.ParseInt(f[idx], 10, 64)
+		if err != nil {
+			return procTimes{}, fmt.Errorf("parse stat field %d: %w", idx+3, err)
+		}
+		nums[j] = n
+	}
+	return procTimes{
+		PPID:     int(nums[0]),
+		Self:     float64(nums[1]+nums[2]) / clockTicks,
+		Children: float64(nums[3]+nums[4]) / clockTicks,
+	}, nil
+}
+
+func readStat(pid int) (procTimes, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procTimes{}, fmt.Errorf("read stat of %d: %w", pid, err)
+	}
+	return parseStat(string(b))
+}
+
+// treeCPU is the CPU seconds used so far by a process, its reaped children
+// and its living children: a PostgreSQL postmaster and its backends, or a
+// single Go process.
+func treeCPU(pid int) (float64, error) {
+	root, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := root.Self + root.Children
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return total, nil
+	}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		t, err := readStat(child)
+		if err == nil && t.PPID == pid {
+			total += t.Self
+		}
+	}
+	return total, nil
+}
+
+// peakRSS is the peak resident set size (VmHWM) of a process, in bytes.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status of %d: %w", pid, err)
+	}
+	return parseVmHWM(string(b))
+}
+
+// parseVmHWM finds the VmHWM line of /proc/<pid>/status ("VmHWM:  1234 kB").
+func parseVmHWM(status string) (int64, error) {
+	sc := bufio.NewScanner(strings.NewReader(status))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("parse VmHWM %q", rest)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse VmHWM: %w", err)
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("no VmHWM line")
+}
+
+// loadAverage is the 1-minute load average of the machine, or -1.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// listenerPID finds the local process listening on the TCP port of
+// hostport, so the benchmark can account the CPU of a PostgreSQL or Temporal
+// server it did not start itself. It returns 0 when the host is not local or
+// no listener is found (another user's process, a remote cluster).
+func listenerPID(hostport string) int {
+	host, portText, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return 0
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return 0
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return 0
+	}
+	inodes := map[string]bool{}
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, inode := range listeningInodes(string(b), uint16(port)) {
+			inodes[inode] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return 0
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, dir := range dirs {
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(dir, fd.Name()))
+			if err != nil {
+				continue
+			}
+			if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// listeningInodes returns the socket inodes of the listening sockets on port
+// in the text of /proc/net/tcp or /proc/net/tcp6.
+func listeningInodes(table string, port uint16) []string {
+	var out []string
+	lines := strings.Split(table, "\n")
+	for _, line := range lines[min(1, len(lines)):] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" { // 0A: TCP_LISTEN
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		p, err := strconv.ParseUint(hexPort, 16, 16)
+		if err == nil && uint16(p) == port {
+			out = append(out, f[9])
+		}
+	}
+	return out
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"herald/internal/zaplog"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// searchAttributes are Herald's search attributes (SPEC §5), registered on a
+// namespace the benchmark creates.
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	"HeraldSubscription": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldApp":          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldEventType":    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldStatus":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	"HeraldQueued":       enumspb.INDEXED_VALUE_TYPE_INT,
+}
+
+// services are the PostgreSQL server and Temporal frontend of a run, either
+// given by the environment or started here with the project's scripts.
+type services struct {
+	DatabaseURL     string
+	TemporalAddress string
+	// PIDs of servers started here, for CPU accounting.
+	PIDs  map[string]int
+	stops []func()
+	// started lists the stop commands of the servers started here.
+	started []string
+}
+
+// stop stops whatever startServices started, newest first.
+func (s *services) stop() {
+	if s == nil {
+		return
+	}
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+}
+
+// startServices reuses HERALD_DATABASE_URL and TEMPORAL_ADDRESS when set, as
+// make test does, and otherwise starts a throwaway PostgreSQL cluster and
+// Temporal dev server in temporary folders (stopped and removed by stop).
+func startServices(ctx context.Context, root string, getenv func(string) string, progress func(string, ...any)) (*services, error) {
+	s := &services{DatabaseURL: getenv("HERALD_DATABASE_URL"), TemporalAddress: getenv("TEMPORAL_ADDRESS"), PIDs: map[string]int{}}
+	if s.DatabaseURL == "" {
+		progress("starting a throwaway PostgreSQL (scripts/pg.sh)")
+		dir, out, err := runScript(ctx, root, "pg.sh", "herald-bench-pg-")
+		if dir != "" {
+			s.stops = append(s.stops, func() { stopScript(root, "pg.sh", dir) })
+			s.started = append(s.started, filepath.Join(root, "scripts", "pg.sh")+" stop "+dir)
+		}
+		if err != nil {
+			return s, err
+		}
+		s.DatabaseURL = out
+	}
+	if s.TemporalAddress == "" {
+		progress("starting a throwaway Temporal dev server (scripts/temporal.sh)")
+		dir, out, err := runScript(ctx, root, "temporal.sh", "herald-bench-temporal-", "--headless")
+		if dir != "" {
+			s.stops = append(s.stops, func() { stopScript(root, "temporal.sh", dir) })
+			s.started = append(s.started, filepath.Join(root, "scripts", "temporal.sh")+" stop "+dir)
+		}
+		if err != nil {
+			return s, err
+		}
+		s.TemporalAddress = out
+		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				s.PIDs["temporal"] = pid
+			}
+		}
+	}
+	return s, nil
+}
+
+// runScript runs "scripts/NAME start DIR args…" in a new temporary folder
+// and returns the folder and the script's output (a URL or an address).
+func runScript(ctx context.Context, root, name, prefix string, args ...string) (dir, out string, err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", "", fmt.Errorf("create folder for %s: %w", name, err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", name), append([]string{"start", dir}, args...)...)
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return dir, "", fmt.Errorf("scripts/%s start: %w", name, err)
+	}
+	return dir, strings.TrimSpace(string(b)), nil
+}
+
+func stopScript(root, name, dir string) {
+	_ = exec.Command(filepath.Join(root, "scripts", name), "stop", dir).Run()
+	_ = os.RemoveAll(dir)
+}
+
+// createSchema creates a schema in the database at baseURL and returns a URL
+// whose connections use it, and a function that drops it.
+func createSchema(ctx context.Context, baseURL, schema string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, baseURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return "", nil, fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, baseURL); err == nil {
+			_, _ = conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			_ = conn.Close(ctx)
+		}
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Scheme == "" {
+		drop()
+		return "", nil, fmt.Errorf("HERALD_DATABASE_URL must be a postgres:// URL to add a search_path")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), drop, nil
+}
+
+// createNamespace registers a namespace with Herald's search attributes and
+// waits until visibility queries on them work. The returned function deletes
+// it again.
+func createNamespace(ctx context.Context, address, namespace string) (func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	log, err := zaplog.New("error")
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(client.Options{HostPort: address, Logger: zaplog.ForTemporal(log)})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", address, err)
+	}
+	if _, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: namespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("register namespace %s: %w", namespace, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.OperatorService().DeleteNamespace(ctx, &operatorservice.DeleteNamespaceRequest{Namespace: namespace})
+		c.Close()
+	}
+	// A new namespace takes a moment to be known to every service.
+	err = retry(ctx, func() error {
+		_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace: namespace, SearchAttributes: searchAttributes,
+		})
+		return err
+	})
+	if err == nil {
+		err = retry(ctx, func() error {
+			_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: namespace, Query: `HeraldStatus = "failed"`,
+			})
+			return err
+		})
+	}
+	if err != nil {
+		drop()
+		return nil, fmt.Errorf("prepare namespace %s: %w", namespace, err)
+	}
+	return drop, nil
+}
+
+// retry calls fn every 200ms until it succeeds or ctx ends.
+func retry(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
