@@ -42,7 +42,7 @@ type Relay struct {
 	BatchSize int
 	// PollInterval is the fallback wake-up when no notification arrives (default 1s).
 	PollInterval time.Duration
-	// Parallel caps the signals in flight at once (default 32).
+	// Parallel caps the signals in flight at once (default 64).
 	Parallel int
 	// MaxEventsPerSignal caps the events of one key in one signal (default 100).
 	MaxEventsPerSignal int
@@ -69,7 +69,7 @@ func (r *Relay) defaults() {
 		r.PollInterval = time.Second
 	}
 	if r.Parallel <= 0 {
-		r.Parallel = 32
+		r.Parallel = 64
 	}
 	if r.MaxEventsPerSignal <= 0 {
 		r.MaxEventsPerSignal = 100
@@ -252,7 +252,8 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 	params.EventType = g.key.sub.Type
 	params.SubjectKey = g.key.subject
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
-	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: workflows.StartAttributes(params)}
 	for start := 0; start < len(g.events); {
 		// Cap each signal by count and by size: Temporal refuses payloads
 		// over 2 MB, and events may be up to 256 KiB each.

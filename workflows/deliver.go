@@ -19,6 +19,7 @@ const maxUnreachableWait = time.Hour
 // deliver runs one Deliver activity for the head and the consecutive events
 // behind it, handling signals while it runs, then applies the result.
 func (d *delivery) deliver(ctx workflow.Context) {
+	d.idleSince = time.Time{}
 	head := d.head()
 	batch := d.batch()
 	in := activities.DeliverInput{

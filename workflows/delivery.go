@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
@@ -64,6 +65,11 @@ type delivery struct {
 	status     string
 	signals    int
 	inActivity bool
+	// idleTimer outlives the waits it serves: a key that gets an event every
+	// few seconds starts one timer per idle period, not one per event.
+	idleTimer workflow.Future
+	// idleSince is when the queue last became empty (zero while busy).
+	idleSince time.Time
 	// cancelActivity interrupts the delivery in flight (operator signals).
 	cancelActivity workflow.CancelFunc
 	deferred       []func(workflow.Context)
@@ -101,12 +107,35 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	// Identity attributes never change; status and queue length follow the status.
-	d.status = "" // forces the first setStatus to upsert
-	return workflow.UpsertTypedSearchAttributes(ctx,
-		SASubscription.ValueSet(d.p.SubscriptionID),
-		SAApp.ValueSet(d.p.SubscriberApp),
-		SAEventType.ValueSet(d.p.EventType),
+	// The relay sets the identity attributes and the first status when it
+	// starts the workflow, and continue-as-new carries them: upsert only
+	// what is missing, so a key's start costs no extra command.
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	d.status, _ = sa.GetKeyword(SAStatus)
+	var missing []temporal.SearchAttributeUpdate
+	for _, kv := range []struct {
+		key   temporal.SearchAttributeKeyKeyword
+		value string
+	}{{SASubscription, d.p.SubscriptionID}, {SAApp, d.p.SubscriberApp}, {SAEventType, d.p.EventType}} {
+		if v, ok := sa.GetKeyword(kv.key); !ok || v != kv.value {
+			missing = append(missing, kv.key.ValueSet(kv.value))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return workflow.UpsertTypedSearchAttributes(ctx, missing...)
+}
+
+// StartAttributes are the search attributes the relay gives a delivery
+// workflow it starts: identity and the status it starts in.
+func StartAttributes(p Params) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		SASubscription.ValueSet(p.SubscriptionID),
+		SAApp.ValueSet(p.SubscriberApp),
+		SAEventType.ValueSet(p.EventType),
+		SAStatus.ValueSet(StatusDelivering),
+		SAQueued.ValueSet(0),
 	)
 }
 
@@ -137,7 +166,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.wait(ctx, time.Time{})
 		case head == nil:
 			d.setStatus(ctx, StatusIdle)
-			if d.wait(ctx, now.Add(d.p.IdleTimeout)) && d.drain(ctx) == 0 && d.head() == nil && !d.KeyPaused {
+			if d.waitIdle(ctx) && d.drain(ctx) == 0 && d.head() == nil && !d.KeyPaused {
 				return nil
 			}
 		case head.Failed:
@@ -209,6 +238,31 @@ func (d *delivery) head() *QueueItem {
 
 func (d *delivery) shouldContinueAsNew(ctx workflow.Context) bool {
 	return d.signals >= d.p.SignalsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// waitIdle waits, with nothing queued, for one signal or the end of the idle
+// period, and reports whether the key has now been idle for IdleTimeout.
+func (d *delivery) waitIdle(ctx workflow.Context) bool {
+	now := workflow.Now(ctx)
+	if d.idleSince.IsZero() {
+		d.idleSince = now
+	}
+	deadline := d.idleSince.Add(d.p.IdleTimeout)
+	if !now.Before(deadline) {
+		return true
+	}
+	if d.idleTimer == nil {
+		d.idleTimer = workflow.NewTimer(ctx, deadline.Sub(now))
+	}
+	sel := workflow.NewSelector(ctx)
+	fired := false
+	sel.AddFuture(d.idleTimer, func(workflow.Future) {
+		d.idleTimer = nil
+		fired = true
+	})
+	d.addSignals(ctx, sel)
+	sel.Select(ctx)
+	return fired && !workflow.Now(ctx).Before(deadline)
 }
 
 // wait blocks until one signal is handled or the deadline passes (no deadline
