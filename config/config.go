@@ -43,7 +43,9 @@ type Worker struct {
 	MaxRearms       int           `env:"HERALD_MAX_REARMS"`
 	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
 	DBMaxConns      int           `env:"HERALD_DB_MAX_CONNS"`
-	Issuer          string        `env:"HERALD_JWT_ISSUER"`
+	// WorkflowCacheSize bounds the key workflows kept in the worker's memory (default 2000).
+	WorkflowCacheSize int    `env:"HERALD_WORKFLOW_CACHE_SIZE"`
+	Issuer            string `env:"HERALD_JWT_ISSUER"`
 	// Retention is how long dispatched and rejected events are kept (default 720h).
 	Retention time.Duration `env:"HERALD_RETENTION"`
 	// RetentionEvery is how often the retention schedule runs (default 24h).
@@ -107,7 +109,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
 	}
 	w = w.WithDefaults()
-	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 ||
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
@@ -133,6 +135,9 @@ func (w Worker) WithDefaults() Worker {
 	}
 	if w.DeliveryTimeout == 0 {
 		w.DeliveryTimeout = 30 * time.Second
+	}
+	if w.WorkflowCacheSize == 0 {
+		w.WorkflowCacheSize = 2000
 	}
 	return w
 }

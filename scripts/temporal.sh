@@ -45,11 +45,14 @@ case "$cmd" in
     echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"
     uiflag=(--ui-port "$ui")
     [ "${1:-}" = "--headless" ] && uiflag=(--headless)
+    # Eager activity execution hands a delivery to the worker in the reply to
+    # the workflow task that scheduled it, saving a round trip per delivery.
     setsid "$bin" server start-dev --ip 127.0.0.1 --port "$port" "${uiflag[@]}" \
       --db-filename "$dir/temporal.db" --log-level warn \
       --search-attribute HeraldSubscription=Keyword --search-attribute HeraldApp=Keyword \
       --search-attribute HeraldEventType=Keyword --search-attribute HeraldStatus=Keyword \
       --search-attribute HeraldQueued=Int \
+      --dynamic-config-value system.enableActivityEagerExecution=true \
       >"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     for _ in $(seq 1 120); do

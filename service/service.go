@@ -95,10 +95,18 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		Observer: s.Metrics,
 		Logger:   log.Named("activities"),
 	}
+	// Each cached key workflow costs some 50 KB; the cache bounds the
+	// worker's memory however many keys are live (an evicted workflow is
+	// replayed from its short history when it next has work).
+	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{
 		// On SIGTERM, deliveries in flight get this long to finish before
 		// they are cancelled (and retried by Temporal elsewhere).
 		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
+		// Autoscaled pollers keep a poll open on every partition of the task
+		// queue, so a new key's first workflow task is not left waiting.
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})
 	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
 	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
