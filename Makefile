@@ -19,7 +19,7 @@ build:
 bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
 
-## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~7 min
+## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~5 min
 chaos:
 	scripts/temporal.sh install >/dev/null
 	$(GO) test -tags chaos -count=1 -v -timeout 30m ./chaos/

@@ -112,20 +112,35 @@ echo "== the subscriber received (last 10 of $(wc -l <"$state/received.ndjson" 2
 tail -n 10 "$state/subscriber.log" || true
 
 stuck='deliver:billing:contacts.person.updated@1:person-3'
+sub='billing:contacts.person.updated@1'
+me=$(id -un)
 cat <<MSG
 
 Herald is running.
   Temporal UI:   ${ui_url:-"(your Temporal's UI)"}  — list stuck keys with the query  HeraldStatus="failed"
   Worker:        http://$worker_addr/readyz  /metrics  /.well-known/jwks.json
   Logs:          .dev/worker.log  .dev/subscriber.log  (received events: .dev/received.ndjson)
-  CLI:           export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS
-                 .dev/bin/starter catalog | status | audit
 
-The subscriber rejects subject person-3 (422), so that key holds as failed. Try:
-  $temporal_cli workflow query --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --type state
-  curl -fsS -X POST http://$subscriber_addr/control/ok        # "fix" the subscriber
-  $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name redeliver --input '{"actor":"$(id -un)","reason":"fixed the handler"}'
-  $temporal_cli workflow list --address $TEMPORAL_ADDRESS --query 'HeraldStatus="failed"'
+In another terminal:
+  export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS PATH=\$PWD/.dev/bin:\$PATH
+
+The subscriber rejects subject person-3 (422), so that key holds as failed.
+  starter status                                        # relay lag, rejections, keys per status, worker readiness
+  starter deliveries --status failed                    # the stuck keys
+  starter inspect --subscription $sub --subject person-3
+  curl -fsS -X POST http://$subscriber_addr/control/ok              # "fix" the subscriber, then either:
+  starter redeliver --subscription $sub --subject person-3 --reason "fixed the handler"
+  starter cancel    --subscription $sub --subject person-3 --reason "skip it"
+  starter redeliver --subscription $sub --all-failed --reason "fixed"   # every failed key at once
+  starter pause     --subscription $sub --subject person-1 --reason "maintenance"
+  starter resume    --subscription $sub --subject person-1
+  starter audit --target 'deliver:*'
+
+The same with the Temporal CLI:
+  $temporal_cli workflow query  --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --type state
+  $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name redeliver --input '{"actor":"$me","reason":"fixed the handler"}'
+  $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name cancel --input '{"actor":"$me","reason":"skip it"}'
+  $temporal_cli workflow list   --address $TEMPORAL_ADDRESS --query 'HeraldStatus="failed"'
 
 Ctrl-C stops everything.
 MSG

@@ -1,0 +1,195 @@
+package chaos_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The analysis is tested on made-up runs: one subscription "s", one key "k",
+// events k#1..k#n with ids "e1".."en", times in seconds from t0.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+func pubs(n int) []published {
+	var out []published
+	for i := 1; i <= n; i++ {
+		out = append(out, published{Key: "k", N: i, ID: fmt.Sprintf("e%d", i), Seq: int64(i * 10), At: at(0)})
+	}
+	return out
+}
+
+// arr builds an arrival of event n: outcome, attempt, start and end.
+func arr(n int, o outcome, attempt int, start, end float64) arrival {
+	a := arrival{Sub: "s", Key: "k", EventID: fmt.Sprintf("e%d", n), N: n, Attempt: attempt,
+		Outcome: o, Start: at(start), End: at(end)}
+	if o == outcomeAck || o == outcomeLost {
+		a.Processed = at(start + 0.01)
+	}
+	return a
+}
+
+func TestAnalyze(t *testing.T) {
+	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true}
+	pgRestart := fault{Name: "pg", Start: at(3.5), End: at(5)}
+	tests := []struct {
+		name     string
+		events   int
+		arrivals []arrival
+		faults   []fault
+		// want lists the checks that must report a problem (exactly these).
+		want         []string
+		dupAfterLost int
+		replays      int
+		repeats      int
+		exhausted    int
+	}{
+		{name: "in order, once each", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3)}},
+		{name: "an event never acknowledged is lost", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeNack, 1, 2, 3)},
+			want:     []string{"loss"}},
+		{name: "a later event acknowledged before an earlier one", events: 2,
+			arrivals: []arrival{arr(2, outcomeAck, 1, 0, 0.5), arr(1, outcomeAck, 1, 1, 2)},
+			want:     []string{"order"}},
+		{name: "a later event tried, even failing, before an earlier one's 2xx", events: 2,
+			arrivals: []arrival{arr(1, outcomeNack, 1, 0, 0.5), arr(2, outcomeNack, 1, 0.6, 0.7), arr(1, outcomeAck, 2, 1, 2), arr(2, outcomeAck, 2, 3, 4)},
+			want:     []string{"order"}},
+		{name: "a later event overlapping the earlier one's 2xx", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 2), arr(2, outcomeAck, 1, 1.5, 3)},
+			want:     []string{"order"}},
+		{name: "redelivery after a lost answer is allowed", events: 2,
+			arrivals:     []arrival{arr(1, outcomeLost, 1, 0, 3), arr(1, outcomeAck, 2, 2.2, 2.3), arr(2, outcomeAck, 1, 4, 5)},
+			dupAfterLost: 1},
+		{name: "a batch re-sent after a kill is attributed to it", events: 3,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3),
+				arr(1, outcomeAck, 2, 35, 36), arr(2, outcomeAck, 1, 36, 37), arr(3, outcomeAck, 1, 38, 39)},
+			faults: []fault{kill}, replays: 2, repeats: 0},
+		{name: "a re-sent event with no fault is an unexplained duplicate", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3), arr(2, outcomeAck, 2, 35, 36)},
+			want:     []string{"duplicate"}, replays: 1},
+		{name: "a fault that loses no answers explains no re-sent event", events: 1,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 3, 4), arr(1, outcomeAck, 2, 20, 21)},
+			faults:   []fault{pgRestart}, want: []string{"duplicate"}, replays: 1},
+		{name: "a re-sent event long before the fault is not attributed to it", events: 1,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(1, outcomeAck, 2, 80, 81)},
+			faults:   []fault{{Name: "late kill", Start: at(60), End: at(61), LosesAnswers: true}},
+			want:     []string{"duplicate"}, replays: 1},
+		{name: "attempts going down before the 2xx", events: 1,
+			arrivals: []arrival{arr(1, outcomeNack, 2, 0, 1), arr(1, outcomeAck, 1, 2, 3)},
+			want:     []string{"attempts"}},
+		{name: "an attempt past the last", events: 1,
+			arrivals: []arrival{arr(1, outcomeAck, maxAttempts+1, 0, 1)},
+			want:     []string{"attempts"}},
+		{name: "an attempt number used twice is counted, not a violation", events: 1,
+			arrivals: []arrival{arr(1, outcomeNack, 1, 0, 1), arr(1, outcomeAck, 1, 2, 3)},
+			repeats:  1},
+		{name: "a delivery refused by verification", events: 1,
+			arrivals: []arrival{{Sub: "s", EventID: "e1", Attempt: 1, Outcome: outcomeInvalid, Start: at(0), End: at(0.1)}, arr(1, outcomeAck, 2, 1, 2)},
+			want:     []string{"verification"}},
+		{name: "an event that was never published", events: 1,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(7, outcomeAck, 1, 2, 3)},
+			want:     []string{"unknown event"}},
+		{name: "content that does not match the published event", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), {Sub: "s", Key: "k", EventID: "e2", N: 5, Attempt: 1, Outcome: outcomeAck, Start: at(2), End: at(3)}},
+			want:     []string{"content"}},
+		{name: "an event stuck at the head of its key too long", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+maxHeadWait.Seconds()+1, 1+maxHeadWait.Seconds()+2)},
+			want:     []string{"liveness"}},
+		{name: "a wait within the bound is not a liveness problem", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 2, 40, 41), arr(2, outcomeAck, 1, 41+maxHeadWait.Seconds()-2, 41+maxHeadWait.Seconds()-1)}},
+		{name: "exhausted attempts are counted for the audit check", events: 1,
+			arrivals: func() []arrival {
+				var as []arrival
+				for i := 1; i <= maxAttempts; i++ {
+					as = append(as, arr(1, outcomeNack, i, float64(i), float64(i)+0.5))
+				}
+				return append(as, arr(1, outcomeAck, maxAttempts, 20, 21))
+			}(),
+			exhausted: 1, repeats: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			an := analyze([]string{"s"}, pubs(tc.events), tc.arrivals, tc.faults, t0)
+			got := map[string]bool{}
+			for _, p := range an.Problems {
+				check, _, _ := strings.Cut(p, ":")
+				got[check] = true
+			}
+			for _, w := range tc.want {
+				if !got[w] {
+					t.Errorf("no %q problem; problems: %q", w, an.Problems)
+				}
+				delete(got, w)
+			}
+			if len(got) > 0 {
+				t.Errorf("unexpected problems: %q", an.Problems)
+			}
+			if an.DupAfterLost != tc.dupAfterLost || an.Replays != tc.replays || an.AttemptRepeats != tc.repeats || an.Exhausted != tc.exhausted {
+				t.Errorf("dupAfterLost %d, replays %d, repeats %d, exhausted %d; want %d, %d, %d, %d",
+					an.DupAfterLost, an.Replays, an.AttemptRepeats, an.Exhausted, tc.dupAfterLost, tc.replays, tc.repeats, tc.exhausted)
+			}
+		})
+	}
+}
+
+func TestRecovery(t *testing.T) {
+	f := fault{Name: "kill", Start: at(9), End: at(10), LosesAnswers: true}
+	evs := []published{
+		{Key: "a", N: 1, ID: "a1", Seq: 1, At: at(1)},
+		{Key: "b", N: 1, ID: "b1", Seq: 2, At: at(5)},
+		{Key: "c", N: 1, ID: "c1", Seq: 3, At: at(12)}, // after the fault: not stalled
+	}
+	as := []arrival{
+		{Sub: "s", Key: "a", EventID: "a1", N: 1, Attempt: 1, Outcome: outcomeAck, Start: at(2), End: at(3), Processed: at(2)},
+		{Sub: "s", Key: "b", EventID: "b1", N: 1, Attempt: 2, Outcome: outcomeAck, Start: at(41), End: at(42), Processed: at(41)},
+		{Sub: "s", Key: "c", EventID: "c1", N: 1, Attempt: 1, Outcome: outcomeAck, Start: at(12.5), End: at(13), Processed: at(12.5)},
+	}
+	an := analyze([]string{"s"}, evs, as, []fault{f}, t0)
+	if len(an.Problems) != 0 {
+		t.Fatalf("problems: %q", an.Problems)
+	}
+	r := an.Recovery[0]
+	if r.FirstAck != 3*time.Second || r.Stalled != 1 || r.Resumed != 32*time.Second || r.Slowest != "s/b" {
+		t.Fatalf("recovery %+v; want first 2xx after 3s, 1 stalled key (s/b) resumed after 32s", r)
+	}
+}
+
+func TestAttribute(t *testing.T) {
+	faults := []fault{
+		{Name: "kill", Start: at(10), End: at(12), LosesAnswers: true},
+		{Name: "pg", Start: at(20), End: at(21)},
+		{Name: "reset", Start: at(30), End: at(38), LosesAnswers: true},
+	}
+	tests := []struct {
+		at   float64
+		want int
+	}{
+		{at: 11, want: 0},  // inside the kill
+		{at: 13, want: 0},  // closer to the kill's end than to the reset's start
+		{at: 25, want: 2},  // closer to the reset
+		{at: 5, want: 0},   // before the kill, within the look-back
+		{at: 60, want: -1}, // after every grace period
+		{at: -25, want: -1},
+	}
+	for _, tc := range tests {
+		if got := attribute(faults, at(tc.at)); got != tc.want {
+			t.Errorf("attribute at %vs = %d, want %d", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestProblemsCapKeepsCount(t *testing.T) {
+	var p problems
+	for i := range maxProblemsPerCheck + 3 {
+		p.add("order", "violation %d", i)
+	}
+	p.add("loss", "one")
+	out := p.done()
+	if len(out) != maxProblemsPerCheck+2 || out[len(out)-1] != "order: 3 more" || p.total() != maxProblemsPerCheck+4 {
+		t.Fatalf("problems: %q, total %d", out, p.total())
+	}
+}
