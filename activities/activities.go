@@ -104,7 +104,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	target, err := a.target(ctx, in.SubscriptionID)
 	if err != nil {
 		// A database outage must not burn delivery attempts: re-check later.
-		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: "unknown",
+		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
 			SubscriptionReason: truncate(err.Error(), maxErrorText)}, nil
 	}
 	if target.State != "active" {

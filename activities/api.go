@@ -60,6 +60,10 @@ const (
 	OutcomeInactive = "inactive"
 )
 
+// SubscriptionUnknown is the SubscriptionState of an inactive outcome when
+// the subscription could not be read (the database did not answer).
+const SubscriptionUnknown = "unknown"
+
 // DeliverInput is the input of Activities.Deliver.
 type DeliverInput struct {
 	SubscriptionID string  `json:"subscriptionId"`

@@ -29,13 +29,8 @@ as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-free_port() {
-  local p
-  for p in $(shuf -i 20000-40000 -n 200); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-  done
-  echo "no free port found" >&2; return 1
-}
+# shellcheck source=scripts/ports.sh
+. "$(dirname "$0")/ports.sh"
 
 url_of() { echo "postgres://herald@127.0.0.1:$(cat "$dir/port")/herald?sslmode=disable"; }
 
@@ -55,7 +50,7 @@ case "$cmd" in
     # A restart keeps the cluster's port (clients keep their URL) while it is free.
     prev=$(cat "$dir/port" 2>/dev/null || true)
     for _ in 1 2 3 4 5; do
-      if [ -n "$prev" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$prev") 2>/dev/null; then port=$prev; else port=$(free_port); fi
+      if [ -n "$prev" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$prev") 2>/dev/null; then port=$prev; else port=$(free_port 20000 24999); fi
       prev=""
       echo "$port" >"$dir/port"
       if as_pg "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \

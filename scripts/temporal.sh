@@ -22,13 +22,8 @@ install() {
   echo "$bin"
 }
 
-free_port() {
-  local p
-  for p in $(shuf -i 40001-60000 -n 200); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-  done
-  echo "no free port found" >&2; return 1
-}
+# shellcheck source=scripts/ports.sh
+. "$(dirname "$0")/ports.sh"
 
 cmd=${1:-}
 case "$cmd" in
@@ -40,8 +35,8 @@ case "$cmd" in
     if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "127.0.0.1:$(cat "$dir/port")"; exit 0; fi
     # A restart keeps the ports (workers reconnect to the same address) while they are free.
     port=$(cat "$dir/port" 2>/dev/null || true); ui=$(cat "$dir/ui-port" 2>/dev/null || true)
-    if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=$(free_port); fi
-    if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port); fi
+    if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=$(free_port 25000 30999); fi
+    if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port 25000 30999); fi
     echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"
     uiflag=(--ui-port "$ui")
     [ "${1:-}" = "--headless" ] && uiflag=(--headless)

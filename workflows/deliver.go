@@ -167,7 +167,17 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		if res.SubscriptionState == "paused" {
 			d.WaitStatus = StatusPaused
 		}
-		d.WaitUntil = now.Add(d.p.RecheckInterval)
+		wait := d.p.RecheckInterval
+		if res.SubscriptionState == activities.SubscriptionUnknown {
+			// The database did not answer: look again soon (5 s, doubling),
+			// rather than holding the key for a whole re-check interval.
+			wait = min(5*time.Second<<min(d.LookupFailures, 6), d.p.RecheckInterval)
+			d.LookupFailures++
+		}
+		d.WaitUntil = now.Add(wait)
+	}
+	if res.Outcome != activities.OutcomeInactive || res.SubscriptionState != activities.SubscriptionUnknown {
+		d.LookupFailures = 0
 	}
 }
 

@@ -54,7 +54,9 @@ type Carry struct {
 	WaitStatus  string    `json:"waitStatus,omitempty"`
 	Unreachable int       `json:"unreachable,omitempty"`
 	SubState    string    `json:"subState,omitempty"`
-	SubReason   string    `json:"subReason,omitempty"`
+	// LookupFailures counts consecutive failed reads of the subscription.
+	LookupFailures int    `json:"lookupFailures,omitempty"`
+	SubReason      string `json:"subReason,omitempty"`
 }
 
 // delivery is the state of one run of the Delivery workflow.

@@ -500,3 +500,23 @@ func TestLongQueueCarriedAsIDs(t *testing.T) {
 		t.Fatalf("delivered %d events after continue-as-new, want all 3000 in order", len(got))
 	}
 }
+
+// TestDatabaseOutageRechecksSoon: when the subscription cannot be read, the
+// key looks again after 5 s, 10 s, 20 s… rather than a full re-check interval.
+func TestDatabaseOutageRechecksSoon(t *testing.T) {
+	h := newHarness(t)
+	h.store.setState(activities.SubscriptionUnknown, "connection refused")
+	h.eventsAt(time.Second, 1)
+	h.at(time.Second+30*time.Second, func() { h.store.setState("active", "") })
+	// Looks at 1s, 6s, 16s and 36s: delivered on the fourth, well before the
+	// one-minute re-check interval.
+	during := h.queryAt(20 * time.Second)
+	after := h.queryAt(40 * time.Second)
+	h.run()
+	if calls := h.sub.all(); len(calls) != 1 || calls[0].Attempt != 1 {
+		t.Fatalf("calls %+v", calls)
+	}
+	if during.Status != workflows.StatusBlocked || after.Status != workflows.StatusIdle || after.Counters.Delivered != 1 {
+		t.Fatalf("status %q during the outage, %q (%+v) 10 s after it", during.Status, after.Status, after.Counters)
+	}
+}
