@@ -145,6 +145,9 @@ func StartAttributes(p Params) temporal.SearchAttributes {
 // waits for a signal or a timer, according to the key's state.
 func (d *delivery) run(ctx workflow.Context) error {
 	for {
+		// Take in whatever has arrived before deciding: the relay's first
+		// signal comes with the start, and the key should not look idle first.
+		d.drain(ctx)
 		if d.completed {
 			return nil
 		}
