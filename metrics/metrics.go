@@ -73,27 +73,37 @@ func (m *Metrics) Attempted(_ string, ev activities.Event, attempt int, r activi
 // Rejected counts a rejected publish.
 func (m *Metrics) Rejected(code string) { m.rejections.WithLabelValues(code).Inc() }
 
-// RelayLag exports the relay's lag, read from the database at scrape time.
+// RelayLag exports the relay's lag, read from the database once per scrape.
 func (m *Metrics) RelayLag(read func(context.Context) (store.Lag, error)) {
-	lag := func() store.Lag {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		l, err := read(ctx)
-		if err != nil {
-			return store.Lag{Undispatched: -1}
-		}
-		return l
+	m.Registry.MustRegister(relayLag{read: read})
+}
+
+var (
+	undispatchedDesc = prometheus.NewDesc("herald_relay_undispatched_events",
+		"Accepted events not yet handed to Temporal (-1 when the database did not answer).", nil, nil)
+	oldestAgeDesc = prometheus.NewDesc("herald_relay_oldest_undispatched_age_seconds",
+		"Age of the oldest undispatched event.", nil, nil)
+)
+
+// relayLag collects both lag figures from one query.
+type relayLag struct {
+	read func(context.Context) (store.Lag, error)
+}
+
+func (c relayLag) Describe(ch chan<- *prometheus.Desc) {
+	ch <- undispatchedDesc
+	ch <- oldestAgeDesc
+}
+
+func (c relayLag) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l, err := c.read(ctx)
+	if err != nil {
+		l = store.Lag{Undispatched: -1}
 	}
-	m.Registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "herald_relay_undispatched_events",
-			Help: "Accepted events not yet handed to Temporal (-1 when the database did not answer).",
-		}, func() float64 { return float64(lag().Undispatched) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "herald_relay_oldest_undispatched_age_seconds",
-			Help: "Age of the oldest undispatched event.",
-		}, func() float64 { return lag().OldestAge.Seconds() }),
-	)
+	ch <- prometheus.MustNewConstMetric(undispatchedDesc, prometheus.GaugeValue, float64(l.Undispatched))
+	ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, l.OldestAge.Seconds())
 }
 
 // Handler serves the registry in the Prometheus text format.
