@@ -139,6 +139,9 @@ func (w Worker) WithDefaults() Worker {
 	if w.WorkflowCacheSize == 0 {
 		w.WorkflowCacheSize = 2000
 	}
+	if w.DBMaxConns == 0 {
+		w.DBMaxConns = 20
+	}
 	return w
 }
 

@@ -126,16 +126,14 @@ func (s *system) apply() {
 // publish publishes event n of a subject key.
 func (s *system) publish(subject string, n int) publish.Result {
 	s.t.Helper()
-	res, err := s.publisher.Publish(context.Background(), publish.Request{
-		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: subject,
-		Data: json.RawMessage(fmt.Sprintf(`{"name":"p","n":%d}`, n)),
-	})
+	res, err := s.publisher.Publish(context.Background(), publishRequest(subject, fmt.Sprintf(`{"name":"p","n":%d}`, n)))
 	if err != nil {
 		s.t.Fatalf("publish %s #%d: %v", subject, n, err)
 	}
 	return res
 }
 
+// publishRequest is a contacts.person.updated event of a subject key.
 func publishRequest(subject, data string) publish.Request {
 	return publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: subject,
 		Data: json.RawMessage(data)}

@@ -56,11 +56,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		return nil, fmt.Errorf("signing keys: %w", err)
 	}
 	s.Keys = keys
-	maxConns := int32(cfg.DBMaxConns)
-	if maxConns == 0 {
-		maxConns = 20
-	}
-	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: maxConns}); err != nil {
+	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.DBMaxConns)}); err != nil {
 		return nil, err
 	}
 	if applied, err := s.Store.Migrate(ctx); err != nil {
