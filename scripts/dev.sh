@@ -21,7 +21,7 @@ stop_all() {
     if [ -f "$state/$p.pid" ]; then kill "$(cat "$state/$p.pid")" 2>/dev/null || true; rm -f "$state/$p.pid"; fi
   done
   [ -f "$state/temporal/pid" ] && scripts/temporal.sh stop "$state/temporal" || true
-  [ -d "$state/pg/data" ] && scripts/pg.sh stop "$state/pg" || true
+  [ -f "$state/pg/home" ] && scripts/pg.sh stop "$state/pg" || true
 }
 
 if [ "${1:-}" = "stop" ]; then stop_all; exit 0; fi

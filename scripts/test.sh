@@ -11,12 +11,12 @@ mkdir -p "$state"
 started_pg=""; started_temporal=""
 cleanup() {
   [ -n "$started_temporal" ] && scripts/temporal.sh stop "$state/temporal" || true
-  [ -n "$started_pg" ] && scripts/pg.sh stop "$state/pg" || true
+  [ -n "$started_pg" ] && scripts/pg.sh remove "$state/pg" || true
 }
 trap cleanup EXIT
 
 if [ -z "${HERALD_DATABASE_URL:-}" ]; then
-  rm -rf "$state/pg"
+  scripts/pg.sh remove "$state/pg"
   HERALD_DATABASE_URL=$(scripts/pg.sh start "$state/pg"); started_pg=1
   export HERALD_DATABASE_URL
 fi

@@ -40,8 +40,7 @@ var (
 func Main(m *testing.M) {
 	code := m.Run()
 	if pgDir != "" {
-		_ = exec.Command(filepath.Join(RepoRoot(), "scripts", "pg.sh"), "stop", pgDir).Run()
-		_ = os.RemoveAll(pgDir)
+		_ = exec.Command(filepath.Join(RepoRoot(), "scripts", "pg.sh"), "remove", pgDir).Run()
 	}
 	if temporalDir != "" {
 		_ = exec.Command(filepath.Join(RepoRoot(), "scripts", "temporal.sh"), "stop", temporalDir).Run()
