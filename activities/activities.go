@@ -4,48 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+
+	"herald/store"
 )
 
 // ErrTypeNotFound is the error type of a look-up that found nothing; it is
 // not retried.
 const ErrTypeNotFound = "not_found"
 
-// ErrEventNotFound is returned by an EventStore for an unknown event id.
-var ErrEventNotFound = errors.New("event not found")
-
-// Target is where and whether a subscription's events are delivered.
-type Target struct {
-	// State is the subscription's state: active, paused, blocked or cancelled.
-	State  string
-	Reason string
-	// URL is the subscriber's endpoint plus its delivery path.
-	URL string
-}
-
-// LoadedEvent is an event read back from the event log.
-type LoadedEvent struct {
-	Event   Event  `json:"event"`
-	Subject string `json:"subject"`
-}
-
-// Store is what the activities need from the database.
+// Store is what the activities need from the database; *store.Store is one.
 type Store interface {
-	// Target returns a subscription's delivery target.
-	Target(ctx context.Context, subscriptionID string) (Target, error)
-	// LoadEvent reads an event by id (ErrEventNotFound when unknown).
-	LoadEvent(ctx context.Context, id string) (LoadedEvent, error)
+	// DeliveryBatch reads a subscription's target and the events with the
+	// given ids with their outcome for it, in one query.
+	DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (store.Batch, error)
+	// RecordOutcomes writes the outcome rows of one key in one statement.
+	RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate) error
+	// Requeue checks events against a key and sets their outcome back to queued.
+	Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]store.RequeuedEvent, map[string]string, error)
 	// Audit appends one audit row.
-	Audit(ctx context.Context, e AuditEntry) error
-	// PurgeEvents deletes up to limit dispatched or rejected events older than cutoff.
+	Audit(ctx context.Context, e store.AuditEntry) error
+	// PurgeEvents deletes up to limit rows past retention.
 	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error)
-	// Envelopes reads the CloudEvent bodies of events by id (missing ids absent).
-	Envelopes(ctx context.Context, ids []string) (map[string][]byte, error)
 }
 
 // Signaler sends a signal to a workflow; a Temporal client is one.
@@ -55,7 +40,7 @@ type Signaler interface {
 
 // Observer is told of every delivery attempt (metrics).
 type Observer interface {
-	Attempted(subscriptionID string, ev Event, attempt int, r PostResult)
+	Attempted(subscriptionID string, envelope []byte, attempt int, r PostResult)
 }
 
 // Sender makes one delivery attempt; *Poster is the real one.
@@ -71,24 +56,19 @@ type Activities struct {
 	Signaler Signaler
 	Observer Observer
 	Logger   *zap.Logger
-	// TargetTTL is how long a subscription's target is cached, so a burst of
-	// deliveries does not read the database per event (default 2s).
-	TargetTTL time.Duration
-
-	mu      sync.Mutex
-	targets map[string]cachedTarget
-}
-
-type cachedTarget struct {
-	t       Target
-	expires time.Time
 }
 
 // Deliver POSTs the events in order, each its own request, stopping at the
-// first that does not succeed. The first event's failures are returned as
-// errors so that Temporal retries the execution on the schedule
-// (NextRetryDelay); a later event's failure ends the execution with a
-// partial result, so order and attempt accounting stay exact.
+// first that does not succeed. Temporal carries only ids: the bodies, the
+// endpoint and the audience come from the event log and the subscription, in
+// one query, and an event that is not an accepted event of this subscription
+// and subject key (or whose sequence number disagrees) is rejected unsent. An
+// event whose outcome is already settled is skipped unless redelivered.
+//
+// The first event's failures are returned as errors so that Temporal retries
+// the execution on the schedule (NextRetryDelay); a later event's failure
+// ends the execution with a partial result, so order and attempt accounting
+// stay exact. The outcome rows are written in one statement per execution.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	info := activity.GetInfo(ctx)
 	base := in.PriorAttempts
@@ -101,21 +81,42 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		base-- // the execution's first attempt only waited
 	}
-	target, err := a.target(ctx, in.SubscriptionID)
-	if err != nil {
+	batch, err := a.Store.DeliveryBatch(ctx, in.SubscriptionID, uuids(in.Events))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// A subscription that no longer exists receives nothing more.
+		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: store.StateCancelled,
+			SubscriptionReason: "subscription_not_found"}, nil
+	case err != nil:
 		// A database outage must not burn delivery attempts: re-check later.
 		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
 			SubscriptionReason: truncate(err.Error(), maxErrorText)}, nil
+	case batch.Target.State != store.StateActive:
+		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: batch.Target.State,
+			SubscriptionReason: batch.Target.Reason}, nil
 	}
-	if target.State != "active" {
-		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: target.State,
-			SubscriptionReason: target.Reason}, nil
-	}
-	if err := a.loadEnvelopes(ctx, in.Events); err != nil {
-		return DeliverResult{}, err
+	own := info.WorkflowExecution.ID == DeliveryWorkflowID(in.SubscriptionID, in.SubjectKey)
+	var res DeliverResult
+	var updates []OutcomeUpdate
+	finish := func(r DeliverResult) DeliverResult {
+		r.Done = res.Done
+		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, updates); err != nil {
+			a.warn("record outcomes", in.SubscriptionID, err)
+			r.Unrecorded = updates
+		}
+		return r
 	}
 	started := time.Now()
 	for i, ev := range in.Events {
+		stored, reason := check(batch, in, ev, own)
+		switch {
+		case reason != "":
+			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultRejected, Reason: reason})
+			continue
+		case store.Settled(stored.Outcome) && !ev.Again:
+			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultSkipped})
+			continue
+		}
 		attempt := 1
 		if i == 0 {
 			attempt = base + int(info.Attempt)
@@ -124,73 +125,102 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			activity.RecordHeartbeat(ctx, i)
 		}
 		r := a.Poster.Post(ctx, PostRequest{
-			URL: target.URL, Body: ev.Envelope, SubscriptionID: in.SubscriptionID,
-			SubscriberApp: subscriberApp(in), EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
+			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
+			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
 		})
 		if a.Observer != nil {
-			a.Observer.Attempted(in.SubscriptionID, ev, attempt, r)
+			a.Observer.Attempted(in.SubscriptionID, stored.Envelope, attempt, r)
 		}
 		if r.Delivered() {
+			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultDelivered, Attempts: attempt})
+			updates = append(updates, OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
 			continue
 		}
 		if r.Code == CodeSubscriberUnreachable {
-			return DeliverResult{Outcome: OutcomeUnreachable, Delivered: i, Attempt: attempt,
-				Code: r.Code, Error: r.Message}, nil
+			return finish(DeliverResult{Outcome: OutcomeUnreachable, Attempt: attempt,
+				Code: r.Code, Error: r.Message}), nil
 		}
-		if i > 0 {
-			return DeliverResult{Outcome: OutcomePartial, Delivered: i, Attempt: attempt,
-				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter}, nil
+		failed := failureUpdate(in, ev, attempt, r)
+		updates = append(updates, failed)
+		if len(res.Done) > 0 {
+			return finish(DeliverResult{Outcome: OutcomePartial, Attempt: attempt,
+				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter}), nil
+		}
+		// The head's own failure drives Temporal's retry: its outcome row is
+		// written now, best effort, since the workflow keeps the count too.
+		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, updates); err != nil {
+			a.warn("record outcome", in.SubscriptionID, err)
 		}
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
-	return DeliverResult{Outcome: OutcomeDelivered, Delivered: len(in.Events)}, nil
+	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
 }
 
-// loadEnvelopes fills in the bodies of events queued without one: a
-// workflow that continues as new with a long queue carries ids, not bodies,
-// to stay under Temporal's payload limit.
-func (a *Activities) loadEnvelopes(ctx context.Context, evs []Event) error {
-	var ids []string
+// check compares a queued event with the event log and returns it, or the
+// reason it must not be delivered for this key.
+func check(b store.Batch, in DeliverInput, ev Event, ownWorkflow bool) (store.BatchEvent, string) {
+	stored, ok := b.Events[ev.ID]
+	switch {
+	case !ownWorkflow:
+		return stored, "not_the_key_workflow"
+	case !ok:
+		return stored, "event_not_found"
+	case stored.Type != b.Target.Type || stored.Version != b.Target.Version:
+		return stored, "event_not_for_subscription"
+	case stored.Subject != in.SubjectKey:
+		return stored, "event_not_for_subject"
+	case stored.Seq != ev.Seq:
+		return stored, "seq_mismatch"
+	case stored.Outcome == "":
+		return stored, "not_dispatched_to_subscription"
+	}
+	return stored, ""
+}
+
+// failureUpdate is the outcome row of a failed attempt: still queued while
+// attempts remain, failed when it was terminal or the last one.
+func failureUpdate(in DeliverInput, ev Event, attempt int, r PostResult) OutcomeUpdate {
+	u := OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventQueued, Attempts: attempt,
+		LastCode: r.Code, LastError: r.Message}
+	switch {
+	case IsTerminal(r.Code):
+		u.Status, u.Code = store.EventFailed, r.Code
+	case attempt >= len(in.RetrySchedule)+1:
+		u.Status, u.Code = store.EventFailed, CodeAttemptsExhausted
+	}
+	return u
+}
+
+// uuids returns the ids of evs that are UUIDs in canonical form; a forged
+// signal may carry anything, and the query takes only UUIDs.
+func uuids(evs []Event) []string {
+	out := make([]string, 0, len(evs))
 	for _, ev := range evs {
-		if !hasBody(ev) {
-			ids = append(ids, ev.ID)
+		if u, err := uuid.Parse(ev.ID); err == nil && u.String() == ev.ID {
+			out = append(out, ev.ID)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	found, err := a.Store.Envelopes(ctx, ids)
-	if err != nil {
-		return err
-	}
-	for i := range evs {
-		if hasBody(evs[i]) {
-			continue
-		}
-		env, ok := found[evs[i].ID]
-		if !ok {
-			return temporal.NewApplicationErrorWithOptions(
-				fmt.Sprintf("event %s is no longer in the event log (removed by retention)", evs[i].ID),
-				CodeEventMissing, temporal.ApplicationErrorOptions{NonRetryable: true,
-					Details: []any{FailureDetails{EventID: evs[i].ID, Code: CodeEventMissing,
-						Error: "the event is no longer in the event log"}}})
-		}
-		evs[i].Envelope = env
-	}
-	return nil
+	return out
 }
 
-func hasBody(ev Event) bool { return len(ev.Envelope) > 0 && string(ev.Envelope) != "null" }
+func (a *Activities) warn(what, subscriptionID string, err error) {
+	if a.Logger != nil {
+		a.Logger.Warn(what, zap.String("subscription", subscriptionID), zap.Error(err))
+	}
+}
 
 // headFailure turns a failed attempt of the first event into the error that
 // drives Temporal's retry: terminal, exhausted, or retry after the schedule's
 // delay (or the subscriber's Retry-After, if longer, capped at an hour).
 func (a *Activities) headFailure(ctx context.Context, in DeliverInput, ev Event, attempt int, r PostResult) error {
-	details := FailureDetails{EventID: ev.ID, Attempt: attempt, Code: r.Code, Error: r.Message}
+	details := FailureDetails{EventID: ev.ID, Attempt: attempt, Code: r.Code, LastCode: r.Code, Error: r.Message}
 	msg := fmt.Sprintf("attempt %d: %s: %s", attempt, r.Code, r.Message)
 	if IsTerminal(r.Code) || attempt >= len(in.RetrySchedule)+1 {
-		details.Exhausted = !IsTerminal(r.Code)
-		return temporal.NewApplicationErrorWithOptions(msg, r.Code,
+		if !IsTerminal(r.Code) {
+			details.Exhausted = true
+			details.Code = CodeAttemptsExhausted
+		}
+		return temporal.NewApplicationErrorWithOptions(msg, details.Code,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{details}})
 	}
 	delay := in.RetrySchedule[attempt-1]
@@ -216,56 +246,38 @@ func (a *Activities) report(ctx context.Context, r AttemptReport) {
 	}
 }
 
-func (a *Activities) target(ctx context.Context, subscriptionID string) (Target, error) {
-	ttl := a.TargetTTL
-	if ttl == 0 {
-		ttl = 2 * time.Second
-	}
-	now := time.Now()
-	a.mu.Lock()
-	c, ok := a.targets[subscriptionID]
-	a.mu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.t, nil
-	}
-	t, err := a.Store.Target(ctx, subscriptionID)
+// Requeue puts events back in a key's queue for an operator's redelivery:
+// it checks each against the event log and the key, and sets its outcome
+// back to queued.
+func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResult, error) {
+	evs, refused, err := a.Store.Requeue(ctx, in.SubscriptionID, in.SubjectKey, in.EventIDs)
 	if err != nil {
-		return Target{}, err
+		return RequeueResult{}, err
 	}
-	a.mu.Lock()
-	if a.targets == nil {
-		a.targets = map[string]cachedTarget{}
+	res := RequeueResult{Refused: refused}
+	for _, ev := range evs {
+		res.Events = append(res.Events, Event{ID: ev.ID, Seq: ev.Seq, Again: true})
 	}
-	a.targets[subscriptionID] = cachedTarget{t: t, expires: now.Add(ttl)}
-	a.mu.Unlock()
-	return t, nil
+	return res, nil
 }
 
-// LoadEvent reads an event back from the event log, for an operator's
-// redelivery of an event the workflow no longer holds.
-func (a *Activities) LoadEvent(ctx context.Context, id string) (LoadedEvent, error) {
-	ev, err := a.Store.LoadEvent(ctx, id)
-	if errors.Is(err, ErrEventNotFound) {
-		return LoadedEvent{}, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("event %s not found", id), ErrTypeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+// Record writes outcome rows of one key, then its audit rows.
+func (a *Activities) Record(ctx context.Context, in RecordInput) error {
+	if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, in.Outcomes); err != nil {
+		return err
 	}
-	return ev, err
+	for _, e := range in.Audit {
+		if err := a.Audit(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Audit appends one audit row.
 func (a *Activities) Audit(ctx context.Context, e AuditEntry) error {
-	return a.Store.Audit(ctx, e)
-}
-
-// subscriberApp is the app part of a subscription id "<app>:<type>@<version>".
-func subscriberApp(in DeliverInput) string {
-	if in.SubscriberApp != "" {
-		return in.SubscriberApp
-	}
-	for i := range len(in.SubscriptionID) {
-		if in.SubscriptionID[i] == ':' {
-			return in.SubscriptionID[:i]
-		}
-	}
-	return in.SubscriptionID
+	return a.Store.Audit(ctx, store.AuditEntry{
+		Action: e.Action, Outcome: e.Outcome, Actor: e.Actor, TargetType: e.TargetType,
+		TargetID: e.TargetID, ErrorCode: e.ErrorCode, Metadata: e.Metadata,
+	})
 }

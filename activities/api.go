@@ -4,21 +4,30 @@
 package activities
 
 import (
-	"encoding/json"
 	"time"
+
+	"herald/store"
 )
 
 // SignalAttempt is the name of the internal signal by which the deliver
 // activity reports each failed attempt to its own workflow.
 const SignalAttempt = "attempt"
 
-// Event is one event to deliver: its id, its sequence number in the event log,
-// its type and the CloudEvent JSON that is POSTed byte for byte.
+// Event is one queued event as Temporal carries it: its id and its sequence
+// number in the event log, never its body. The deliver activity reads the
+// body, and checks both, in PostgreSQL.
 type Event struct {
-	ID       string          `json:"id"`
-	Seq      int64           `json:"seq"`
-	Type     string          `json:"type,omitempty"`
-	Envelope json.RawMessage `json:"envelope,omitempty"`
+	ID  string `json:"id"`
+	Seq int64  `json:"seq"`
+	// Again marks an operator's redelivery: it is delivered even though its
+	// outcome for the subscription is already settled.
+	Again bool `json:"again,omitempty"`
+}
+
+// DeliveryWorkflowID is the workflow id of the delivery workflow of one
+// subscription and subject key: "deliver:<subscription-id>:<subject-key>".
+func DeliveryWorkflowID(subscriptionID, subjectKey string) string {
+	return "deliver:" + subscriptionID + ":" + subjectKey
 }
 
 // Error codes of a delivery attempt (SPEC §6).
@@ -31,9 +40,16 @@ const (
 	CodeConnectionLost          = "connection_lost"
 	CodeSubscriberUnreachable   = "subscriber_unreachable"
 	CodeEndpointForbidden       = "endpoint_forbidden"
-	// CodeEventMissing: a queued event's body is gone from the event log
-	// (retention removed it while the key was held); terminal.
-	CodeEventMissing = "event_missing"
+	// CodeAttemptsExhausted: every attempt of the schedule failed; the last
+	// attempt's code stays beside it.
+	CodeAttemptsExhausted = "attempts_exhausted"
+	// CodeRetentionExpired: the event was held longer than the hold expiry.
+	CodeRetentionExpired = "retention_expired"
+	// CodeSignalRejected: a signal named an event that is not accepted for
+	// the key's subscription and subject, or with the wrong sequence number.
+	CodeSignalRejected = "signal_rejected"
+	// CodeSubscriptionRemoved: the subscription was removed while the key held events.
+	CodeSubscriptionRemoved = "subscription_removed"
 	// CodeNotBefore marks an execution's first attempt that only waits for a
 	// retry delay carried over from an earlier execution; it is not counted.
 	CodeNotBefore = "not_before"
@@ -42,7 +58,7 @@ const (
 // IsTerminal reports whether a code ends the delivery at once, whatever the
 // attempts left.
 func IsTerminal(code string) bool {
-	return code == CodeSchemaMismatch || code == CodeEndpointForbidden || code == CodeEventMissing
+	return code == CodeSchemaMismatch || code == CodeEndpointForbidden
 }
 
 // Outcomes of a Deliver execution that returns without error.
@@ -58,6 +74,21 @@ const (
 	// OutcomeInactive: the subscription is not active (SubscriptionState says
 	// why); nothing was sent for the next event.
 	OutcomeInactive = "inactive"
+)
+
+// Subscription states a Deliver execution reports (store's names).
+const (
+	SubscriptionCancelled = store.StateCancelled
+	SubscriptionPaused    = store.StatePaused
+)
+
+// Statuses of an outcome row (store's names), for the workflow's own writes.
+const (
+	RowQueued    = store.EventQueued
+	RowDelivered = store.EventDelivered
+	RowFailed    = store.EventFailed
+	RowCancelled = store.EventCancelled
+	RowExpired   = store.EventExpired
 )
 
 // SubscriptionUnknown is the SubscriptionState of an inactive outcome when
@@ -81,11 +112,35 @@ type DeliverInput struct {
 	Timeout time.Duration `json:"timeout"`
 }
 
+// Results of one event settled by a Deliver execution without a POST that
+// failed.
+const (
+	// ResultDelivered: the subscriber answered 2xx.
+	ResultDelivered = "delivered"
+	// ResultSkipped: its outcome for the subscription was already settled (a
+	// re-sent event); nothing was sent.
+	ResultSkipped = "skipped"
+	// ResultRejected: not an accepted event of this subscription and subject
+	// key, or its sequence number disagrees with the event log; nothing was
+	// sent. Reason says which.
+	ResultRejected = "rejected"
+)
+
+// Settled is one event of the batch that a Deliver execution is done with.
+type Settled struct {
+	ID       string `json:"id"`
+	Result   string `json:"result"`
+	Reason   string `json:"reason,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
+}
+
 // DeliverResult is the result of a Deliver execution that returns without error.
 type DeliverResult struct {
-	Outcome   string `json:"outcome"`
-	Delivered int    `json:"delivered"`
-	// For partial and unreachable: the first undelivered event's attempt
+	Outcome string `json:"outcome"`
+	// Done lists, in queue order, the events at the front of the batch that
+	// this execution settled.
+	Done []Settled `json:"done,omitempty"`
+	// For partial and unreachable: the first unsettled event's attempt
 	// number, code and error text.
 	Attempt    int           `json:"attempt,omitempty"`
 	Code       string        `json:"code,omitempty"`
@@ -94,16 +149,21 @@ type DeliverResult struct {
 	// For inactive: the subscription's state and reason.
 	SubscriptionState  string `json:"subscriptionState,omitempty"`
 	SubscriptionReason string `json:"subscriptionReason,omitempty"`
+	// Unrecorded holds the outcome rows the execution could not write (the
+	// database did not answer); the workflow writes them with Record.
+	Unrecorded []OutcomeUpdate `json:"unrecorded,omitempty"`
 }
 
 // FailureDetails ride on the ApplicationError that Deliver returns when the
 // head event's attempt fails; the error's type is the code.
 type FailureDetails struct {
-	Delivered int    `json:"delivered"`
-	EventID   string `json:"eventId"`
-	Attempt   int    `json:"attempt"`
-	Code      string `json:"code"`
-	Error     string `json:"error"`
+	EventID string `json:"eventId"`
+	Attempt int    `json:"attempt"`
+	// Code is the outcome's code: the attempt's, or attempts_exhausted.
+	Code string `json:"code"`
+	// LastCode is the failed attempt's own code.
+	LastCode string `json:"lastCode,omitempty"`
+	Error    string `json:"error"`
 	// Exhausted is true when this was the last attempt.
 	Exhausted bool `json:"exhausted,omitempty"`
 }
@@ -115,6 +175,32 @@ type AttemptReport struct {
 	Code          string    `json:"code"`
 	Error         string    `json:"error"`
 	NextAttemptAt time.Time `json:"nextAttemptAt,omitempty"`
+}
+
+// OutcomeUpdate is a change to one event's outcome row for a subscription.
+type OutcomeUpdate = store.OutcomeUpdate
+
+// RecordInput is the input of Activities.Record: outcome rows of one key and
+// the audit rows that go with them.
+type RecordInput struct {
+	SubscriptionID string          `json:"subscriptionId"`
+	SubjectKey     string          `json:"subjectKey"`
+	Outcomes       []OutcomeUpdate `json:"outcomes,omitempty"`
+	Audit          []AuditEntry    `json:"audit,omitempty"`
+}
+
+// RequeueInput is the input of Activities.Requeue.
+type RequeueInput struct {
+	SubscriptionID string   `json:"subscriptionId"`
+	SubjectKey     string   `json:"subjectKey"`
+	EventIDs       []string `json:"eventIds"`
+}
+
+// RequeueResult lists the events put back in the queue, in sequence order,
+// and the ids refused with why.
+type RequeueResult struct {
+	Events  []Event           `json:"events,omitempty"`
+	Refused map[string]string `json:"refused,omitempty"`
 }
 
 // AuditEntry is the input of Activities.Audit.

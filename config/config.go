@@ -42,7 +42,9 @@ type Worker struct {
 	RearmCooldown   time.Duration `env:"HERALD_REARM_COOLDOWN"`
 	MaxRearms       int           `env:"HERALD_MAX_REARMS"`
 	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
-	DBMaxConns      int           `env:"HERALD_DB_MAX_CONNS"`
+	// HoldExpiry cancels (retention_expired) an event a key has held longer (default 720h).
+	HoldExpiry time.Duration `env:"HERALD_HOLD_EXPIRY"`
+	DBMaxConns int           `env:"HERALD_DB_MAX_CONNS"`
 	// WorkflowCacheSize bounds the key workflows kept in the worker's memory (default 2000).
 	WorkflowCacheSize int    `env:"HERALD_WORKFLOW_CACHE_SIZE"`
 	Issuer            string `env:"HERALD_JWT_ISSUER"`
@@ -109,7 +111,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
 	}
 	w = w.WithDefaults()
-	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
@@ -153,6 +155,7 @@ func (w Worker) DeliveryParams() workflows.Params {
 		RearmCooldown:   w.RearmCooldown,
 		MaxRearms:       w.MaxRearms,
 		IdleTimeout:     w.IdleTimeout,
+		HoldExpiry:      w.HoldExpiry,
 	}.WithDefaults()
 }
 

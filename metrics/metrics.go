@@ -57,12 +57,12 @@ func New() *Metrics {
 }
 
 // Attempted records one delivery attempt (activities.Observer).
-func (m *Metrics) Attempted(_ string, ev activities.Event, attempt int, r activities.PostResult) {
+func (m *Metrics) Attempted(_ string, envelope []byte, attempt int, r activities.PostResult) {
 	if r.Delivered() {
 		m.attempts.WithLabelValues("delivered", "").Inc()
 		m.delivered.Inc()
 		m.attemptsOK.Observe(float64(attempt))
-		if t, ok := publishedAt(ev.Envelope); ok {
+		if t, ok := publishedAt(envelope); ok {
 			m.latency.Observe(time.Since(t).Seconds())
 		}
 		return

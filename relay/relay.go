@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -20,13 +21,11 @@ import (
 	"herald/workflows"
 )
 
-// maxSignalBytes caps the envelopes carried by one signal.
-const maxSignalBytes = 1 << 20
-
 // Signaler is the part of a Temporal client the relay uses.
 type Signaler interface {
 	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
 		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
 // Relay is the outbox relay. One relay per database is the leader (a
@@ -44,8 +43,11 @@ type Relay struct {
 	PollInterval time.Duration
 	// Parallel caps the signals in flight at once (default 64).
 	Parallel int
-	// MaxEventsPerSignal caps the events of one key in one signal (default 100).
+	// MaxEventsPerSignal caps the events of one key in one signal (default 500).
 	MaxEventsPerSignal int
+	// SweepInterval is how often the leader looks for keys of removed
+	// subscriptions that still hold events (default 20s).
+	SweepInterval time.Duration
 	// OnRound, when set, is called after every round (metrics, tests).
 	OnRound func(r Round)
 
@@ -72,7 +74,10 @@ func (r *Relay) defaults() {
 		r.Parallel = 64
 	}
 	if r.MaxEventsPerSignal <= 0 {
-		r.MaxEventsPerSignal = 100
+		r.MaxEventsPerSignal = 500
+	}
+	if r.SweepInterval <= 0 {
+		r.SweepInterval = 20 * time.Second
 	}
 	if r.Logger == nil {
 		r.Logger = zap.NewNop()
@@ -135,7 +140,14 @@ func (r *Relay) lead(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	nextSweep := time.Now()
 	for ctx.Err() == nil {
+		if !time.Now().Before(nextSweep) {
+			if _, err := r.SweepRemoved(ctx); err != nil {
+				r.Logger.Warn("sweep keys of removed subscriptions", zap.Error(err))
+			}
+			nextSweep = time.Now().Add(r.SweepInterval)
+		}
 		round, err := r.DispatchOnce(ctx)
 		if err != nil {
 			return err
@@ -189,10 +201,26 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		byType[t] = append(byType[t], s)
 	}
 
+	// Every (subscription, event) gets its queued outcome row before any
+	// signal; a pair already settled (a re-send after a crash, once the key
+	// went idle) is not handed to its key again.
+	var pairs []store.Dispatch
+	for _, ev := range evs {
+		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+			pairs = append(pairs, store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject})
+		}
+	}
+	settled, err := r.Store.RecordDispatch(ctx, pairs)
+	if err != nil {
+		return Round{}, err
+	}
 	groups := map[key]*group{}
 	var order []*group
 	for _, ev := range evs {
 		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+			if settled[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}] {
+				continue
+			}
 			k := key{sub: s, subject: ev.Subject}
 			g := groups[k]
 			if g == nil {
@@ -255,17 +283,12 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params)}
 	for start := 0; start < len(g.events); {
-		// Cap each signal by count and by size: Temporal refuses payloads
-		// over 2 MB, and events may be up to 256 KiB each.
-		end, size := start, 0
-		for end < len(g.events) && end-start < r.MaxEventsPerSignal &&
-			(end == start || size+len(g.events[end].Envelope) <= maxSignalBytes) {
-			size += len(g.events[end].Envelope)
-			end++
-		}
+		// Signals carry ids and sequence numbers only (about 70 bytes an
+		// event), so a count cap keeps them far under Temporal's 2 MB limit.
+		end := min(start+r.MaxEventsPerSignal, len(g.events))
 		sig := workflows.EventSignal{Events: make([]activities.Event, 0, end-start)}
 		for _, ev := range g.events[start:end] {
-			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq, Type: ev.Type, Envelope: ev.Envelope})
+			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq})
 		}
 		if _, err := r.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalEvent, sig, opts,
 			workflows.DeliveryWorkflowType, params); err != nil {
@@ -276,6 +299,44 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 		start = end
 	}
 	return sent, -1
+}
+
+// SweepRemoved makes every key of a removed subscription that still holds
+// events drop them: it tells the key's workflow (which cancels its queue,
+// audits and completes), or, when no workflow runs for the key any more,
+// cancels the held outcome rows itself with one audit row. It returns how
+// many keys it handled.
+func (r *Relay) SweepRemoved(ctx context.Context) (int, error) {
+	r.defaults()
+	keys, err := r.Store.RemovedKeys(ctx, 1000)
+	if err != nil {
+		return 0, err
+	}
+	handled := 0
+	for _, k := range keys {
+		id := workflows.DeliveryID(k.SubscriptionID, k.Subject)
+		err := r.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalSubscription,
+			workflows.SubscriptionSignal{State: store.StateCancelled, Reason: activities.CodeSubscriptionRemoved})
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			handled++
+			continue
+		case !errors.As(err, &notFound):
+			r.Logger.Warn("tell a key its subscription is removed", zap.String("workflow", id), zap.Error(err))
+			continue
+		}
+		if _, err := r.Store.CancelHeld(ctx, k.SubscriptionID, k.Subject, activities.CodeSubscriptionRemoved, store.AuditEntry{
+			Action: workflows.AuditDeliveryCancelled, TargetType: "delivery", TargetID: id,
+			ErrorCode: activities.CodeSubscriptionRemoved,
+			Metadata: map[string]any{"subscription": k.SubscriptionID, "subject": k.Subject,
+				"reason": activities.CodeSubscriptionRemoved, "workflow": "not running"},
+		}); err != nil {
+			return handled, err
+		}
+		handled++
+	}
+	return handled, nil
 }
 
 func destroy(c *pgxpool.Conn) {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 			Client: netguard.NewHTTPClient(guard, netguard.ClientOptions{}),
 			Signer: signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
 		},
-		Store:    activityStore{s.Store},
+		Store:    s.Store,
 		Signaler: s.Temporal,
 		Observer: s.Metrics,
 		Logger:   log.Named("activities"),
@@ -107,6 +108,9 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
 	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
 	s.worker.RegisterActivity(acts)
+	settings := cfg.DeliveryParams()
+	s.worker.RegisterActivityWithOptions(func(context.Context) (workflows.Params, error) { return settings, nil },
+		activity.RegisterOptions{Name: workflows.SettingsActivity})
 
 	s.Relay = &relay.Relay{
 		Store:    s.Store,

@@ -6,19 +6,31 @@ import (
 	"time"
 )
 
-// PurgeEvents deletes up to limit events that are past retention: dispatched
-// before cutoff, or rejected before cutoff. Undispatched events are never
-// touched, and neither is the audit trail. It returns how many it deleted;
-// call it again until it returns less than limit.
+// PurgeEvents deletes up to limit events, and up to limit settled outcome
+// rows, that are past retention: events dispatched or rejected before
+// cutoff, outcomes settled before cutoff. An event that a key still holds
+// (an outcome queued or failed) is kept whatever its age, and so are
+// undispatched events and the audit trail. It returns how many rows it
+// deleted in all; call it again until it returns less than limit.
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	tag, err := s.Pool.Exec(ctx, `
+	outcomes, err := s.Pool.Exec(ctx, `
+		DELETE FROM outcomes WHERE (subscription_id, event_id) IN (
+			SELECT subscription_id, event_id FROM outcomes
+			WHERE status IN ('delivered', 'cancelled', 'expired', 'filtered') AND updated_at < $1
+			LIMIT $2)`, cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge outcomes: %w", err)
+	}
+	events, err := s.Pool.Exec(ctx, `
 		DELETE FROM events WHERE seq IN (
-			SELECT seq FROM events
-			WHERE (state = 'dispatched' AND dispatched_at < $1)
-			   OR (state = 'rejected' AND received_at < $1)
+			SELECT e.seq FROM events e
+			WHERE ((e.state = 'dispatched' AND e.dispatched_at < $1)
+			    OR (e.state = 'rejected' AND e.received_at < $1))
+			  AND NOT EXISTS (SELECT 1 FROM outcomes o
+			                   WHERE o.event_id = e.id AND o.status IN ('queued', 'failed'))
 			LIMIT $2)`, cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge events: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return max(outcomes.RowsAffected(), events.RowsAffected()), nil
 }

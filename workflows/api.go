@@ -35,7 +35,16 @@ const (
 	// so the workflow's status, query and search attributes stay exact while
 	// Temporal retries the activity.
 	SignalAttempt = activities.SignalAttempt
+	// SignalSubscription is internal: the worker tells a key that its
+	// subscription was removed (a SubscriptionSignal), whatever the key is
+	// doing, so it drops its queue.
+	SignalSubscription = "subscription"
 )
+
+// SettingsActivity is the activity, registered by the worker, that returns
+// the worker's delivery settings as Params. A workflow started without
+// settings (by an operator's redeliver, not by the relay) asks for them once.
+const SettingsActivity = "DeliverySettings"
 
 // QueryState is the query that returns a State as JSON.
 const QueryState = "state"
@@ -63,11 +72,11 @@ var (
 // DeliveryID is the workflow id of the delivery workflow of one subscription and
 // subject key: "deliver:<subscription-id>:<subject-key>".
 func DeliveryID(subscriptionID, subjectKey string) string {
-	return "deliver:" + subscriptionID + ":" + subjectKey
+	return activities.DeliveryWorkflowID(subscriptionID, subjectKey)
 }
 
-// Event is one event as it travels in a signal and is queued: its id, its
-// sequence number in the event log and the CloudEvent envelope to POST.
+// Event is one event as it travels in a signal and is queued: its id and its
+// sequence number in the event log. Bodies never travel through Temporal.
 type Event = activities.Event
 
 // EventSignal is the payload of SignalEvent.
@@ -75,9 +84,11 @@ type EventSignal struct {
 	Events []Event `json:"events"`
 }
 
-// RedeliverSignal is the payload of SignalRedeliver.
+// RedeliverSignal is the payload of SignalRedeliver. EventIDs (a replay
+// window, in sequence order) are put back in front of the queue like EventID.
 type RedeliverSignal struct {
-	EventID string `json:"eventId,omitempty"`
+	EventID  string   `json:"eventId,omitempty"`
+	EventIDs []string `json:"eventIds,omitempty"`
 	Actor   string `json:"actor,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
@@ -88,6 +99,12 @@ type CancelSignal struct {
 	All     bool   `json:"all,omitempty"`
 	Actor   string `json:"actor,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+}
+
+// SubscriptionSignal is the payload of SignalSubscription.
+type SubscriptionSignal struct {
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // ControlSignal is the payload of SignalPause and SignalResume.
@@ -120,6 +137,8 @@ type Params struct {
 	MaxBatch int `json:"maxBatch,omitempty"`
 	// SignalsPerRun triggers continue-as-new after this many signals in a run.
 	SignalsPerRun int `json:"signalsPerRun,omitempty"`
+	// HoldExpiry cancels (retention_expired) an event held longer than this.
+	HoldExpiry time.Duration `json:"holdExpiry,omitempty"`
 
 	// Carry is the state handed over by continue-as-new; nil on a fresh start.
 	Carry *Carry `json:"carry,omitempty"`
@@ -130,6 +149,9 @@ var DefaultRetrySchedule = []time.Duration{
 	time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute,
 	10 * time.Minute, 30 * time.Minute, time.Hour,
 }
+
+// DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
+const DefaultHoldExpiry = 720 * time.Hour
 
 // WithDefaults fills every zero setting with its default.
 func (p Params) WithDefaults() Params {
@@ -157,6 +179,9 @@ func (p Params) WithDefaults() Params {
 	if p.SignalsPerRun <= 0 {
 		p.SignalsPerRun = 2000
 	}
+	if p.HoldExpiry <= 0 {
+		p.HoldExpiry = DefaultHoldExpiry
+	}
 	return p
 }
 
@@ -182,8 +207,10 @@ type HeadState struct {
 	Type          string     `json:"type"`
 	Attempt       int        `json:"attempt"`
 	Code          string     `json:"code,omitempty"`
+	LastCode      string     `json:"lastCode,omitempty"`
 	LastError     string     `json:"lastError,omitempty"`
-	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitzero"`
+	MaxAttempts   int        `json:"maxAttempts,omitempty"`
 }
 
 // QueuedEvent is one queued event as the state query shows it.
@@ -207,7 +234,7 @@ type Counters struct {
 type Outcome struct {
 	EventID  string    `json:"eventId"`
 	Seq      int64     `json:"seq"`
-	Result   string    `json:"result"` // delivered, failed, cancelled
+	Result   string    `json:"result"` // delivered, failed, cancelled, expired, rejected
 	Code     string    `json:"code,omitempty"`
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`

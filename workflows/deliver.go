@@ -10,9 +10,6 @@ import (
 	"herald/activities"
 )
 
-// maxBatchBytes keeps one activity input well under Temporal's payload limit.
-const maxBatchBytes = 1 << 20
-
 // maxUnreachableWait caps the back-off of an unreachable subscriber.
 const maxUnreachableWait = time.Hour
 
@@ -54,6 +51,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	}
 	actx, d.cancelActivity = workflow.WithCancel(actx)
 	d.inActivity = true
+	d.inflight = len(batch)
 	fut := workflow.ExecuteActivity(actx, (*activities.Activities).Deliver, in)
 	var res activities.DeliverResult
 	var err error
@@ -68,6 +66,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		sel.Select(ctx)
 	}
 	d.inActivity = false
+	d.inflight = 0
 	d.cancelActivity = nil
 	now := workflow.Now(ctx)
 	switch {
@@ -89,13 +88,8 @@ func (d *delivery) deliver(ctx workflow.Context) {
 // execution may deliver.
 func (d *delivery) batch() []activities.Event {
 	out := []activities.Event{d.Queue[0].Event}
-	size := len(d.Queue[0].Event.Envelope)
 	for _, it := range d.Queue[1:] {
 		if len(out) >= d.p.MaxBatch || it.Attempts > 0 || it.Failed {
-			break
-		}
-		size += len(it.Event.Envelope)
-		if size > maxBatchBytes {
 			break
 		}
 		out = append(out, it.Event)
@@ -103,27 +97,42 @@ func (d *delivery) batch() []activities.Event {
 	return out
 }
 
-// delivered pops the first n events as delivered.
-func (d *delivery) delivered(ctx workflow.Context, n int) {
-	for i := 0; i < n && len(d.Queue) > 0; i++ {
-		it := d.Queue[0]
-		d.Queue = d.Queue[1:]
-		attempts := it.Attempts + 1
-		if i > 0 {
-			attempts = 1
+// settle pops the events the activity is done with from the front of the
+// queue. Rejected ones (a forged or wrong signal) are audited as
+// signal_rejected; their outcome rows are not touched, since they may not
+// belong to this key.
+func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
+	var rejected []activities.AuditEntry
+	for _, s := range done {
+		i := d.find(s.ID)
+		if i < 0 {
+			continue
 		}
-		it.Attempts = attempts
-		d.Counters.Delivered++
-		d.outcome(ctx, it, "delivered", "")
+		it := d.Queue[i]
+		d.Queue = append(d.Queue[:i], d.Queue[i+1:]...)
+		switch s.Result {
+		case activities.ResultDelivered:
+			it.Attempts = s.Attempts
+			d.Counters.Delivered++
+			d.outcome(ctx, it, "delivered", "")
+			d.Rearms = 0
+			d.Unreachable = 0
+		case activities.ResultRejected:
+			d.outcome(ctx, it, "rejected", activities.CodeSignalRejected)
+			rejected = append(rejected, d.auditEntry(ctx, AuditSignalRejected, "", "failed",
+				activities.CodeSignalRejected, it.Event.ID, map[string]any{"seq": it.Event.Seq, "reason": s.Reason}))
+		}
 	}
-	if n > 0 {
-		d.Rearms = 0
-		d.Unreachable = 0
+	if len(rejected) > 0 {
+		d.record(ctx, nil, rejected...)
 	}
 }
 
 func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResult, now time.Time) {
-	d.delivered(ctx, res.Delivered)
+	d.settle(ctx, res.Done)
+	if len(res.Unrecorded) > 0 {
+		d.record(ctx, res.Unrecorded)
+	}
 	head := d.head()
 	switch res.Outcome {
 	case activities.OutcomeDelivered:
@@ -133,8 +142,13 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		// The next event's first attempt failed after the ones before it went
 		// through; its retry waits out the schedule in its own execution.
 		head.Attempts = res.Attempt
-		head.Code, head.LastError = res.Code, res.Error
-		if res.Attempt >= d.p.MaxAttempts() || activities.IsTerminal(res.Code) {
+		head.Code, head.LastCode, head.LastError = res.Code, res.Code, res.Error
+		switch {
+		case activities.IsTerminal(res.Code):
+			d.markFailed(ctx, head, now)
+			return
+		case res.Attempt >= d.p.MaxAttempts():
+			head.Code = activities.CodeAttemptsExhausted
 			d.markFailed(ctx, head, now)
 			return
 		}
@@ -147,7 +161,7 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		d.setStatus(ctx, StatusRetrying)
 	case activities.OutcomeUnreachable:
 		head.Attempts = res.Attempt - 1
-		head.Code, head.LastError = res.Code, res.Error
+		head.Code, head.LastCode, head.LastError = res.Code, res.Code, res.Error
 		wait := 30 * time.Second << min(d.Unreachable, 7)
 		wait = min(wait, maxUnreachableWait)
 		d.Unreachable++
@@ -156,15 +170,12 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		head.NextAttemptAt = d.WaitUntil
 	case activities.OutcomeInactive:
 		d.SubState, d.SubReason = res.SubscriptionState, res.SubscriptionReason
-		if res.SubscriptionState == "cancelled" {
-			n := d.cancelAll(ctx)
-			d.audit(ctx, AuditDeliveryCancelled, "", "allowed", "", "",
-				map[string]any{"count": n, "reason": "subscription_cancelled"})
-			d.completed = true
+		if res.SubscriptionState == activities.SubscriptionCancelled {
+			d.removed(ctx, "subscription_cancelled")
 			return
 		}
 		d.WaitStatus = StatusBlocked
-		if res.SubscriptionState == "paused" {
+		if res.SubscriptionState == activities.SubscriptionPaused {
 			d.WaitStatus = StatusPaused
 		}
 		wait := d.p.RecheckInterval
@@ -194,7 +205,6 @@ func (d *delivery) failed(ctx workflow.Context, err error, now time.Time) {
 	default:
 		details = activities.FailureDetails{Code: activities.CodeHandlerFailed, Error: err.Error()}
 	}
-	d.delivered(ctx, details.Delivered)
 	head := d.head()
 	if head == nil {
 		return
@@ -204,10 +214,17 @@ func (d *delivery) failed(ctx workflow.Context, err error, now time.Time) {
 	} else {
 		head.Attempts++
 	}
-	head.Code, head.LastError = details.Code, details.Error
+	if details.LastCode == "" {
+		details.LastCode = details.Code
+	}
+	head.Code, head.LastCode, head.LastError = details.Code, details.LastCode, details.Error
+	if !activities.IsTerminal(head.Code) && head.Attempts >= d.p.MaxAttempts() {
+		head.Code = activities.CodeAttemptsExhausted
+	}
 	d.markFailed(ctx, head, now)
 }
 
+// markFailed holds the key on its head: outcome failed, audited.
 func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Time) {
 	head.Failed = true
 	head.FailedAt = now
@@ -218,14 +235,17 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 	}
 	d.Counters.Failed++
 	d.outcome(ctx, *head, "failed", head.Code)
-	d.audit(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
-		"seq": head.Event.Seq, "attempts": head.Attempts, "error": head.LastError,
-	})
+	d.record(ctx, []activities.OutcomeUpdate{{
+		EventID: head.Event.ID, Seq: head.Event.Seq, Status: activities.RowFailed, Attempts: head.Attempts,
+		Code: head.Code, LastCode: head.LastCode, LastError: head.LastError,
+	}}, d.auditEntry(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
+		"seq": head.Event.Seq, "attempts": head.Attempts, "lastCode": head.LastCode, "error": head.LastError,
+	}))
 	d.setStatus(ctx, StatusFailed)
 }
 
-// audit writes one audit row through an activity; the rare paths only.
-func (d *delivery) audit(ctx workflow.Context, action, actor, outcome, code, eventID string, meta map[string]any) {
+// auditEntry builds one audit row about this key.
+func (d *delivery) auditEntry(ctx workflow.Context, action, actor, outcome, code, eventID string, meta map[string]any) activities.AuditEntry {
 	if meta == nil {
 		meta = map[string]any{}
 	}
@@ -242,12 +262,26 @@ func (d *delivery) audit(ctx workflow.Context, action, actor, outcome, code, eve
 	if actor == "" {
 		actor = "system"
 	}
-	entry := activities.AuditEntry{
+	return activities.AuditEntry{
 		Action: action, Outcome: outcome, Actor: actor, TargetType: "delivery",
 		TargetID: workflow.GetInfo(ctx).WorkflowExecution.ID, ErrorCode: code, Metadata: meta,
 	}
-	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Audit, entry).Get(ctx, nil); err != nil {
-		d.logger.Warn("audit write failed", "action", action, "error", err)
+}
+
+// audit writes one audit row; the rare paths only.
+func (d *delivery) audit(ctx workflow.Context, action, actor, outcome, code, eventID string, meta map[string]any) {
+	d.record(ctx, nil, d.auditEntry(ctx, action, actor, outcome, code, eventID, meta))
+}
+
+// record writes outcome rows and audit rows through one activity.
+func (d *delivery) record(ctx workflow.Context, outcomes []activities.OutcomeUpdate, audit ...activities.AuditEntry) {
+	if len(outcomes) == 0 && len(audit) == 0 {
+		return
+	}
+	in := activities.RecordInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		Outcomes: outcomes, Audit: audit}
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Record, in).Get(ctx, nil); err != nil {
+		d.logger.Warn("record outcomes and audit failed", "outcomes", len(outcomes), "audit", len(audit), "error", err)
 	}
 }
 

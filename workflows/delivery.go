@@ -24,25 +24,28 @@ func Delivery(ctx workflow.Context, p Params) error {
 // QueueItem is one queued event with the delivery state of its own attempts.
 type QueueItem struct {
 	Event activities.Event `json:"event"`
-	// Redelivery marks an event put back in front of the queue by an operator.
-	Redelivery bool `json:"redelivery,omitempty"`
+	// QueuedAt is when the key took it in; it expires HoldExpiry later.
+	QueuedAt time.Time `json:"queuedAt"`
 	// Attempts counts the attempts already spent on it.
 	Attempts int `json:"attempts,omitempty"`
 	// NotBefore is when its next attempt may start (retry after a partial batch).
-	NotBefore time.Time `json:"notBefore,omitempty"`
-	Code      string    `json:"code,omitempty"`
-	LastError string    `json:"lastError,omitempty"`
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	// Code is the head's outcome code (an attempt's, or attempts_exhausted);
+	// LastCode and LastError describe its last failed attempt.
+	Code      string `json:"code,omitempty"`
+	LastCode  string `json:"lastCode,omitempty"`
+	LastError string `json:"lastError,omitempty"`
 	// NextAttemptAt is what the state query shows while it is retrying.
-	NextAttemptAt time.Time `json:"nextAttemptAt,omitempty"`
+	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
 	// Failed holds the key: attempts are exhausted or the failure is terminal.
 	Failed   bool      `json:"failed,omitempty"`
-	FailedAt time.Time `json:"failedAt,omitempty"`
+	FailedAt time.Time `json:"failedAt,omitzero"`
 }
 
-// Carry is the state a delivery workflow hands to its next run.
+// Carry is the state a delivery workflow hands to its next run: ids and
+// decisions only, never event bodies.
 type Carry struct {
 	Queue     []QueueItem `json:"queue"`
-	LastSeq   int64       `json:"lastSeq"`
 	Counters  Counters    `json:"counters"`
 	Outcomes  []Outcome   `json:"outcomes"`
 	KeyPaused bool        `json:"keyPaused,omitempty"`
@@ -50,7 +53,7 @@ type Carry struct {
 	Rearms int `json:"rearms,omitempty"`
 	// Wait: the key waits until WaitUntil because of WaitReason
 	// (unreachable subscriber or inactive subscription).
-	WaitUntil   time.Time `json:"waitUntil,omitempty"`
+	WaitUntil   time.Time `json:"waitUntil,omitzero"`
 	WaitStatus  string    `json:"waitStatus,omitempty"`
 	Unreachable int       `json:"unreachable,omitempty"`
 	SubState    string    `json:"subState,omitempty"`
@@ -75,18 +78,23 @@ type delivery struct {
 	// cancelActivity interrupts the delivery in flight (operator signals).
 	cancelActivity workflow.CancelFunc
 	deferred       []func(workflow.Context)
-	completed      bool
+	// inflight is how many queue items the delivery in flight covers; new
+	// events are never put in front of them.
+	inflight  int
+	completed bool
+	// expiryAt caches nextExpiry while expiryKnown.
+	expiryAt    time.Time
+	expiryKnown bool
 	logger         log.Logger
 	channels       channels
 	maxOutcomes    int
 }
 
 type channels struct {
-	event, redeliver, cancel, pause, resume, attempt workflow.ReceiveChannel
+	event, redeliver, cancel, pause, resume, attempt, subscription workflow.ReceiveChannel
 }
 
 func newDelivery(ctx workflow.Context, p Params) *delivery {
-	p = p.WithDefaults()
 	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20}
 	if p.Carry != nil {
 		d.Carry = *p.Carry
@@ -99,11 +107,17 @@ func newDelivery(ctx workflow.Context, p Params) *delivery {
 		pause:     workflow.GetSignalChannel(ctx, SignalPause),
 		resume:    workflow.GetSignalChannel(ctx, SignalResume),
 		attempt:   workflow.GetSignalChannel(ctx, SignalAttempt),
+
+		subscription: workflow.GetSignalChannel(ctx, SignalSubscription),
 	}
 	return d
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
+	if len(d.p.RetrySchedule) == 0 { // started by an operator's redeliver, not the relay
+		d.p = d.workerSettings(ctx)
+	}
+	d.p = d.p.WithDefaults()
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -127,6 +141,39 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		return nil
 	}
 	return workflow.UpsertTypedSearchAttributes(ctx, missing...)
+}
+
+// workerSettings asks the worker for its delivery settings; a setting the
+// start gave wins. On failure the defaults apply.
+func (d *delivery) workerSettings(ctx workflow.Context) Params {
+	var w Params
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), SettingsActivity).Get(ctx, &w); err != nil {
+		d.logger.Warn("read the worker's delivery settings; using the defaults", "error", err)
+		return d.p
+	}
+	p := d.p
+	p.RetrySchedule = w.RetrySchedule
+	orDuration(&p.DeliveryTimeout, w.DeliveryTimeout)
+	orDuration(&p.RearmCooldown, w.RearmCooldown)
+	orDuration(&p.IdleTimeout, w.IdleTimeout)
+	orDuration(&p.RecheckInterval, w.RecheckInterval)
+	orDuration(&p.HoldExpiry, w.HoldExpiry)
+	if p.MaxRearms == 0 {
+		p.MaxRearms = w.MaxRearms
+	}
+	if p.MaxBatch == 0 {
+		p.MaxBatch = w.MaxBatch
+	}
+	if p.SignalsPerRun == 0 {
+		p.SignalsPerRun = w.SignalsPerRun
+	}
+	return p
+}
+
+func orDuration(v *time.Duration, def time.Duration) {
+	if *v == 0 {
+		*v = def
+	}
 }
 
 // StartAttributes are the search attributes the relay gives a delivery
@@ -156,7 +203,6 @@ func (d *delivery) run(ctx workflow.Context) error {
 			if !d.completed {
 				d.setStatus(ctx, d.restingStatus())
 				carry := d.Carry
-				carry.Queue = carriedQueue(d.Queue)
 				next := d.p
 				next.Carry = &carry
 				return workflow.NewContinueAsNewError(ctx, Delivery, next)
@@ -164,11 +210,12 @@ func (d *delivery) run(ctx workflow.Context) error {
 			continue
 		}
 		now := workflow.Now(ctx)
+		d.expire(ctx, now)
 		head := d.head()
 		switch {
 		case d.KeyPaused:
 			d.setStatus(ctx, StatusPaused)
-			d.wait(ctx, time.Time{})
+			d.wait(ctx, d.nextExpiry())
 		case head == nil:
 			d.setStatus(ctx, StatusIdle)
 			if d.waitIdle(ctx) && d.drain(ctx) == 0 && d.head() == nil && !d.KeyPaused {
@@ -180,12 +227,13 @@ func (d *delivery) run(ctx workflow.Context) error {
 			if d.Rearms < d.p.MaxRearms {
 				rearmAt = head.FailedAt.Add(d.p.RearmCooldown)
 			}
-			if d.wait(ctx, rearmAt) && d.head() == head && head.Failed {
+			if d.wait(ctx, earliest(rearmAt, d.nextExpiry())) && !rearmAt.IsZero() &&
+				!workflow.Now(ctx).Before(rearmAt) && d.head() == head && head.Failed {
 				d.rearm(ctx, head)
 			}
 		case now.Before(d.WaitUntil):
 			d.setStatus(ctx, d.WaitStatus)
-			if d.wait(ctx, d.WaitUntil) {
+			if d.wait(ctx, earliest(d.WaitUntil, d.nextExpiry())) && !workflow.Now(ctx).Before(d.WaitUntil) {
 				d.WaitUntil = time.Time{}
 			}
 		default:
@@ -194,26 +242,12 @@ func (d *delivery) run(ctx workflow.Context) error {
 	}
 }
 
-// maxCarriedEnvelopes bounds the event bodies handed to the next run; past
-// it the queue travels as ids and the deliver activity reads the bodies back
-// from the event log, so a long held queue never exceeds Temporal's payload
-// limit.
-const maxCarriedEnvelopes = 256 << 10
-
-func carriedQueue(q []QueueItem) []QueueItem {
-	size := 0
-	for _, it := range q {
-		size += len(it.Event.Envelope)
+// earliest is the earlier of two deadlines, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
 	}
-	if size <= maxCarriedEnvelopes {
-		return q
-	}
-	out := make([]QueueItem, len(q))
-	for i, it := range q {
-		it.Event.Envelope = nil
-		out[i] = it
-	}
-	return out
+	return a
 }
 
 // restingStatus is the status shown between runs.

@@ -3,15 +3,20 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -25,6 +30,9 @@ type harness struct {
 	store  *fakeStore
 	params workflows.Params
 	start  time.Time
+	// settings are what the worker's settings activity answers.
+	settings      workflows.Params
+	settingsAsked int
 }
 
 func newHarness(t *testing.T) *harness {
@@ -34,18 +42,25 @@ func newHarness(t *testing.T) *harness {
 	h.env.SetTestTimeout(30 * time.Second)
 	h.start = h.env.Now()
 	h.sub = &fakeSubscriber{env: h.env}
-	h.store = &fakeStore{state: "active", events: map[string]activities.LoadedEvent{}}
-	acts := &activities.Activities{
-		Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env}, TargetTTL: time.Nanosecond,
-	}
+	h.store = newFakeStore()
+	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env}}
 	h.env.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
 	h.env.RegisterActivity(acts)
+	// The worker's settings, for a workflow started without them.
+	h.env.RegisterActivityWithOptions(func(context.Context) (workflows.Params, error) {
+		h.settingsAsked++
+		return h.settings.WithDefaults(), nil
+	}, activity.RegisterOptions{Name: workflows.SettingsActivity})
 	h.params = workflows.Params{
 		SubscriptionID: "billing:contacts.person.updated@1",
 		SubscriberApp:  "billing",
 		EventType:      "contacts.person.updated",
 		SubjectKey:     "person-1",
+		// As the relay starts it; a test of a start without settings clears it.
+		RetrySchedule: workflows.DefaultRetrySchedule,
 	}
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{
+		ID: workflows.DeliveryID(h.params.SubscriptionID, h.params.SubjectKey)})
 	return h
 }
 
@@ -96,12 +111,26 @@ func (h *harness) run() {
 
 func eventID(seq int64) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", seq) }
 
-func event(seq int64) activities.Event {
+func event(seq int64) activities.Event { return activities.Event{ID: eventID(seq), Seq: seq} }
+
+// seqOf is the sequence number an eventID encodes (0 when it is not one).
+func seqOf(id string) int64 {
+	var seq int64
+	if len(id) != 36 || id[:24] != "00000000-0000-4000-8000-" {
+		return 0
+	}
+	if _, err := fmt.Sscanf(id[24:], "%d", &seq); err != nil {
+		return 0
+	}
+	return seq
+}
+
+func envelope(seq int64, subject string) []byte {
 	env, _ := json.Marshal(map[string]any{
 		"specversion": "1.0", "id": eventID(seq), "type": "contacts.person.updated",
-		"source": "app:contacts", "subject": "person-1", "data": map[string]any{"n": seq},
+		"source": "app:contacts", "subject": subject, "data": map[string]any{"n": seq},
 	})
-	return activities.Event{ID: eventID(seq), Seq: seq, Envelope: env}
+	return env
 }
 
 // call is one POST the fake subscriber received.
@@ -110,6 +139,9 @@ type call struct {
 	Attempt int
 	At      time.Duration // workflow time since the first POST
 	OK      bool
+	// Audience is the subscriber app the token was signed for; Body the bytes sent.
+	Audience string
+	Body     string
 }
 
 // fakeSubscriber answers POSTs with respond (nil: always 2xx) and records them.
@@ -136,7 +168,8 @@ func (f *fakeSubscriber) Post(_ context.Context, r activities.PostRequest) activ
 	if f.respond != nil {
 		res = f.respond(r.EventID, r.Attempt, nth)
 	}
-	f.calls = append(f.calls, call{EventID: r.EventID, Attempt: r.Attempt, At: f.env.Now().Sub(f.start), OK: res.Code == ""})
+	f.calls = append(f.calls, call{EventID: r.EventID, Attempt: r.Attempt, At: f.env.Now().Sub(f.start), OK: res.Code == "",
+		Audience: r.SubscriberApp, Body: string(r.Body)})
 	f.mu.Unlock()
 	return res
 }
@@ -178,48 +211,98 @@ func (f *fakeSubscriber) all() []call {
 	return append([]call(nil), f.calls...)
 }
 
-// fakeStore is the activities' database: a subscription state, events to
-// load back and the audit rows written.
+// fakeStore is the activities' database. Every eventID(seq) names an
+// accepted event of the subscription, subject person-1, already handed to it
+// (outcome queued), unless the maps below say otherwise.
 type fakeStore struct {
 	mu     sync.Mutex
 	state  string
 	reason string
-	events map[string]activities.LoadedEvent
-	audits []activities.AuditEntry
+	// subjects overrides an event's subject key.
+	subjects map[string]string
+	// missing events are not in the log; undispatched ones have no outcome row.
+	missing, undispatched map[string]bool
+	// outcomes holds each event's outcome status as last written.
+	outcomes map[string]string
+	updates  []store.OutcomeUpdate
+	audits   []store.AuditEntry
 }
 
-func (s *fakeStore) Target(_ context.Context, _ string) (activities.Target, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return activities.Target{State: s.state, Reason: s.reason, URL: "http://subscriber.test/deliver"}, nil
+func newFakeStore() *fakeStore {
+	return &fakeStore{state: "active", subjects: map[string]string{}, missing: map[string]bool{},
+		undispatched: map[string]bool{}, outcomes: map[string]string{}}
 }
 
-func (s *fakeStore) LoadEvent(_ context.Context, id string) (activities.LoadedEvent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ev, ok := s.events[id]
-	if !ok {
-		return activities.LoadedEvent{}, activities.ErrEventNotFound
+func (s *fakeStore) exists(id string) bool { return seqOf(id) > 0 && !s.missing[id] }
+
+func (s *fakeStore) subject(id string) string {
+	if k, ok := s.subjects[id]; ok {
+		return k
 	}
-	return ev, nil
+	return "person-1"
 }
 
-func (s *fakeStore) Audit(_ context.Context, e activities.AuditEntry) error {
+func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string) (store.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == activities.SubscriptionUnknown {
+		return store.Batch{}, errors.New(s.reason)
+	}
+	b := store.Batch{
+		Target: store.Target{SubscriptionID: subID, Type: "contacts.person.updated", Version: 1,
+			State: s.state, Reason: s.reason, App: "billing", Endpoint: "http://subscriber.test", DeliveryPath: "/deliver"},
+		Events: map[string]store.BatchEvent{},
+	}
+	for _, id := range ids {
+		if !s.exists(id) {
+			continue
+		}
+		outcome := s.outcomes[id]
+		if outcome == "" && !s.undispatched[id] {
+			outcome = store.EventQueued
+		}
+		seq := seqOf(id)
+		b.Events[id] = store.BatchEvent{ID: id, Seq: seq, Type: "contacts.person.updated", Version: 1,
+			Subject: s.subject(id), Envelope: envelope(seq, s.subject(id)), Outcome: outcome}
+	}
+	return b, nil
+}
+
+func (s *fakeStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range us {
+		s.outcomes[u.EventID] = u.Status
+	}
+	s.updates = append(s.updates, us...)
+	return nil
+}
+
+func (s *fakeStore) Requeue(_ context.Context, _, subject string, ids []string) ([]store.RequeuedEvent, map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.RequeuedEvent
+	refused := map[string]string{}
+	for _, id := range ids {
+		switch {
+		case !s.exists(id):
+			refused[id] = "event_not_found"
+		case s.subject(id) != subject:
+			refused[id] = "event_not_for_key"
+		default:
+			s.outcomes[id] = store.EventQueued
+			out = append(out, store.RequeuedEvent{ID: id, Seq: seqOf(id)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, refused, nil
+}
+
+func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.audits = append(s.audits, e)
 	return nil
-}
-
-func (s *fakeStore) Envelopes(_ context.Context, ids []string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	for _, id := range ids {
-		var seq int64
-		if _, err := fmt.Sscanf(id[len(id)-12:], "%d", &seq); err == nil {
-			out[id] = event(seq).Envelope
-		}
-	}
-	return out, nil
 }
 
 func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
@@ -230,10 +313,16 @@ func (s *fakeStore) setState(state, reason string) {
 	s.mu.Unlock()
 }
 
-func (s *fakeStore) auditsOf(action string) []activities.AuditEntry {
+func (s *fakeStore) outcome(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []activities.AuditEntry
+	return s.outcomes[id]
+}
+
+func (s *fakeStore) auditsOf(action string) []store.AuditEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.AuditEntry
 	for _, a := range s.audits {
 		if a.Action == action {
 			out = append(out, a)

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
-	"sort"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -18,6 +16,9 @@ const (
 	AuditDeliveryRearmed     = "delivery.rearmed"
 	AuditDeliveryPaused      = "delivery.paused"
 	AuditDeliveryResumed     = "delivery.resumed"
+	// AuditSignalRejected: a signal named an event that is not accepted for
+	// this key (error code signal_rejected, the reason in the metadata).
+	AuditSignalRejected = "delivery.signal_rejected"
 )
 
 // addSignals lets sel handle any one signal.
@@ -31,6 +32,11 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 		var r activities.AttemptReport
 		c.Receive(ctx, &r)
 		d.onAttempt(ctx, r)
+	})
+	sel.AddReceive(d.channels.subscription, func(c workflow.ReceiveChannel, _ bool) {
+		var s SubscriptionSignal
+		c.Receive(ctx, &s)
+		d.control(ctx, true, func(ctx workflow.Context) { d.onSubscription(ctx, s) })
 	})
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
@@ -98,34 +104,41 @@ func (d *delivery) aboutHead(eventID string) bool {
 
 func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 	d.signals++
-	added := false
+	now := workflow.Now(ctx)
 	for _, ev := range s.Events {
-		if ev.Seq <= d.LastSeq || d.find(ev.ID) >= 0 {
+		if d.find(ev.ID) >= 0 {
 			continue // a re-sent event: the relay may send again after a crash
 		}
-		if ev.Type == "" {
-			ev.Type = envelopeType(ev.Envelope)
-		}
-		d.Queue = append(d.Queue, QueueItem{Event: ev})
-		d.LastSeq = ev.Seq
-		added = true
-	}
-	if added && !sort.SliceIsSorted(d.Queue, d.lessSeq) {
-		// Only an operator's redelivery sits out of sequence order, in front.
-		sort.SliceStable(d.Queue, d.lessSeq)
+		// Anything else is queued as it came; the deliver activity checks
+		// it against the event log before anything is sent, skips what is
+		// already settled and rejects what is not this key's.
+		ev.Again = false
+		d.insert(d.insertPos(ev.Seq), QueueItem{Event: ev, QueuedAt: now})
 	}
 }
 
-// lessSeq orders redeliveries first, then by sequence.
-func (d *delivery) lessSeq(i, j int) bool {
-	a, b := d.Queue[i], d.Queue[j]
-	if a.Redelivery != b.Redelivery {
-		return a.Redelivery
+// insertPos is where an event with this sequence number goes: in sequence
+// order, behind operators' redeliveries, and never in front of the head or
+// of the events a delivery in flight covers.
+func (d *delivery) insertPos(seq int64) int {
+	i := 0
+	if len(d.Queue) > 0 {
+		i = max(1, d.inflight)
 	}
-	if a.Redelivery {
-		return false // keep operators' order among redeliveries
+	for i < len(d.Queue) && (d.Queue[i].Event.Again || d.Queue[i].Event.Seq < seq) {
+		i++
 	}
-	return a.Event.Seq < b.Event.Seq
+	return i
+}
+
+// insert puts it at position i of the queue.
+func (d *delivery) insert(i int, it QueueItem) {
+	d.Queue = append(d.Queue, QueueItem{})
+	copy(d.Queue[i+1:], d.Queue[i:])
+	d.Queue[i] = it
+	if d.expiryKnown && d.expiryAt.IsZero() {
+		d.expiryAt = it.QueuedAt.Add(d.p.HoldExpiry)
+	}
 }
 
 func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
@@ -135,7 +148,7 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 		return
 	}
 	head.Attempts = r.Attempt
-	head.Code = r.Code
+	head.Code, head.LastCode = r.Code, r.Code
 	head.LastError = r.Error
 	head.NextAttemptAt = r.NextAttemptAt
 	if !r.NextAttemptAt.IsZero() {
@@ -145,7 +158,7 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 
 func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) {
 	head := d.head()
-	if s.EventID == "" || (head != nil && head.Event.ID == s.EventID) {
+	if len(s.EventIDs) == 0 && (s.EventID == "" || (head != nil && head.Event.ID == s.EventID)) {
 		if head == nil || !d.stuck(head) {
 			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "nothing_to_redeliver", s.EventID, map[string]any{"reason": s.Reason})
 			return
@@ -155,31 +168,60 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) {
 			map[string]any{"reason": s.Reason, "seq": head.Event.Seq})
 		return
 	}
-	if d.find(s.EventID) >= 0 {
-		d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "already_queued", s.EventID, map[string]any{"reason": s.Reason})
-		return
+	ids := s.EventIDs
+	if s.EventID != "" {
+		ids = append([]string{s.EventID}, ids...)
 	}
-	var ev activities.LoadedEvent
-	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).LoadEvent, s.EventID).Get(ctx, &ev)
-	if ev.Event.Type == "" {
-		ev.Event.Type = envelopeType(ev.Event.Envelope)
+	var fresh []string
+	refused := map[string]string{}
+	for _, id := range ids {
+		if d.find(id) >= 0 {
+			refused[id] = "already_queued"
+		} else {
+			fresh = append(fresh, id)
+		}
 	}
-	switch {
-	case err != nil:
-		d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "event_not_found", s.EventID, map[string]any{"reason": s.Reason, "error": err.Error()})
-		return
-	case ev.Event.Type != d.p.EventType || ev.Subject != d.p.SubjectKey:
-		d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "event_not_for_key", s.EventID, map[string]any{"reason": s.Reason})
-		return
+	var res activities.RequeueResult
+	if len(fresh) > 0 {
+		in := activities.RequeueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, EventIDs: fresh}
+		if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Requeue, in).Get(ctx, &res); err != nil {
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "requeue_failed", s.EventID,
+				map[string]any{"reason": s.Reason, "count": len(fresh), "error": err.Error()})
+			return
+		}
 	}
-	// In front of every queued event, after earlier redeliveries.
-	pos := 0
-	for pos < len(d.Queue) && d.Queue[pos].Redelivery {
+	for id, why := range res.Refused {
+		refused[id] = why
+	}
+	// In front of every queued event, after earlier redeliveries, in
+	// sequence order.
+	pos := d.inflight
+	for pos < len(d.Queue) && d.Queue[pos].Event.Again {
 		pos++
 	}
-	it := QueueItem{Event: ev.Event, Redelivery: true}
-	d.Queue = append(d.Queue[:pos], append([]QueueItem{it}, d.Queue[pos:]...)...)
-	d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", s.EventID, map[string]any{"reason": s.Reason, "seq": ev.Event.Seq, "again": true})
+	now := workflow.Now(ctx)
+	for _, ev := range res.Events {
+		ev.Again = true
+		d.insert(pos, QueueItem{Event: ev, QueuedAt: now})
+		pos++
+	}
+	meta := map[string]any{"reason": s.Reason, "again": true, "count": len(res.Events)}
+	if len(refused) > 0 {
+		meta["refused"] = refused
+	}
+	outcome, code, eventID := "allowed", "", s.EventID
+	if len(res.Events) == 0 {
+		outcome = "failed"
+		for _, why := range refused {
+			code = why // one id, or a window of which none could be queued
+			break
+		}
+	}
+	if len(res.Events) == 1 {
+		eventID = res.Events[0].ID
+		meta["seq"] = res.Events[0].Seq
+	}
+	d.audit(ctx, AuditDeliveryRedelivered, s.Actor, outcome, code, eventID, meta)
 }
 
 // stuck reports whether the head is held or waiting, so an operator's
@@ -201,50 +243,114 @@ func (d *delivery) freshAttempts(head *QueueItem) {
 
 func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) {
 	meta := map[string]any{"reason": s.Reason}
+	var rows []activities.OutcomeUpdate
+	var eventID string
 	switch {
 	case s.All:
-		n := d.cancelAll(ctx)
-		meta["count"] = n
+		rows = d.cancelAll(ctx, activities.RowCancelled, "")
+		meta["count"] = len(rows)
 		meta["all"] = true
-		d.audit(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", "", meta)
 	case s.EventID != "":
 		i := d.find(s.EventID)
 		if i < 0 {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "event_not_queued", s.EventID, meta)
 			return
 		}
-		d.cancelAt(ctx, i)
-		d.audit(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", s.EventID, meta)
+		rows = append(rows, d.cancelAt(ctx, i, activities.RowCancelled, ""))
+		eventID = s.EventID
 	default:
 		head := d.head()
 		if head == nil || !d.stuck(head) {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "no_failed_head", "", meta)
 			return
 		}
-		id := head.Event.ID
-		d.cancelAt(ctx, 0)
-		d.audit(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", id, meta)
+		eventID = head.Event.ID
+		rows = append(rows, d.cancelAt(ctx, 0, activities.RowCancelled, ""))
 	}
+	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", eventID, meta))
 }
 
-func (d *delivery) cancelAt(ctx workflow.Context, i int) {
+// cancelAt drops item i as cancelled or expired and returns its outcome row.
+func (d *delivery) cancelAt(ctx workflow.Context, i int, status, code string) activities.OutcomeUpdate {
 	it := d.Queue[i]
 	d.Queue = append(d.Queue[:i], d.Queue[i+1:]...)
 	d.Counters.Cancelled++
-	d.outcome(ctx, it, "cancelled", it.Code)
+	if code == "" {
+		code = it.Code
+	}
+	d.outcome(ctx, it, status, code)
 	if i == 0 {
 		d.WaitUntil = time.Time{}
 		d.Unreachable = 0
 		d.Rearms = 0
 	}
+	return activities.OutcomeUpdate{EventID: it.Event.ID, Seq: it.Event.Seq, Status: status, Code: code}
 }
 
-func (d *delivery) cancelAll(ctx workflow.Context) int {
-	n := len(d.Queue)
+// cancelAll drops every queued event and returns their outcome rows.
+func (d *delivery) cancelAll(ctx workflow.Context, status, code string) []activities.OutcomeUpdate {
+	rows := make([]activities.OutcomeUpdate, 0, len(d.Queue))
 	for len(d.Queue) > 0 {
-		d.cancelAt(ctx, len(d.Queue)-1)
+		rows = append(rows, d.cancelAt(ctx, len(d.Queue)-1, status, code))
 	}
-	return n
+	return rows
+}
+
+// onSubscription applies the worker's word that the subscription is gone.
+func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) {
+	if s.State == activities.SubscriptionCancelled {
+		d.removed(ctx, activities.CodeSubscriptionRemoved)
+	}
+}
+
+// removed drops the whole queue of a removed subscription, audits it and
+// ends the workflow.
+func (d *delivery) removed(ctx workflow.Context, reason string) {
+	rows := d.cancelAll(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
+	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeSubscriptionRemoved, "",
+		map[string]any{"count": len(rows), "reason": reason}))
+	d.completed = true
+}
+
+// nextExpiry is when the oldest queued event expires (zero when none is
+// queued). The answer is cached: events are queued later than those before
+// them, so only removals move it, and a stale, earlier answer only costs a
+// wake-up that finds nothing.
+func (d *delivery) nextExpiry() time.Time {
+	if !d.expiryKnown {
+		d.expiryAt = time.Time{}
+		for _, it := range d.Queue {
+			d.expiryAt = earliest(d.expiryAt, it.QueuedAt.Add(d.p.HoldExpiry))
+		}
+		d.expiryKnown = true
+	}
+	return d.expiryAt
+}
+
+// expire cancels, as retention_expired, every event held longer than the
+// hold expiry.
+func (d *delivery) expire(ctx workflow.Context, now time.Time) {
+	if at := d.nextExpiry(); at.IsZero() || now.Before(at) {
+		return
+	}
+	var rows []activities.OutcomeUpdate
+	for i := 0; i < len(d.Queue); {
+		if now.Before(d.Queue[i].QueuedAt.Add(d.p.HoldExpiry)) {
+			i++
+			continue
+		}
+		rows = append(rows, d.cancelAt(ctx, i, activities.RowExpired, activities.CodeRetentionExpired))
+	}
+	d.expiryKnown = false
+	if len(rows) == 0 {
+		return
+	}
+	ids := make([]string, 0, min(len(rows), 20))
+	for _, r := range rows[:min(len(rows), 20)] {
+		ids = append(ids, r.EventID)
+	}
+	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeRetentionExpired, "",
+		map[string]any{"count": len(rows), "eventIds": ids, "holdExpiry": d.p.HoldExpiry.String()}))
 }
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) {
@@ -281,13 +387,4 @@ func (d *delivery) find(id string) int {
 		}
 	}
 	return -1
-}
-
-// envelopeType reads the CloudEvent type when the relay did not send it.
-func envelopeType(env json.RawMessage) string {
-	var e struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(env, &e)
-	return e.Type
 }

@@ -26,9 +26,13 @@ func (d *delivery) setStatus(ctx workflow.Context, status string) {
 func (d *delivery) details() string {
 	s := fmt.Sprintf("**%s** · %s · key `%s` · %d queued", d.status, d.p.SubscriptionID, d.p.SubjectKey, len(d.Queue))
 	if head := d.head(); head != nil {
-		s += fmt.Sprintf("\n\nhead `%s` (seq %d), attempt %d", head.Event.ID, head.Event.Seq, head.Attempts)
+		s += fmt.Sprintf("\n\nhead `%s` (seq %d), attempt %d of %d", head.Event.ID, head.Event.Seq, head.Attempts, d.p.MaxAttempts())
 		if head.Code != "" {
-			s += fmt.Sprintf(", last error `%s`: %s", head.Code, head.LastError)
+			s += fmt.Sprintf(", `%s`", head.Code)
+			if head.LastCode != "" && head.LastCode != head.Code {
+				s += fmt.Sprintf(" (last attempt `%s`)", head.LastCode)
+			}
+			s += ": " + head.LastError
 		}
 	}
 	return s
@@ -61,8 +65,9 @@ func (d *delivery) state(now time.Time) State {
 		return st
 	}
 	h := &HeadState{
-		EventID: head.Event.ID, Seq: head.Event.Seq, Type: head.Event.Type,
-		Attempt: head.Attempts, Code: head.Code, LastError: head.LastError,
+		EventID: head.Event.ID, Seq: head.Event.Seq, Type: d.p.EventType,
+		Attempt: head.Attempts, Code: head.Code, LastCode: head.LastCode, LastError: head.LastError,
+		MaxAttempts: d.p.MaxAttempts(),
 	}
 	if !head.NextAttemptAt.IsZero() {
 		t := head.NextAttemptAt
@@ -71,7 +76,7 @@ func (d *delivery) state(now time.Time) State {
 	st.Head = h
 	held := d.status != StatusDelivering && d.status != StatusIdle
 	for _, it := range d.Queue[1:] {
-		q := QueuedEvent{EventID: it.Event.ID, Seq: it.Event.Seq, Type: it.Event.Type}
+		q := QueuedEvent{EventID: it.Event.ID, Seq: it.Event.Seq, Type: d.p.EventType}
 		if held {
 			q.HeldBy = head.Event.ID
 		}

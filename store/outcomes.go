@@ -1,0 +1,406 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Statuses of an event for one subscription (outcome rows): what became of one event for one subscription.
+const (
+	EventQueued    = "queued"
+	EventDelivered = "delivered"
+	EventFailed    = "failed"
+	EventCancelled = "cancelled"
+	EventExpired   = "expired"
+	EventFiltered  = "filtered"
+)
+
+// Settled reports whether an outcome status is final: the event will not be
+// delivered to that subscription again unless an operator asks for it.
+func Settled(status string) bool {
+	switch status {
+	case EventDelivered, EventCancelled, EventExpired, EventFiltered:
+		return true
+	}
+	return false
+}
+
+// Dispatch is one event handed to one subscription's key by the relay.
+type Dispatch struct {
+	SubscriptionID string
+	EventID        string
+	Seq            int64
+	Subject        string
+}
+
+// RecordDispatch inserts a queued outcome row for every pair not seen
+// before and returns the pairs whose outcome is already settled, which the
+// relay must not hand to their key again (a re-send after a crash, once the
+// key's workflow has completed). Keys of the result are
+// Dispatch{SubscriptionID, EventID} with Seq and Subject zero.
+func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch]bool, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	subs := make([]string, len(ds))
+	ids := make([]string, len(ds))
+	seqs := make([]int64, len(ds))
+	subjects := make([]string, len(ds))
+	for i, d := range ds {
+		subs[i], ids[i], seqs[i], subjects[i] = d.SubscriptionID, d.EventID, d.Seq, d.Subject
+	}
+	// The outer SELECT reads the snapshot from before the INSERT, so it sees
+	// only rows that existed already: new rows are queued, never settled.
+	rows, err := s.Pool.Query(ctx, `
+		WITH d AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[])
+			    AS d(subscription_id, event_id, event_seq, subject)
+		), ins AS (
+			INSERT INTO outcomes (subscription_id, event_id, event_seq, subject, status)
+			SELECT subscription_id, event_id, event_seq, subject, 'queued' FROM d
+			ON CONFLICT (subscription_id, event_id) DO NOTHING
+		)
+		SELECT o.subscription_id, o.event_id::text
+		  FROM outcomes o JOIN d USING (subscription_id, event_id)
+		 WHERE o.status IN ('delivered', 'cancelled', 'expired', 'filtered')`,
+		subs, ids, seqs, subjects)
+	if err != nil {
+		return nil, fmt.Errorf("record dispatch: %w", err)
+	}
+	settled := map[Dispatch]bool{}
+	var sub, id string
+	_, err = pgx.ForEachRow(rows, []any{&sub, &id}, func() error {
+		settled[Dispatch{SubscriptionID: sub, EventID: id}] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record dispatch: %w", err)
+	}
+	return settled, nil
+}
+
+// BatchEvent is one event of a delivery batch as the event log has it, with
+// its outcome for the batch's subscription ("" when there is none: the event
+// was never handed to that subscription).
+type BatchEvent struct {
+	ID       string `db:"id"`
+	Seq      int64  `db:"seq"`
+	Type     string `db:"type"`
+	Version  int    `db:"version"`
+	Subject  string `db:"subject"`
+	Envelope []byte `db:"envelope"`
+	Outcome  string `db:"outcome"`
+}
+
+// Batch is what one delivery needs: where the subscription's events go and
+// the events themselves.
+type Batch struct {
+	Target Target
+	// Events by id; ids that name no accepted event are absent.
+	Events map[string]BatchEvent
+}
+
+// DeliveryBatch reads, in one query, the subscription's target and the events
+// with the given ids (which must be UUIDs) with their outcome for it. An
+// unknown subscription is an error wrapping ErrNotFound.
+func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
+		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, '')
+		  FROM subscriptions s
+		  JOIN apps a ON a.id = s.app
+		  LEFT JOIN events e ON e.id = ANY($2::uuid[]) AND e.state <> 'rejected'
+		  LEFT JOIN outcomes o ON o.subscription_id = s.id AND o.event_id = e.id
+		 WHERE s.id = $1`, subscriptionID, ids)
+	if err != nil {
+		return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
+	}
+	defer rows.Close()
+	b := Batch{Events: make(map[string]BatchEvent, len(ids))}
+	found := false
+	for rows.Next() {
+		found = true
+		var t Target
+		var id, typ, subject, outcome *string
+		var seq *int64
+		var version *int32
+		var env []byte
+		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
+			&t.DeliveryPath, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
+			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
+		}
+		b.Target = t
+		if id != nil {
+			b.Events[*id] = BatchEvent{ID: *id, Seq: *seq, Type: *typ, Version: int(*version),
+				Subject: *subject, Envelope: env, Outcome: *outcome}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
+	}
+	if !found {
+		return Batch{}, fmt.Errorf("subscription %s: %w", subscriptionID, ErrNotFound)
+	}
+	return b, nil
+}
+
+// OutcomeUpdate is a change to one event's outcome for a subscription.
+type OutcomeUpdate struct {
+	EventID string `json:"eventId"`
+	Seq     int64  `json:"seq"`
+	Status  string `json:"status"`
+	// Attempts is the attempts spent so far (kept when zero).
+	Attempts int `json:"attempts,omitempty"`
+	// Code is the outcome's code (empty clears it).
+	Code string `json:"code,omitempty"`
+	// LastCode and LastError describe the last failed attempt (kept when empty).
+	LastCode  string `json:"lastCode,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// RecordOutcomes writes the outcomes of one subscription's key in one
+// statement, creating rows that do not exist (an event redelivered after
+// retention removed its row, or queued before outcomes were recorded).
+func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate) error {
+	if len(us) == 0 {
+		return nil
+	}
+	n := len(us)
+	ids, statuses, codes, lastCodes, lastErrors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs := make([]int64, n)
+	attempts := make([]int32, n)
+	for i, u := range us {
+		ids[i], seqs[i], statuses[i], attempts[i] = u.EventID, u.Seq, u.Status, int32(u.Attempts)
+		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
+	}
+	_, err := s.Pool.Exec(ctx, `
+		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
+		                           code, last_code, last_error, delivered_at)
+		SELECT $1, $2, u.event_id, u.event_seq, u.status, u.attempts, NULLIF(u.code, ''),
+		       NULLIF(u.last_code, ''), NULLIF(u.last_error, ''),
+		       CASE WHEN u.status = 'delivered' THEN now() END
+		  FROM unnest($3::uuid[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[])
+		       AS u(event_id, event_seq, status, attempts, code, last_code, last_error)
+		ON CONFLICT (subscription_id, event_id) DO UPDATE SET
+		    status       = EXCLUDED.status,
+		    attempts     = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.attempts ELSE o.attempts END,
+		    code         = EXCLUDED.code,
+		    last_code    = COALESCE(EXCLUDED.last_code, o.last_code),
+		    last_error   = COALESCE(EXCLUDED.last_error, o.last_error),
+		    delivered_at = COALESCE(EXCLUDED.delivered_at, o.delivered_at),
+		    updated_at   = now()`,
+		subscriptionID, subject, ids, seqs, statuses, attempts, codes, lastCodes, lastErrors)
+	if err != nil {
+		return fmt.Errorf("record outcomes of %s: %w", subscriptionID, err)
+	}
+	return nil
+}
+
+// RequeuedEvent is an event put back in a key's queue.
+type RequeuedEvent struct {
+	ID  string
+	Seq int64
+}
+
+// Requeue checks that the events with the given ids belong to the
+// subscription's type and version and to the subject key, and sets their
+// outcome back to queued with no attempts spent. It returns them in sequence
+// order, and the ids it refused with why: "event_not_found" (not a UUID, not
+// in the log, or removed by retention) or "event_not_for_key".
+func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
+	refused := map[string]string{}
+	var valid []string
+	for _, id := range ids {
+		if u, err := uuid.Parse(id); err != nil || u.String() != id {
+			refused[id] = "event_not_found"
+			continue
+		}
+		valid = append(valid, id)
+	}
+	if len(valid) == 0 {
+		return nil, refused, nil
+	}
+	rows, err := s.Pool.Query(ctx, `
+		WITH sub AS (
+			SELECT type, version FROM subscriptions WHERE id = $1
+		), ev AS (
+			SELECT e.id, e.seq, (e.type = sub.type AND e.version = sub.version AND e.subject = $2) AS ok
+			  FROM events e, sub
+			 WHERE e.id = ANY($3::uuid[]) AND e.state <> 'rejected'
+		), up AS (
+			INSERT INTO outcomes AS o (subscription_id, event_id, event_seq, subject, status)
+			SELECT $1, id, seq, $2, 'queued' FROM ev WHERE ok
+			ON CONFLICT (subscription_id, event_id) DO UPDATE SET
+			    status = 'queued', attempts = 0, code = NULL, updated_at = now()
+		)
+		SELECT id::text, seq, ok FROM ev ORDER BY seq`, subscriptionID, subject, valid)
+	if err != nil {
+		return nil, nil, fmt.Errorf("requeue events of %s: %w", subscriptionID, err)
+	}
+	var out []RequeuedEvent
+	seen := map[string]bool{}
+	var id string
+	var seq int64
+	var ok bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &seq, &ok}, func() error {
+		seen[id] = true
+		if ok {
+			out = append(out, RequeuedEvent{ID: id, Seq: seq})
+		} else {
+			refused[id] = "event_not_for_key"
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("requeue events of %s: %w", subscriptionID, err)
+	}
+	for _, id := range valid {
+		if !seen[id] {
+			refused[id] = "event_not_found"
+		}
+	}
+	return out, refused, nil
+}
+
+// KeyEvents are the events of one subject key, in sequence order.
+type KeyEvents struct {
+	Subject string
+	Events  []RequeuedEvent
+}
+
+// WindowEvents lists, per subject key in key order, every accepted event of
+// the subscription's type and version received in [since, until), in
+// sequence order; subject limits it to one key when not empty. An unknown
+// subscription is an error wrapping ErrNotFound.
+func (s *Store) WindowEvents(ctx context.Context, subscriptionID, subject string, since, until time.Time) ([]KeyEvents, error) {
+	if _, err := getSubscription(ctx, s.Pool, subscriptionID, false); err != nil {
+		return nil, err
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT e.subject, e.id::text, e.seq
+		  FROM events e JOIN subscriptions s ON s.type = e.type AND s.version = e.version
+		 WHERE s.id = $1 AND e.state <> 'rejected'
+		   AND e.received_at >= $2 AND e.received_at < $3
+		   AND ($4 = '' OR e.subject = $4)
+		 ORDER BY e.subject, e.seq`, subscriptionID, since, until, subject)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", subscriptionID, err)
+	}
+	var out []KeyEvents
+	var subj, id string
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&subj, &id, &seq}, func() error {
+		if len(out) == 0 || out[len(out)-1].Subject != subj {
+			out = append(out, KeyEvents{Subject: subj})
+		}
+		k := &out[len(out)-1]
+		k.Events = append(k.Events, RequeuedEvent{ID: id, Seq: seq})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", subscriptionID, err)
+	}
+	return out, nil
+}
+
+// HeldKey is a subscription's subject key that still holds events.
+type HeldKey struct {
+	SubscriptionID string
+	Subject        string
+	Held           int
+}
+
+// RemovedKeys lists up to limit keys that still hold queued or failed events
+// of a subscription that is cancelled or no longer exists.
+func (s *Store) RemovedKeys(ctx context.Context, limit int) ([]HeldKey, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT o.subscription_id, o.subject, count(*)::int
+		  FROM outcomes o LEFT JOIN subscriptions s ON s.id = o.subscription_id
+		 WHERE o.status IN ('queued', 'failed') AND (s.id IS NULL OR s.state = 'cancelled')
+		 GROUP BY o.subscription_id, o.subject
+		 ORDER BY o.subscription_id, o.subject
+		 LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list keys of removed subscriptions: %w", err)
+	}
+	var out []HeldKey
+	var k HeldKey
+	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.Subject, &k.Held}, func() error {
+		out = append(out, k)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list keys of removed subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+// CancelHeld settles every queued or failed event of one key as cancelled
+// with code, and appends the audit row, in one transaction; it is how a key
+// whose workflow no longer runs is cleaned up. It returns how many events it
+// cancelled and writes no audit row when there were none.
+func (s *Store) CancelHeld(ctx context.Context, subscriptionID, subject, code string, audit AuditEntry) (int, error) {
+	var n int
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE outcomes SET status = 'cancelled', code = $3, updated_at = now()
+			 WHERE subscription_id = $1 AND subject = $2 AND status IN ('queued', 'failed')`,
+			subscriptionID, subject, code)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		if n == 0 {
+			return nil
+		}
+		if audit.Metadata == nil {
+			audit.Metadata = map[string]any{}
+		}
+		audit.Metadata["count"] = n
+		return AppendAudit(ctx, tx, audit)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel held events of %s %s: %w", subscriptionID, subject, err)
+	}
+	return n, nil
+}
+
+// EventOutcome is one subscription's outcome for an event.
+type EventOutcome struct {
+	SubscriptionID string     `db:"subscription_id" json:"subscription"`
+	Subject        string     `db:"subject" json:"subject"`
+	Status         string     `db:"status" json:"status"`
+	Attempts       int        `db:"attempts" json:"attempts"`
+	Code           string     `db:"code" json:"code,omitempty"`
+	LastCode       string     `db:"last_code" json:"lastCode,omitempty"`
+	LastError      string     `db:"last_error" json:"lastError,omitempty"`
+	QueuedAt       time.Time  `db:"queued_at" json:"queuedAt"`
+	UpdatedAt      time.Time  `db:"updated_at" json:"updatedAt"`
+	DeliveredAt    *time.Time `db:"delivered_at" json:"deliveredAt,omitempty"`
+}
+
+// EventOutcomes lists an event's outcome for every subscription it was
+// handed to, by subscription id.
+func (s *Store) EventOutcomes(ctx context.Context, eventID string) ([]EventOutcome, error) {
+	u, err := uuid.Parse(eventID)
+	if err != nil {
+		return nil, fmt.Errorf("event %q: %w", eventID, ErrNotFound)
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT subscription_id, subject, status, attempts, COALESCE(code, '') AS code,
+		       COALESCE(last_code, '') AS last_code, COALESCE(last_error, '') AS last_error,
+		       queued_at, updated_at, delivered_at
+		  FROM outcomes WHERE event_id = $1 ORDER BY subscription_id`, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[EventOutcome])
+	if err != nil {
+		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
+	}
+	return out, nil
+}

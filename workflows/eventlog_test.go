@@ -1,0 +1,186 @@
+package workflows_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/activities"
+	"herald/store"
+	"herald/workflows"
+)
+
+// Tests of the event log as the only copy of an event: Temporal carries ids
+// and sequence numbers; what is sent, and to whom, comes from the log.
+
+// TestForgedSignalsChangeNothing: events that are not this key's accepted
+// events, whatever a signal claims, are never sent; each is audited as
+// signal_rejected, and the genuine events around them are delivered in order.
+func TestForgedSignalsChangeNothing(t *testing.T) {
+	h := newHarness(t)
+	h.store.subjects[eventID(7)] = "person-2" // another key's event
+	h.store.undispatched[eventID(8)] = true   // never handed to this subscription
+	h.store.missing[eventID(9)] = true        // not in the log at all
+	forged := []activities.Event{
+		{ID: eventID(7), Seq: 7}, {ID: eventID(8), Seq: 8}, {ID: eventID(9), Seq: 9},
+		{ID: "not-a-uuid", Seq: 10},
+		{ID: eventID(11), Seq: 1 << 62}, // a genuine id with a huge seq
+	}
+	h.eventsAt(time.Second, 1)
+	h.signalAt(2*time.Second, workflows.SignalEvent, workflows.EventSignal{Events: forged})
+	h.eventsAt(3*time.Second, 2, 3)
+	h.run()
+
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want only the genuine 1, 2, 3", got)
+	}
+	reasons := map[string]string{}
+	for _, a := range h.store.auditsOf(workflows.AuditSignalRejected) {
+		if a.ErrorCode != activities.CodeSignalRejected || a.Outcome != "failed" {
+			t.Errorf("rejection row %+v", a)
+		}
+		reasons[a.Metadata["eventId"].(string)] = a.Metadata["reason"].(string)
+	}
+	want := map[string]string{
+		eventID(7): "event_not_for_subject", eventID(8): "not_dispatched_to_subscription",
+		eventID(9): "event_not_found", "not-a-uuid": "event_not_found", eventID(11): "seq_mismatch",
+	}
+	if !reflect.DeepEqual(reasons, want) {
+		t.Fatalf("signal_rejected reasons %v, want %v", reasons, want)
+	}
+	// A huge seq must not make the key drop the genuine events after it.
+	if h.store.outcome(eventID(2)) != store.EventDelivered || h.store.outcome(eventID(11)) != "" {
+		t.Fatalf("outcomes: 2 %q, 11 %q", h.store.outcome(eventID(2)), h.store.outcome(eventID(11)))
+	}
+}
+
+// TestBodyAndAudienceComeFromTheLog: a workflow started with another
+// subscriber app still signs for the subscription's own app, and sends the
+// body stored in the event log.
+func TestBodyAndAudienceComeFromTheLog(t *testing.T) {
+	h := newHarness(t)
+	h.params.SubscriberApp = "attacker"
+	h.eventsAt(time.Second, 1)
+	h.run()
+	calls := h.sub.all()
+	if len(calls) != 1 || calls[0].Audience != "billing" || calls[0].Body != string(envelope(1, "person-1")) {
+		t.Fatalf("calls %+v", calls)
+	}
+}
+
+// TestReSendOfSettledEventIsNotDelivered: an event whose outcome is already
+// delivered (a relay re-send after the key's workflow completed) is skipped;
+// an operator's redelivery of it is sent.
+func TestReSendOfSettledEventIsNotDelivered(t *testing.T) {
+	h := newHarness(t)
+	h.store.outcomes[eventID(1)] = store.EventDelivered
+	h.eventsAt(time.Second, 1, 2)
+	h.signalAt(time.Minute, workflows.SignalRedeliver, workflows.RedeliverSignal{EventID: eventID(1), Actor: "ops"})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2, 1)) {
+		t.Fatalf("delivered %v, want 2, then 1 only when an operator asked", got)
+	}
+}
+
+// TestHeldEventsExpire: events held longer than the hold expiry are
+// cancelled as retention_expired, with their outcome rows and an audit row.
+func TestHeldEventsExpire(t *testing.T) {
+	h := newHarness(t)
+	h.params.HoldExpiry = 3 * time.Hour
+	h.params.MaxRearms = 1
+	h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeSchemaMismatch, 422) })
+	h.eventsAt(time.Second, 1, 2)
+	h.eventsAt(time.Hour, 3)
+	held := h.queryAt(2 * time.Hour)
+	partly := h.queryAt(3*time.Hour + time.Minute)
+	h.run()
+	if len(held.Queued) != 2 || held.Status != workflows.StatusFailed {
+		t.Fatalf("state before expiry %+v", held)
+	}
+	if partly.Head == nil || partly.Head.EventID != eventID(3) || partly.Counters.Cancelled != 2 {
+		t.Fatalf("after 3h the events of the first second expire, not event 3: %+v head %+v", partly, partly.Head)
+	}
+	for _, seq := range []int64{1, 2, 3} {
+		if got := h.store.outcome(eventID(seq)); got != store.EventExpired {
+			t.Errorf("event %d outcome %q, want expired", seq, got)
+		}
+	}
+	// Audit metadata travels as JSON: numbers arrive as float64.
+	rows := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(rows) != 2 || rows[0].ErrorCode != activities.CodeRetentionExpired || rows[0].Metadata["count"] != 2.0 {
+		t.Fatalf("expiry audit rows %+v", rows)
+	}
+}
+
+// TestRemovalCancelsFailedAndPausedKeys: the worker's word that the
+// subscription is gone drops the queue of a key whatever it is doing.
+func TestRemovalCancelsFailedAndPausedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(h *harness)
+	}{
+		{"failed", func(h *harness) {
+			h.params.MaxRearms = 0
+			h.params.RearmCooldown = 100 * time.Hour
+			h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeSchemaMismatch, 422) })
+		}},
+		{"paused", func(h *harness) {
+			h.signalAt(500*time.Millisecond, workflows.SignalPause, workflows.ControlSignal{})
+		}},
+		{"unreachable", func(h *harness) {
+			h.sub.setRespond(func(string, int, int) activities.PostResult {
+				return activities.PostResult{Code: activities.CodeSubscriberUnreachable, Message: "refused"}
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			tc.setup(h)
+			h.eventsAt(time.Second, 1, 2, 3)
+			h.signalAt(10*time.Minute, workflows.SignalSubscription,
+				workflows.SubscriptionSignal{State: "cancelled", Reason: "subscription_removed"})
+			h.run() // completes: the workflow ends after dropping its queue
+			if end := h.env.Now().Sub(h.start); end > 11*time.Minute {
+				t.Fatalf("workflow ended %v after start, want right after the signal", end)
+			}
+			for _, seq := range []int64{1, 2, 3} {
+				if got := h.store.outcome(eventID(seq)); got != store.EventCancelled {
+					t.Errorf("event %d outcome %q, want cancelled", seq, got)
+				}
+			}
+			rows := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+			if len(rows) != 1 || rows[0].ErrorCode != activities.CodeSubscriptionRemoved || rows[0].Metadata["count"] != 3.0 {
+				t.Fatalf("audit rows %+v", rows)
+			}
+		})
+	}
+}
+
+// TestStartWithoutSettingsAsksTheWorker: a workflow started by an
+// operator's redeliver (no settings) takes the worker's, and redelivers an
+// event it never held, in front of nothing, from the log.
+func TestStartWithoutSettingsAsksTheWorker(t *testing.T) {
+	h := newHarness(t)
+	h.params.RetrySchedule = nil
+	h.settings = workflows.Params{RetrySchedule: []time.Duration{time.Minute}, IdleTimeout: time.Minute}
+	h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
+	h.signalAt(0, workflows.SignalRedeliver, workflows.RedeliverSignal{EventIDs: []string{eventID(5), eventID(4)}})
+	st := h.queryAt(30 * time.Minute)
+	h.signalAt(31*time.Minute, workflows.SignalCancel, workflows.CancelSignal{All: true})
+	h.run()
+	if h.settingsAsked != 1 {
+		t.Fatalf("asked the worker for settings %d times", h.settingsAsked)
+	}
+	// Two attempts in all, as the worker's one-retry schedule says.
+	if calls := h.sub.callsFor(eventID(4)); len(calls) != 2 || calls[1].At-calls[0].At < time.Minute {
+		t.Fatalf("calls %+v", calls)
+	}
+	if st.Head == nil || st.Head.EventID != eventID(4) || st.Head.MaxAttempts != 2 || len(st.Queued) != 1 {
+		t.Fatalf("state %+v head %+v: want 4 then 5, in sequence order", st, st.Head)
+	}
+	r := h.store.auditsOf(workflows.AuditDeliveryRedelivered)
+	if len(r) != 1 || r[0].Metadata["count"] != 2.0 || !strings.HasPrefix(r[0].TargetID, "deliver:") {
+		t.Fatalf("redeliver rows %+v", r)
+	}
+}
