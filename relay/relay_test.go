@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"herald/internal/testenv"
@@ -28,6 +29,21 @@ type fakeTemporal struct {
 	mu      sync.Mutex
 	signals []sent
 	refuse  func(workflowID string) bool
+	// args are the signal payloads as Temporal would store them (JSON).
+	args [][]byte
+	// told are the SignalWorkflow calls; notRunning workflows answer NotFound.
+	told       []string
+	notRunning func(workflowID string) bool
+}
+
+func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.notRunning != nil && f.notRunning(id) {
+		return serviceerror.NewNotFound("workflow not found")
+	}
+	f.told = append(f.told, id+" "+name+" "+fmt.Sprint(arg))
+	return nil
 }
 
 type sent struct {
@@ -46,6 +62,11 @@ func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, name strin
 	if f.refuse != nil && f.refuse(id) {
 		return nil, errors.New("refused")
 	}
+	raw, err := json.Marshal(arg)
+	if err != nil {
+		return nil, err
+	}
+	f.args = append(f.args, raw)
 	s := sent{WorkflowID: id, Params: args[0].(workflows.Params)}
 	for _, ev := range arg.(workflows.EventSignal).Events {
 		s.Seqs = append(s.Seqs, ev.Seq)
@@ -244,11 +265,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestSignalsStayUnderThePayloadLimit: a key with many large events is
-// split into signals of at most 1 MiB of envelopes, still in order.
-func TestSignalsStayUnderThePayloadLimit(t *testing.T) {
+// TestSignalsCarryNoEventData: signals carry ids and sequence numbers only,
+// however large the events; a key's events still go in order.
+func TestSignalsCarryNoEventData(t *testing.T) {
 	st, p := setup(t)
-	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 200<<10) + `"}`)
+	big := json.RawMessage(`{"blob":"MARKER-` + strings.Repeat("x", 200<<10) + `"}`)
 	for i := 0; i < 12; i++ {
 		if _, err := p.Publish(context.Background(), publish.Request{
 			App: "contacts", Type: "contacts.person.deleted", Version: 1, Subject: "big", Data: big,
@@ -261,15 +282,100 @@ func TestSignalsStayUnderThePayloadLimit(t *testing.T) {
 	if _, err := r.DispatchOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(tmp.signals) < 3 {
-		t.Fatalf("12 events of 200 KiB went in %d signals", len(tmp.signals))
-	}
-	for _, s := range tmp.signals {
-		if len(s.Seqs) > 5 {
-			t.Fatalf("a signal carried %d events of 200 KiB (over 1 MiB)", len(s.Seqs))
+	for _, raw := range tmp.args {
+		if strings.Contains(string(raw), "MARKER") || len(raw) > 2000 {
+			t.Fatalf("a signal of %d bytes carries event data: %.200s", len(raw), raw)
 		}
 	}
 	if got := fmt.Sprint(tmp.bySeq()[workflows.DeliveryID("crm:contacts.person.deleted@1", "big")]); got != "[1 2 3 4 5 6 7 8 9 10 11 12]" {
 		t.Fatalf("order %s", got)
 	}
+}
+
+// TestSettledEventsAreNotSentAgain: after a crash between signalling and
+// marking dispatched, the relay sends the events again, but not to a key
+// that has already settled them (the key's workflow may have completed, so
+// it could not tell).
+func TestSettledEventsAreNotSentAgain(t *testing.T) {
+	st, p := setup(t)
+	ctx := context.Background()
+	publishN(t, p, "contacts.person.updated", "p1", 2)
+	tmp := &fakeTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp}
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	billing := "billing:contacts.person.updated@1"
+	ev, err := st.GetEvent(ctx, eventIDOfSeq(t, st, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordOutcomes(ctx, billing, "p1", []store.OutcomeUpdate{
+		{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: both events look undispatched again.
+	if _, err := st.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', dispatched_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	tmp2 := &fakeTemporal{}
+	r.Temporal = tmp2
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := tmp2.bySeq()
+	if fmt.Sprint(got[workflows.DeliveryID(billing, "p1")]) != "[2]" ||
+		fmt.Sprint(got[workflows.DeliveryID("crm:contacts.person.updated@1", "p1")]) != "[1 2]" {
+		t.Fatalf("re-sent %v: billing must not get event 1 again, crm (not settled) must", got)
+	}
+}
+
+// TestSweepCancelsKeysOfRemovedSubscriptions: once a subscription is
+// removed, a running key is told, and a key whose workflow no longer runs
+// has its held events cancelled and audited by the sweep itself.
+func TestSweepCancelsKeysOfRemovedSubscriptions(t *testing.T) {
+	st, p := setup(t)
+	ctx := context.Background()
+	publishN(t, p, "contacts.person.updated", "p1", 2)
+	publishN(t, p, "contacts.person.updated", "p2", 1)
+	tmp := &fakeTemporal{notRunning: func(id string) bool { return strings.HasSuffix(id, ":p2") }}
+	r := &relay.Relay{Store: st, Temporal: tmp}
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.SweepRemoved(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep before removal: %d %v", n, err)
+	}
+	// billing stops subscribing.
+	if _, err := st.ApplyManifest(ctx, &manifest.Manifest{App: "billing", Endpoint: "http://billing.test"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.SweepRemoved(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("sweep handled %d keys, %v; want 2", n, err)
+	}
+	billing := "billing:contacts.person.updated@1"
+	if len(tmp.told) != 1 || !strings.HasPrefix(tmp.told[0], workflows.DeliveryID(billing, "p1")+" "+workflows.SignalSubscription) {
+		t.Fatalf("told %v", tmp.told)
+	}
+	rows, err := st.ListAudit(ctx, store.AuditFilter{TargetID: workflows.DeliveryID(billing, "p2")})
+	if err != nil || len(rows) != 1 || rows[0].Action != workflows.AuditDeliveryCancelled ||
+		rows[0].ErrorCode != "subscription_removed" || !strings.Contains(string(rows[0].Metadata), `"count": 1`) {
+		t.Fatalf("audit of the stopped key: %+v %v", rows, err)
+	}
+	// p2 is settled; p1 waits for its workflow, which the sweep tells again.
+	keys, err := st.RemovedKeys(ctx, 10)
+	if err != nil || len(keys) != 1 || keys[0].Subject != "p1" || keys[0].Held != 2 {
+		t.Fatalf("keys still holding %+v %v", keys, err)
+	}
+}
+
+// eventIDOfSeq reads the id of the event with sequence number seq.
+func eventIDOfSeq(t *testing.T, st *store.Store, seq int64) string {
+	t.Helper()
+	var id string
+	if err := st.Pool.QueryRow(context.Background(), `SELECT id::text FROM events WHERE seq = $1`, seq).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -1,0 +1,149 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"herald/store"
+)
+
+// outcomeFixture: contacts declares contacts.person.updated@1, billing
+// subscribes; three events of key p1 and one of p2 are in the log.
+func outcomeFixture(t *testing.T) (*store.Store, []store.NewEvent) {
+	t.Helper()
+	s := openSyncStore(t)
+	c := mkManifest("contacts", nil)
+	c.Events = append(c.Events, decl("person.updated", 1))
+	mustApply(t, s, c)
+	mustApply(t, s, mkManifest("billing", nil, subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{
+		newEvent("contacts.person.updated", "p1", "a"), newEvent("contacts.person.updated", "p1", "b"),
+		newEvent("contacts.person.updated", "p1", "c"), newEvent("contacts.person.updated", "p2", "d"),
+	}
+	if _, err := s.InsertEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return s, evs
+}
+
+const billingPersonSub = "billing:contacts.person.updated@1"
+
+func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	settled, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+	})
+	if err != nil || len(settled) != 0 {
+		t.Fatalf("first dispatch: settled %v, %v", settled, err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 2, LastCode: "handler_failed", LastError: "HTTP 500"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, []string{evs[0].ID, evs[1].ID, evs[2].ID, "00000000-0000-4000-8000-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Target.App != "billing" || b.Target.State != store.StateActive || b.Target.Type != "contacts.person.updated" ||
+		b.Target.URL() != "https://billing.internal:8443/api/_internal/events/v1/deliver" {
+		t.Fatalf("target %+v", b.Target)
+	}
+	if len(b.Events) != 3 || b.Events[evs[0].ID].Outcome != store.EventDelivered ||
+		b.Events[evs[1].ID].Outcome != store.EventQueued || b.Events[evs[2].ID].Outcome != "" ||
+		string(b.Events[evs[1].ID].Envelope) != string(evs[1].Envelope) || b.Events[evs[2].ID].Seq != 3 {
+		t.Fatalf("events %+v", b.Events)
+	}
+	// A re-dispatch reports the settled pair, and leaves the rest queued.
+	settled, err = s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+	})
+	if err != nil || len(settled) != 1 || !settled[store.Dispatch{SubscriptionID: billingPersonSub, EventID: evs[0].ID}] {
+		t.Fatalf("re-dispatch settled %v, %v", settled, err)
+	}
+	out, err := s.EventOutcomes(ctx, evs[0].ID)
+	if err != nil || len(out) != 1 || out[0].Attempts != 2 || out[0].LastCode != "handler_failed" || out[0].DeliveredAt == nil {
+		t.Fatalf("outcomes of the delivered event %+v %v", out, err)
+	}
+	if _, err := s.DeliveryBatch(ctx, "nobody:x.y@1", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown subscription: %v", err)
+	}
+}
+
+func TestRequeueChecksTheKey(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	got, refused, err := s.Requeue(ctx, billingPersonSub, "p1",
+		[]string{evs[2].ID, evs[0].ID, evs[3].ID, "not-a-uuid", "00000000-0000-4000-8000-000000000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != evs[0].ID || got[1].ID != evs[2].ID {
+		t.Fatalf("requeued %+v, want events 1 and 3 in sequence order", got)
+	}
+	want := map[string]string{evs[3].ID: "event_not_for_key", "not-a-uuid": "event_not_found",
+		"00000000-0000-4000-8000-000000000000": "event_not_found"}
+	if len(refused) != len(want) {
+		t.Fatalf("refused %v", refused)
+	}
+	for id, why := range want {
+		if refused[id] != why {
+			t.Fatalf("refused %v, want %v", refused, want)
+		}
+	}
+	keys, err := s.WindowEvents(ctx, billingPersonSub, "", time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil || len(keys) != 2 || keys[0].Subject != "p1" || len(keys[0].Events) != 3 || keys[1].Subject != "p2" {
+		t.Fatalf("window %+v %v", keys, err)
+	}
+}
+
+// TestRetentionKeepsHeldEvents: an old event a key still holds stays, with
+// its outcome row; settled outcome rows past retention go.
+func TestRetentionKeepsHeldEvents(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[1].ID, Seq: 2, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'dispatched', dispatched_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := s.PurgeEvents(ctx, time.Now().Add(-30*24*time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 100 {
+			break
+		}
+	}
+	if _, err := s.GetEvent(ctx, evs[1].ID); err != nil {
+		t.Fatalf("the held event was purged: %v", err)
+	}
+	if _, err := s.GetEvent(ctx, evs[0].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the delivered event is still there: %v", err)
+	}
+	if out, _ := s.EventOutcomes(ctx, evs[1].ID); len(out) != 1 || out[0].Status != store.EventFailed {
+		t.Fatalf("held outcome %+v", out)
+	}
+	if out, _ := s.EventOutcomes(ctx, evs[0].ID); len(out) != 0 {
+		t.Fatalf("settled outcome kept past retention: %+v", out)
+	}
+}
