@@ -2,9 +2,13 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +123,20 @@ func TestDeliveryEndToEnd(t *testing.T) {
 		t.Fatalf("delivery.redelivered audit rows: %+v", red)
 	}
 	recordHistory(t, s, badID)
+	// The event log is the only copy of an event: no history holds its data.
+	for _, id := range []string{badID, workflows.DeliveryID("audit-log:contacts.person.updated@1", "person-1")} {
+		h := history(t, s, id)
+		if !strings.Contains(h, "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED") {
+			t.Fatalf("history of %s is not one: %.300s", id, h)
+		}
+		if holdsText(t, h, dataMarker) {
+			t.Fatalf("history of %s holds event data", id)
+		}
+	}
+	// The check decodes payloads: it would find a body carried in a signal.
+	if !holdsText(t, `{"data":"`+base64.StdEncoding.EncodeToString([]byte(`{"n":`+strconv.Quote(dataMarker)+`}`))+`"}`, dataMarker) {
+		t.Fatal("holdsText misses a marker inside a base64 payload")
+	}
 
 	lag, err := s.svc.Store.RelayLag(ctx)
 	if err != nil || lag.Undispatched != 0 {
@@ -135,12 +153,53 @@ func recordHistory(t *testing.T, s *system, workflowID string) {
 	if path == "" {
 		return
 	}
+	if err := os.WriteFile(path, []byte(history(t, s, workflowID)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdsText reports whether a JSON document holds text in any string value,
+// as it is or base64-decoded (Temporal's JSON keeps payloads in base64).
+func holdsText(t *testing.T, doc, text string) bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("history is not JSON: %v", err)
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			if strings.Contains(v, text) {
+				return true
+			}
+			b, err := base64.StdEncoding.DecodeString(v)
+			return err == nil && strings.Contains(string(b), text)
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// history is a workflow's history as the Temporal CLI prints it in JSON.
+func history(t *testing.T, s *system, workflowID string) string {
+	t.Helper()
 	out, err := exec.Command(testenv.TemporalCLI(t), "workflow", "show", "--address", s.cfg.TemporalAddress,
 		"--namespace", s.cfg.TemporalNamespace, "--workflow-id", workflowID, "--output", "json").Output()
 	if err != nil {
-		t.Fatalf("read history: %v", err)
+		t.Fatalf("read history of %s: %v", workflowID, err)
 	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return string(out)
 }
