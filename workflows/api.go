@@ -89,8 +89,8 @@ type EventSignal struct {
 type RedeliverSignal struct {
 	EventID  string   `json:"eventId,omitempty"`
 	EventIDs []string `json:"eventIds,omitempty"`
-	Actor   string `json:"actor,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	Actor    string   `json:"actor,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
 }
 
 // CancelSignal is the payload of SignalCancel.

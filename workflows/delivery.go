@@ -85,9 +85,9 @@ type delivery struct {
 	// expiryAt caches nextExpiry while expiryKnown.
 	expiryAt    time.Time
 	expiryKnown bool
-	logger         log.Logger
-	channels       channels
-	maxOutcomes    int
+	logger      log.Logger
+	channels    channels
+	maxOutcomes int
 }
 
 type channels struct {
