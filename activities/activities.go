@@ -95,7 +95,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: batch.Target.State,
 			SubscriptionReason: batch.Target.Reason}, nil
 	}
-	own := info.WorkflowExecution.ID == DeliveryWorkflowID(in.SubscriptionID, in.SubjectKey)
+	own := ownKey(ctx, in.SubscriptionID, in.SubjectKey)
 	var res DeliverResult
 	var updates []OutcomeUpdate
 	finish := func(r DeliverResult) DeliverResult {
@@ -191,6 +191,21 @@ func failureUpdate(in DeliverInput, ev Event, attempt int, r PostResult) Outcome
 	return u
 }
 
+// ownKey reports whether the calling workflow is the delivery workflow of
+// this subscription and subject key. A workflow started under another id
+// (anyone who can reach Temporal can start one) may not act for the key.
+func ownKey(ctx context.Context, subscriptionID, subjectKey string) bool {
+	return activity.GetInfo(ctx).WorkflowExecution.ID == DeliveryWorkflowID(subscriptionID, subjectKey)
+}
+
+// errNotTheKey refuses, without retries, a write for a key by a workflow
+// that is not that key's.
+func errNotTheKey(subscriptionID, subjectKey string) error {
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("only workflow %s acts for this key", DeliveryWorkflowID(subscriptionID, subjectKey)),
+		CodeSignalRejected, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
 // uuids returns the ids of evs that are UUIDs in canonical form; a forged
 // signal may carry anything, and the query takes only UUIDs.
 func uuids(evs []Event) []string {
@@ -250,6 +265,9 @@ func (a *Activities) report(ctx context.Context, r AttemptReport) {
 // it checks each against the event log and the key, and sets its outcome
 // back to queued.
 func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResult, error) {
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		return RequeueResult{}, errNotTheKey(in.SubscriptionID, in.SubjectKey)
+	}
 	evs, refused, err := a.Store.Requeue(ctx, in.SubscriptionID, in.SubjectKey, in.EventIDs)
 	if err != nil {
 		return RequeueResult{}, err
@@ -261,10 +279,14 @@ func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResul
 	return res, nil
 }
 
-// Record writes outcome rows of one key, then its audit rows.
+// Record writes outcome rows of one key, then its audit rows. Outcomes are
+// written only for the key's own workflow; audit rows name the workflow
+// that asked, whichever it is.
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
-	if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, in.Outcomes); err != nil {
-		return err
+	if ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, in.Outcomes); err != nil {
+			return err
+		}
 	}
 	for _, e := range in.Audit {
 		if err := a.Audit(ctx, e); err != nil {
@@ -272,6 +294,16 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		}
 	}
 	return nil
+}
+
+// SubscriptionState reads a subscription's state ("cancelled" when it no
+// longer exists), so a key can check what a signal told it.
+func (a *Activities) SubscriptionState(ctx context.Context, subscriptionID string) (string, error) {
+	b, err := a.Store.DeliveryBatch(ctx, subscriptionID, nil)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.StateCancelled, nil
+	}
+	return b.Target.State, err
 }
 
 // Audit appends one audit row.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,27 +165,32 @@ type OutcomeUpdate struct {
 
 // RecordOutcomes writes the outcomes of one subscription's key in one
 // statement, creating rows that do not exist (an event redelivered after
-// retention removed its row, or queued before outcomes were recorded).
+// retention removed its row). Only accepted events of the subscription's
+// type and version and of this subject key are written, whatever a caller
+// claims, and a delivered outcome is never turned into a cancelled or
+// expired one.
 func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate) error {
+	us = slices.DeleteFunc(slices.Clone(us), func(u OutcomeUpdate) bool { return !isUUID(u.EventID) })
 	if len(us) == 0 {
 		return nil
 	}
 	n := len(us)
 	ids, statuses, codes, lastCodes, lastErrors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	seqs := make([]int64, n)
 	attempts := make([]int32, n)
 	for i, u := range us {
-		ids[i], seqs[i], statuses[i], attempts[i] = u.EventID, u.Seq, u.Status, int32(u.Attempts)
+		ids[i], statuses[i], attempts[i] = u.EventID, u.Status, int32(u.Attempts)
 		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
 	}
 	_, err := s.Pool.Exec(ctx, `
 		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
 		                           code, last_code, last_error, delivered_at)
-		SELECT $1, $2, u.event_id, u.event_seq, u.status, u.attempts, NULLIF(u.code, ''),
+		SELECT s.id, e.subject, e.id, e.seq, u.status, u.attempts, NULLIF(u.code, ''),
 		       NULLIF(u.last_code, ''), NULLIF(u.last_error, ''),
 		       CASE WHEN u.status = 'delivered' THEN now() END
-		  FROM unnest($3::uuid[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[])
-		       AS u(event_id, event_seq, status, attempts, code, last_code, last_error)
+		  FROM unnest($3::uuid[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[])
+		       AS u(event_id, status, attempts, code, last_code, last_error)
+		  JOIN events e ON e.id = u.event_id AND e.state <> 'rejected' AND e.subject = $2
+		  JOIN subscriptions s ON s.id = $1 AND s.type = e.type AND s.version = e.version
 		ON CONFLICT (subscription_id, event_id) DO UPDATE SET
 		    status       = EXCLUDED.status,
 		    attempts     = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.attempts ELSE o.attempts END,
@@ -192,8 +198,9 @@ func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject stri
 		    last_code    = COALESCE(EXCLUDED.last_code, o.last_code),
 		    last_error   = COALESCE(EXCLUDED.last_error, o.last_error),
 		    delivered_at = COALESCE(EXCLUDED.delivered_at, o.delivered_at),
-		    updated_at   = now()`,
-		subscriptionID, subject, ids, seqs, statuses, attempts, codes, lastCodes, lastErrors)
+		    updated_at   = now()
+		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))`,
+		subscriptionID, subject, ids, statuses, attempts, codes, lastCodes, lastErrors)
 	if err != nil {
 		return fmt.Errorf("record outcomes of %s: %w", subscriptionID, err)
 	}
@@ -215,7 +222,7 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 	refused := map[string]string{}
 	var valid []string
 	for _, id := range ids {
-		if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		if !isUUID(id) {
 			refused[id] = "event_not_found"
 			continue
 		}
@@ -264,6 +271,13 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 		}
 	}
 	return out, refused, nil
+}
+
+// isUUID reports whether id is a UUID in canonical form, as the event log
+// stores ids; anything else names no event.
+func isUUID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
 }
 
 // KeyEvents are the events of one subject key, in sequence order.

@@ -147,3 +147,29 @@ func TestRetentionKeepsHeldEvents(t *testing.T) {
 		t.Fatalf("settled outcome kept past retention: %+v", out)
 	}
 }
+
+// TestRecordOutcomesWritesOnlyTheKeysEvents: whatever a caller claims, an
+// outcome is written only for an accepted event of the subscription and of
+// that subject key, and a delivered event is never marked cancelled.
+func TestRecordOutcomesWritesOnlyTheKeysEvents(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[3].ID, Status: store.EventCancelled}, // key p2's event
+		{EventID: "not-a-uuid", Status: store.EventCancelled},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := s.EventOutcomes(ctx, evs[3].ID); len(out) != 0 {
+		t.Fatalf("another key's event got an outcome: %+v", out)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Status: store.EventCancelled}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := s.EventOutcomes(ctx, evs[0].ID); len(out) != 1 || out[0].Status != store.EventDelivered || out[0].Subject != "p1" {
+		t.Fatalf("delivered outcome rewritten: %+v", out)
+	}
+}

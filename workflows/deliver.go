@@ -29,7 +29,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		RetrySchedule:  d.p.RetrySchedule,
 		Timeout:        d.p.DeliveryTimeout,
 	}
-	remaining := d.p.MaxAttempts() - head.Attempts
+	remaining := max(d.p.MaxAttempts()-head.Attempts, 1) // never 0, which Temporal reads as unlimited
 	if !head.NotBefore.IsZero() {
 		remaining++ // the first execution attempt only waits
 	}

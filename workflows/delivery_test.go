@@ -377,7 +377,7 @@ func TestContinueAsNewCarriesQueue(t *testing.T) {
 		h.env.SignalWorkflowSkippingWorkflowTask(workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{event(3)}})
 		h.env.SignalWorkflow(workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{event(4)}})
 	})
-	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+	h.execute()
 	err := h.env.GetWorkflowError()
 	var can *workflow.ContinueAsNewError
 	if !errors.As(err, &can) {
@@ -478,7 +478,7 @@ func TestLongQueueCarriedAsIDs(t *testing.T) {
 	seqs := seqRange(1, 15000)
 	h.eventsAt(2*time.Second, seqs[:7500]...)
 	h.eventsAt(3*time.Second, seqs[7500:]...)
-	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+	h.execute()
 	var can *workflow.ContinueAsNewError
 	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
 		t.Fatalf("want continue-as-new, got %v", err)

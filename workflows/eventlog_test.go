@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"reflect"
+
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,7 @@ func TestRemovalCancelsFailedAndPausedKeys(t *testing.T) {
 			h := newHarness(t)
 			tc.setup(h)
 			h.eventsAt(time.Second, 1, 2, 3)
+			h.at(10*time.Minute, func() { h.store.setState("cancelled", "subscription_removed") })
 			h.signalAt(10*time.Minute, workflows.SignalSubscription,
 				workflows.SubscriptionSignal{State: "cancelled", Reason: "subscription_removed"})
 			h.run() // completes: the workflow ends after dropping its queue
@@ -182,5 +184,47 @@ func TestStartWithoutSettingsAsksTheWorker(t *testing.T) {
 	r := h.store.auditsOf(workflows.AuditDeliveryRedelivered)
 	if len(r) != 1 || r[0].Metadata["count"] != 2.0 || !strings.HasPrefix(r[0].TargetID, "deliver:") {
 		t.Fatalf("redeliver rows %+v", r)
+	}
+}
+
+// TestForgedRemovalIsChecked: a "subscription removed" signal for a
+// subscription the database still has active changes nothing.
+func TestForgedRemovalIsChecked(t *testing.T) {
+	h := newHarness(t)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Second, 1, 2)
+	h.signalAt(time.Minute, workflows.SignalSubscription, workflows.SubscriptionSignal{State: "cancelled"})
+	h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want both events: the removal was forged", got)
+	}
+	rows := h.store.auditsOf(workflows.AuditSignalRejected)
+	if len(rows) != 1 || rows[0].Metadata["reason"] != "subscription_not_cancelled" {
+		t.Fatalf("signal_rejected rows %+v", rows)
+	}
+}
+
+// TestOtherWorkflowCannotActForAKey: a workflow started under another id
+// with a key's subscription and subject sends nothing and writes no
+// outcome for that key.
+func TestOtherWorkflowCannotActForAKey(t *testing.T) {
+	h := newHarness(t)
+	h.workflowID = "deliver:forged"
+	h.eventsAt(time.Second, 1)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Second, 2)
+	h.signalAt(time.Minute, workflows.SignalCancel, workflows.CancelSignal{All: true})
+	h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if calls := h.sub.all(); len(calls) != 0 {
+		t.Fatalf("a forged workflow made %d POSTs", len(calls))
+	}
+	if len(h.store.updates) != 0 {
+		t.Fatalf("a forged workflow wrote outcomes %+v", h.store.updates)
+	}
+	rows := h.store.auditsOf(workflows.AuditSignalRejected)
+	if len(rows) != 1 || rows[0].Metadata["reason"] != "not_the_key_workflow" {
+		t.Fatalf("signal_rejected rows %+v", rows)
 	}
 }

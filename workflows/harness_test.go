@@ -33,6 +33,8 @@ type harness struct {
 	// settings are what the worker's settings activity answers.
 	settings      workflows.Params
 	settingsAsked int
+	// workflowID is the id the workflow runs under (the key's own by default).
+	workflowID string
 }
 
 func newHarness(t *testing.T) *harness {
@@ -59,9 +61,14 @@ func newHarness(t *testing.T) *harness {
 		// As the relay starts it; a test of a start without settings clears it.
 		RetrySchedule: workflows.DefaultRetrySchedule,
 	}
-	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{
-		ID: workflows.DeliveryID(h.params.SubscriptionID, h.params.SubjectKey)})
+	h.workflowID = workflows.DeliveryID(h.params.SubscriptionID, h.params.SubjectKey)
 	return h
+}
+
+// execute starts the workflow under h.workflowID with h.params.
+func (h *harness) execute() {
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID})
+	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
 }
 
 // at runs fn at a point of workflow time after the start.
@@ -100,7 +107,7 @@ func (h *harness) queryAt(d time.Duration) *workflows.State {
 // run executes the workflow until it completes and fails the test on error.
 func (h *harness) run() {
 	h.t.Helper()
-	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+	h.execute()
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatalf("workflow did not complete")
 	}

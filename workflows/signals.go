@@ -121,8 +121,12 @@ func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 // order, behind operators' redeliveries, and never in front of the head or
 // of the events a delivery in flight covers.
 func (d *delivery) insertPos(seq int64) int {
+	n := len(d.Queue)
+	if n > 0 && n > d.inflight && !d.Queue[n-1].Event.Again && d.Queue[n-1].Event.Seq < seq {
+		return n // the usual case: the relay sends a key's events in order
+	}
 	i := 0
-	if len(d.Queue) > 0 {
+	if n > 0 {
 		i = max(1, d.inflight)
 	}
 	for i < len(d.Queue) && (d.Queue[i].Event.Again || d.Queue[i].Event.Seq < seq) {
@@ -144,7 +148,9 @@ func (d *delivery) insert(i int, it QueueItem) {
 func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 	d.signals++
 	head := d.head()
-	if head == nil || head.Event.ID != r.EventID {
+	// Only the activity's own report for the head counts; a forged one
+	// could not make the retry policy unbounded.
+	if head == nil || head.Event.ID != r.EventID || r.Attempt < 1 || r.Attempt >= d.p.MaxAttempts() {
 		return
 	}
 	head.Attempts = r.Attempt
@@ -296,11 +302,20 @@ func (d *delivery) cancelAll(ctx workflow.Context, status, code string) []activi
 	return rows
 }
 
-// onSubscription applies the worker's word that the subscription is gone.
+// onSubscription applies the worker's word that the subscription is gone,
+// once the database confirms it: the signal alone proves nothing.
 func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) {
-	if s.State == activities.SubscriptionCancelled {
-		d.removed(ctx, activities.CodeSubscriptionRemoved)
+	if s.State != activities.SubscriptionCancelled {
+		return
 	}
+	var state string
+	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state)
+	if err != nil || state != activities.SubscriptionCancelled {
+		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "",
+			map[string]any{"signal": SignalSubscription, "reason": "subscription_not_cancelled", "state": state})
+		return
+	}
+	d.removed(ctx, activities.CodeSubscriptionRemoved)
 }
 
 // removed drops the whole queue of a removed subscription, audits it and
