@@ -89,8 +89,10 @@ func init() {
 			synopsis: []string{
 				"redeliver --subscription ID --subject K [--event ID] [--reason R] [--actor A]",
 				"redeliver --subscription ID --all-failed [--reason R] [--actor A]",
+				"redeliver --subscription ID --since TIME [--until TIME] [--subject K] [--dry-run] [--reason R] [--actor A]",
 			},
-			summary: "retry a failed delivery with fresh attempts, or deliver an event again", run: runRedeliver},
+			summary: "retry a failed delivery with fresh attempts, deliver an event of the log again (--event), " +
+				"or replay every event received in a window (TIME: RFC 3339 or a duration back from now, e.g. 2h)", run: runRedeliver},
 		{name: "cancel", group: groupDeliveries,
 			synopsis: []string{
 				"cancel --subscription ID --subject K [--event ID] [--all] [--reason R] [--actor A]",
