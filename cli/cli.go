@@ -77,6 +77,8 @@ func init() {
 			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
 			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
+		{name: "events", group: groupInspect, synopsis: []string{"events show ID"},
+			summary: "one event of the log (envelope, publisher, times) and its outcome for each subscription", run: runEvents},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},
 			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
 
