@@ -197,7 +197,7 @@ func TestMigrate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := mustRun(t, e, "migrate")
-	wantContains(t, "stdout", r.stdout, "applied 1 migration: 1")
+	wantContains(t, "stdout", r.stdout, "applied 2 migrations: 1, 2")
 	r = mustRun(t, e, "migrate")
 	wantContains(t, "stdout", r.stdout, "up to date")
 	got := decode[struct{ Applied []int }](t, mustRun(t, e, "migrate", "--json").stdout)
