@@ -131,6 +131,14 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 	}
 	h.waitArrivals("billing", "k-idle", 1, 2, 1, 2)
 
+	// A replay window starts a completed key's workflow too.
+	h.waitClosed(id)
+	win := decode[windowJSON](t, mustRun(t, h.env, "redeliver", "--json", "--subscription", billingSub, "--subject", "k-idle", "--since", "1h").stdout)
+	if win.Keys != 1 || win.Queued != 2 || win.Results[0].Result != "queued" {
+		t.Errorf("replay window of a completed key: %+v", win)
+	}
+	h.waitArrivals("billing", "k-idle", 1, 2, 1, 2, 1, 2)
+
 	// Refused before anything is sent: an event that is not in the log,
 	// one of another key, an unknown subscription.
 	for _, c := range []struct {
