@@ -77,6 +77,8 @@ func init() {
 			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
 			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
+		{name: "events", group: groupInspect, synopsis: []string{"events show ID"},
+			summary: "one event of the log (envelope, publisher, times) and its outcome for each subscription", run: runEvents},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},
 			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
 
@@ -89,8 +91,10 @@ func init() {
 			synopsis: []string{
 				"redeliver --subscription ID --subject K [--event ID] [--reason R] [--actor A]",
 				"redeliver --subscription ID --all-failed [--reason R] [--actor A]",
+				"redeliver --subscription ID --since TIME [--until TIME] [--subject K] [--dry-run] [--reason R] [--actor A]",
 			},
-			summary: "retry a failed delivery with fresh attempts, or deliver an event again", run: runRedeliver},
+			summary: "retry a failed delivery with fresh attempts, deliver an event of the log again (--event), " +
+				"or replay every event received in a window (TIME: RFC 3339 or a duration back from now, e.g. 2h)", run: runRedeliver},
 		{name: "cancel", group: groupDeliveries,
 			synopsis: []string{
 				"cancel --subscription ID --subject K [--event ID] [--all] [--reason R] [--actor A]",

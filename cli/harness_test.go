@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"herald/config"
 	"herald/internal/testenv"
 	"herald/publish"
 	"herald/service"
@@ -44,13 +45,17 @@ type herald struct {
 }
 
 // startHerald starts the worker in-process with a one-retry schedule, so a
-// failing key fails within a second, and applies the manifests.
-func startHerald(t *testing.T) *herald {
+// failing key fails within a second, and applies the manifests. Each option
+// changes the worker's configuration before it starts.
+func startHerald(t *testing.T, options ...func(*config.Worker)) *herald {
 	t.Helper()
 	cfg := testenv.WorkerConfig(t)
 	cfg.LogLevel = "error"
 	cfg.Schedule = []time.Duration{200 * time.Millisecond}
 	cfg.DBMaxConns = 6
+	for _, o := range options {
+		o(&cfg)
+	}
 	address, namespace := cfg.TemporalAddress, cfg.TemporalNamespace
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.DPanicLevel)))

@@ -83,3 +83,47 @@ func (b *progressBar) clear() {
 		fmt.Fprint(b.w, "\r\x1b[K")
 	}
 }
+
+// countBar draws the progress of a job of known size (the events of a
+// replay window) in the style of progressBar: a bar, a percentage and the
+// count, redrawn in place.
+type countBar struct {
+	w     io.Writer
+	total int
+	noun  string
+	now   func() time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newCountBar(w io.Writer, total int, noun string) *countBar {
+	return &countBar{w: w, total: total, noun: noun, now: time.Now}
+}
+
+// update redraws the bar with done of total, at most every progressRedraw
+// (and always at the end).
+func (b *countBar) update(done int) {
+	now := b.now()
+	if b.drawn && done < b.total && now.Sub(b.last) < progressRedraw {
+		return
+	}
+	b.last, b.drawn = now, true
+	fmt.Fprint(b.w, "\r"+b.render(done))
+}
+
+func (b *countBar) render(done int) string {
+	frac := 1.0
+	if b.total > 0 {
+		frac = min(max(float64(done)/float64(b.total), 0), 1)
+	}
+	filled := int(frac * progressWidth)
+	return fmt.Sprintf("[%s%s] %3d%%  %d/%d %s",
+		strings.Repeat("#", filled), strings.Repeat(".", progressWidth-filled), int(frac*100), done, b.total, b.noun)
+}
+
+// clear erases the bar's line.
+func (b *countBar) clear() {
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\x1b[K")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"herald/workflows"
 )
@@ -14,12 +15,13 @@ type signalOp struct {
 	// name is both the command and the signal name.
 	name string
 	// event and all tell whether the command takes --event and --all;
-	// allFailed whether it takes --subscription ID --all-failed.
-	event, all, allFailed bool
+	// allFailed whether it takes --subscription ID --all-failed; window
+	// whether it takes a replay window (--since, --until, --dry-run).
+	event, all, allFailed, window bool
 }
 
 var (
-	opRedeliver = signalOp{name: workflows.SignalRedeliver, event: true, allFailed: true}
+	opRedeliver = signalOp{name: workflows.SignalRedeliver, event: true, allFailed: true, window: true}
 	opCancel    = signalOp{name: workflows.SignalCancel, event: true, all: true, allFailed: true}
 	opPause     = signalOp{name: workflows.SignalPause}
 	opResume    = signalOp{name: workflows.SignalResume}
@@ -40,6 +42,8 @@ type signalRequest struct {
 	allFailed    bool
 	actor        string
 	reason       string
+	// window is the replay window of redeliver --since; nil otherwise.
+	window *replayWindow
 }
 
 // payload is the signal's JSON payload.
@@ -58,6 +62,14 @@ func runSignal(inv *invocation, op signalOp, args []string) error {
 	req, err := inv.parseSignal(op, args)
 	if err != nil {
 		return err
+	}
+	// Both read the event log first, and start the key's workflow when it
+	// does not run.
+	switch {
+	case req.window != nil:
+		return redeliverWindow(inv, req)
+	case op.name == workflows.SignalRedeliver && req.eventID != "":
+		return redeliverEvent(inv, req)
 	}
 	tc, err := inv.dialTemporal()
 	if err != nil {
@@ -78,7 +90,7 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 	if op.event {
 		usage := "cancel this queued event instead of the failed head"
 		if op.name == workflows.SignalRedeliver {
-			usage = "deliver this already delivered or cancelled event again, before the queue"
+			usage = "deliver this event of the log again, before the queue (starts the key's workflow if it is not running)"
 		}
 		fs.StringVar(&req.eventID, "event", "", usage)
 	}
@@ -87,6 +99,13 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 	}
 	if op.allFailed {
 		fs.BoolVar(&req.allFailed, "all-failed", false, "act on every failed key of --subscription (instead of --subject)")
+	}
+	var since, until string
+	var dryRun bool
+	if op.window {
+		fs.StringVar(&since, "since", "", "replay every event of --subscription received since TIME (RFC 3339, or a duration back from now such as 2h)")
+		fs.StringVar(&until, "until", "", "with --since: only events received before TIME (default now)")
+		fs.BoolVar(&dryRun, "dry-run", false, "with --since: show what would be queued again, send nothing")
 	}
 	fs.StringVar(&req.reason, "reason", "", "why (recorded in the audit trail)")
 	actor := fs.String("actor", "", "name recorded in the audit trail (default: the OS user)")
@@ -98,6 +117,24 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 		return req, err
 	}
 	req.actor = inv.actor(*actor)
+	if op.window {
+		set := setFlags(fs)
+		if set["since"] {
+			w, err := parseWindow(op.name, req, since, until, time.Now())
+			if err != nil {
+				return req, err
+			}
+			w.dryRun = dryRun
+			req.window = &w
+			return req, nil
+		}
+		switch {
+		case set["until"]:
+			return req, usagef(op.name, "%s: --until needs --since (a replay window is --since TIME [--until TIME])", op.name)
+		case set["dry-run"]:
+			return req, usagef(op.name, "%s: --dry-run goes with a replay window (--since TIME)", op.name)
+		}
+	}
 	switch {
 	case req.allFailed && req.subscription == "":
 		return req, usagef(op.name, "%s: --all-failed needs --subscription", op.name)

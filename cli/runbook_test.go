@@ -2,14 +2,18 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"herald/config"
 	"herald/internal/testenv"
+	"herald/publish"
 	"herald/workflows"
 )
 
@@ -121,4 +125,43 @@ func (h *herald) runTemporal(bin, line string) string {
 		h.t.Fatalf("%s: %v\n%s", line, err, out)
 	}
 	return string(out)
+}
+
+// TestRunbookSignalWithStart runs the runbook's signal-with-start line, as
+// printed, for an event of a key whose workflow has completed: the workflow
+// starts again and delivers the event again.
+func TestRunbookSignalWithStart(t *testing.T) {
+	t.Parallel()
+	line := findCommand(t, runbookCommands(t), "temporal workflow signal-with-start", "--signal-name redeliver")
+	sig := decodeFlag[workflows.RedeliverSignal](t, line, "--signal-input")
+	h := startHerald(t, func(c *config.Worker) { c.IdleTimeout = time.Second })
+	temporalBin := testenv.TemporalCLI(t)
+	if _, err := h.publisher.Publish(context.Background(), publish.Request{ID: sig.EventID,
+		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: "person-42", Data: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitArrivals("billing", "person-42", 1)
+	h.waitClosed(workflows.DeliveryID(billingSub, "person-42"))
+
+	h.runTemporal(temporalBin, line)
+	h.waitArrivals("billing", "person-42", 1, 1)
+	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "person-42", sig.Actor, sig.Reason)
+	if got := h.sub.arrivals("audit-log", "person-42"); len(got) != 1 {
+		t.Errorf("audit-log received %v, want the event once", got)
+	}
+}
+
+// decodeFlag decodes the single-quoted JSON value of flag in a command line.
+func decodeFlag[T any](t *testing.T, line, flag string) T {
+	t.Helper()
+	_, rest, ok := strings.Cut(line, " "+flag+" '")
+	value, _, ok2 := strings.Cut(rest, "'")
+	var v T
+	if !ok || !ok2 {
+		t.Fatalf("no %s '...' in %s", flag, line)
+	}
+	if err := json.Unmarshal([]byte(value), &v); err != nil {
+		t.Fatalf("%s of %s: %v", flag, line, err)
+	}
+	return v
 }

@@ -162,3 +162,30 @@ func (tc *temporalConn) temporalFlags() string {
 	}
 	return b.String()
 }
+
+// signalWithStart sends one signal to a key's delivery workflow, starting
+// the workflow with params first when it is not running (completed after
+// being idle, or never started).
+func (tc *temporalConn) signalWithStart(ctx context.Context, id, name string, payload any, params workflows.Params) error {
+	ctx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
+	defer cancel()
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: workflows.StartAttributes(params)}
+	_, err := tc.SignalWithStartWorkflow(ctx, id, name, payload, opts, workflows.DeliveryWorkflowType, params)
+	return err
+}
+
+// signalWithStartCommand is the temporal CLI command line that does the same
+// signal-with-start as signalWithStart.
+func (tc *temporalConn) signalWithStartCommand(id, name string, payload any, params workflows.Params) string {
+	return "temporal workflow signal-with-start" + tc.temporalFlags() +
+		" --workflow-id " + shellQuote(id) + " --type " + workflows.DeliveryWorkflowType +
+		" --task-queue " + workflows.TaskQueue + " --input " + shellQuote(compactPayload(params)) +
+		" --search-attribute " + shellQuote(workflows.SASubscription.GetName()+"="+quoteJSON(params.SubscriptionID)) +
+		" --search-attribute " + shellQuote(workflows.SAApp.GetName()+"="+quoteJSON(params.SubscriberApp)) +
+		" --search-attribute " + shellQuote(workflows.SAEventType.GetName()+"="+quoteJSON(params.EventType)) +
+		" --signal-name " + name + " --signal-input " + shellQuote(compactPayload(payload))
+}
+
+// quoteJSON is s as a JSON string.
+func quoteJSON(s string) string { return compactPayload(s) }

@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"herald/store"
+	"herald/workflows"
+)
+
+// maxIDsPerSignal caps the event ids of one redeliver signal of a replay
+// window: about 40 bytes an id keeps a signal near 20 KB, far under
+// Temporal's payload limit, and the workflow requeues each signal's ids
+// with one database statement.
+const maxIDsPerSignal = 500
+
+// replayWindow is the window of redeliver --since: events received in
+// [since, until).
+type replayWindow struct {
+	since, until time.Time
+	dryRun       bool
+}
+
+// parseWindow checks the flags of a replay window and turns --since and
+// --until into times (now is the time durations count back from).
+func parseWindow(cmd string, req signalRequest, since, until string, now time.Time) (replayWindow, error) {
+	switch {
+	case req.eventID != "" || req.allFailed || req.all:
+		return replayWindow{}, usagef(cmd, "%s: --since replays a window of the event log; it takes no --event, --all-failed or --all", cmd)
+	case req.subscription == "":
+		return replayWindow{}, usagef(cmd, "%s: --since needs --subscription", cmd)
+	}
+	if err := checkSubscriptionFlag(cmd, req.subscription); err != nil {
+		return replayWindow{}, err
+	}
+	if req.subject != "" {
+		if err := checkSubjectFlag(cmd, req.subject); err != nil {
+			return replayWindow{}, err
+		}
+	}
+	w := replayWindow{until: now}
+	var err error
+	if w.since, err = parseTimeFlag(cmd, "since", since, now); err != nil {
+		return w, err
+	}
+	if until != "" {
+		if w.until, err = parseTimeFlag(cmd, "until", until, now); err != nil {
+			return w, err
+		}
+	}
+	switch {
+	case w.since.After(now):
+		return w, usagef(cmd, "%s: --since %s is in the future", cmd, w.since.Format(time.RFC3339))
+	case !w.since.Before(w.until):
+		return w, usagef(cmd, "%s: --since (%s) must be before --until (%s)", cmd,
+			w.since.Format(time.RFC3339), w.until.Format(time.RFC3339))
+	}
+	return w, nil
+}
+
+// parseTimeFlag reads a TIME: an RFC 3339 time, or a Go duration counted
+// back from now ("2h" is two hours ago).
+func parseTimeFlag(cmd, flag, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, usagef(cmd, "%s: --%s %q: a duration counts back from now and must be positive", cmd, flag, s)
+		}
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef(cmd, "%s: --%s %q is neither an RFC 3339 time (2006-01-02T15:04:05Z) "+
+		"nor a duration back from now (2h, 90m)", cmd, flag, s)
+}
+
+// deliverableSubscription reads the subscription a redeliver is for; an
+// unknown or cancelled one is refused (exit 2).
+func deliverableSubscription(inv *invocation, st *store.Store, id string) (store.Subscription, error) {
+	sub, err := st.GetSubscription(inv.ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return sub, invalidf("no subscription %s (starter subscriptions lists them)", id)
+	case err != nil:
+		return sub, err
+	case sub.State == store.StateCancelled:
+		return sub, invalidf("subscription %s is cancelled (%s): nothing is delivered to it any more", id, dash(sub.Reason))
+	}
+	return sub, nil
+}
+
+// identityParams are the start parameters of a key's workflow started by an
+// operator: who it delivers for, and no settings, so that the workflow asks
+// the worker for them.
+func identityParams(sub store.Subscription, subject string) workflows.Params {
+	return workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: subject}
+}
+
+// redeliverEventJSON is the JSON of redeliver --event.
+type redeliverEventJSON struct {
+	WorkflowID string `json:"workflowId"`
+	Signal     string `json:"signal"`
+	Payload    any    `json:"payload"`
+	// StartInput is the workflow's input when the signal starts it.
+	StartInput      workflows.Params `json:"startInput"`
+	EventSeq        int64            `json:"eventSeq"`
+	TemporalCommand string           `json:"temporalCommand"`
+}
+
+// redeliverEvent puts one event of the log back in front of its key's
+// queue, whether or not the key's workflow runs: the event must be in the
+// log and belong to the subscription's type and version and to the subject
+// key.
+func redeliverEvent(inv *invocation, req signalRequest) error {
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sub, err := deliverableSubscription(inv, st, req.subscription)
+	if err != nil {
+		return err
+	}
+	ev, err := st.GetEvent(inv.ctx, req.eventID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return invalidf("event %s is not in the event log (an unknown id, a rejected publish, or removed by retention)", req.eventID)
+	case err != nil:
+		return err
+	case ev.Type != sub.Type || ev.Version != sub.Version:
+		return invalidf("event %s is a %s@%d event; subscription %s takes %s@%d", ev.ID, ev.Type, ev.Version,
+			sub.ID, sub.Type, sub.Version)
+	case ev.Subject != req.subject:
+		return invalidf("event %s has the subject key %q, not %q: give --subject %s", ev.ID, ev.Subject, req.subject,
+			shellQuote(ev.Subject))
+	}
+
+	tc, err := inv.dialTemporal()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	id := workflows.DeliveryID(sub.ID, req.subject)
+	params := identityParams(sub, req.subject)
+	payload := req.payload()
+	if err := tc.signalWithStart(inv.ctx, id, req.op.name, payload, params); err != nil {
+		return temporalError("signal-with-start "+req.op.name+" to", id, err)
+	}
+	command := tc.signalWithStartCommand(id, req.op.name, payload, params)
+	if inv.json {
+		return writeJSON(inv.stdout, redeliverEventJSON{WorkflowID: id, Signal: req.op.name, Payload: payload,
+			StartInput: params, EventSeq: ev.Seq, TemporalCommand: command})
+	}
+	w := inv.stdout
+	fmt.Fprintf(w, "sent %s to %s (signal-with-start: the key's workflow is started if it was not running)\n", req.op.name, id)
+	fmt.Fprintf(w, "  event:   %s (seq %d, %s@%d, received %s)\n", ev.ID, ev.Seq, ev.Type, ev.Version, formatTime(ev.ReceivedAt))
+	fmt.Fprintf(w, "  payload: %s\n", compactPayload(payload))
+	fmt.Fprintf(w, "The workflow records what it did in the audit trail: starter audit --target %s\n", shellQuote(id))
+	fmt.Fprintf(w, "Same with the Temporal CLI:\n  %s\n", command)
+	return nil
+}
+
+// windowKeyJSON is one key of a replay window.
+type windowKeyJSON struct {
+	Subject    string `json:"subject"`
+	WorkflowID string `json:"workflowId"`
+	Events     int    `json:"events"`
+	FirstSeq   int64  `json:"firstSeq"`
+	LastSeq    int64  `json:"lastSeq"`
+	// Signals is how many redeliver signals were sent (one per
+	// maxIDsPerSignal events); 0 in a dry run.
+	Signals int `json:"signals"`
+	// Result is "queued" (every signal sent), "dry-run", "error" (a signal
+	// failed; later signals of the key were not sent) or "skipped" (not
+	// tried: the command stopped early).
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// windowJSON is the JSON of redeliver --since.
+type windowJSON struct {
+	Subscription string          `json:"subscription"`
+	Subject      string          `json:"subject,omitempty"`
+	Since        time.Time       `json:"since"`
+	Until        time.Time       `json:"until"`
+	DryRun       bool            `json:"dryRun"`
+	Keys         int             `json:"keys"`
+	Events       int             `json:"events"`
+	Queued       int             `json:"queued"`
+	Results      []windowKeyJSON `json:"results"`
+}
+
+// windowFailuresInARow stops a replay window after this many keys in a row
+// could not be signalled: Temporal is most likely unreachable, and the rest
+// would only fail the same way, one timeout each.
+const windowFailuresInARow = 3
+
+// redeliverWindow queues again, per subject key in key order, every accepted
+// event of the subscription received in the window, in sequence order: one
+// signal-with-start of redeliver per maxIDsPerSignal events of a key.
+func redeliverWindow(inv *invocation, req signalRequest) error {
+	win := req.window
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sub, err := deliverableSubscription(inv, st, req.subscription)
+	if err != nil {
+		return err
+	}
+	keys, err := st.WindowEvents(inv.ctx, sub.ID, req.subject, win.since, win.until)
+	if err != nil {
+		return err
+	}
+	out := windowJSON{Subscription: sub.ID, Subject: req.subject, Since: win.since, Until: win.until,
+		DryRun: win.dryRun, Keys: len(keys), Results: make([]windowKeyJSON, len(keys))}
+	for i, k := range keys {
+		out.Events += len(k.Events)
+		out.Results[i] = windowKeyJSON{Subject: k.Subject, WorkflowID: workflows.DeliveryID(sub.ID, k.Subject),
+			Events: len(k.Events), FirstSeq: k.Events[0].Seq, LastSeq: k.Events[len(k.Events)-1].Seq, Result: "skipped"}
+	}
+	if out.Events == 0 {
+		scope := ""
+		if req.subject != "" {
+			scope = " with subject key " + shellQuote(req.subject)
+		}
+		return invalidf("no %s@%d events%s were received from %s to %s: nothing to redeliver for %s",
+			sub.Type, sub.Version, scope, win.since.Format(time.RFC3339), win.until.Format(time.RFC3339), sub.ID)
+	}
+	if win.dryRun {
+		for i := range out.Results {
+			out.Results[i].Result = "dry-run"
+		}
+		return printWindow(inv, out)
+	}
+
+	tc, err := inv.dialTemporal()
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	var bar *countBar
+	if isTerminal(inv.stderr) {
+		bar = newCountBar(inv.stderr, out.Events, "events")
+	}
+	failedInARow, failed := 0, 0
+	for i, k := range keys {
+		if failedInARow >= windowFailuresInARow || inv.ctx.Err() != nil {
+			break
+		}
+		r := &out.Results[i]
+		params := identityParams(sub, k.Subject)
+		for _, chunk := range chunkIDs(k.Events, maxIDsPerSignal) {
+			payload := workflows.RedeliverSignal{EventIDs: chunk, Actor: req.actor, Reason: req.reason}
+			if err := tc.signalWithStart(inv.ctx, r.WorkflowID, req.op.name, payload, params); err != nil {
+				// The key's later events are not sent: they would be
+				// queued without the ones before them.
+				r.Result, r.Error = "error", err.Error()
+				break
+			}
+			r.Signals++
+			out.Queued += len(chunk)
+			if bar != nil {
+				bar.update(out.Queued)
+			}
+		}
+		if r.Result == "error" {
+			failed++
+			failedInARow++
+			continue
+		}
+		r.Result = "queued"
+		failedInARow = 0
+	}
+	if bar != nil {
+		bar.clear()
+	}
+	if err := printWindow(inv, out); err != nil {
+		return err
+	}
+	if out.Queued < out.Events {
+		if failed > 0 {
+			fmt.Fprintf(inv.stderr, "starter: %s could not be signalled; re-run for each with --subject (a key queued twice "+
+				"delivers its events twice)\n", plural(failed, "key"))
+		} else {
+			fmt.Fprintln(inv.stderr, "starter: stopped before every key was signalled")
+		}
+		return &reportedError{code: ExitError}
+	}
+	return nil
+}
+
+// chunkIDs splits a key's events, in order, into lists of at most n ids.
+func chunkIDs(evs []store.RequeuedEvent, n int) [][]string {
+	var out [][]string
+	for start := 0; start < len(evs); start += n {
+		end := min(start+n, len(evs))
+		ids := make([]string, 0, end-start)
+		for _, ev := range evs[start:end] {
+			ids = append(ids, ev.ID)
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+// windowListed caps the keys the text output of a window lists.
+const windowListed = 50
+
+// printWindow prints the result (or plan) of a replay window.
+func printWindow(inv *invocation, out windowJSON) error {
+	if inv.json {
+		return writeJSON(inv.stdout, out)
+	}
+	w := inv.stdout
+	scope := ""
+	if out.Subject != "" {
+		scope = ", subject key " + cleanCell(out.Subject)
+	}
+	fmt.Fprintf(w, "redeliver window of %s%s: events received from %s to %s\n", out.Subscription, scope,
+		formatTime(out.Since), formatTime(out.Until))
+	t := newTable(w, "  SUBJECT", "EVENTS", "SEQ", "RESULT")
+	listed := 0
+	for _, r := range out.Results {
+		// Every key that failed is listed, and the first of the others.
+		if r.Result != "error" && listed >= windowListed {
+			continue
+		}
+		listed++
+		result := r.Result
+		if r.Result == "error" {
+			result = "error: " + r.Error
+		}
+		t.row("  "+r.Subject, fmt.Sprint(r.Events), fmt.Sprintf("%d..%d", r.FirstSeq, r.LastSeq), result)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if n := len(out.Results) - listed; n > 0 {
+		fmt.Fprintf(w, "  (%s more; --json lists every key)\n", plural(n, "key"))
+	}
+	if out.DryRun {
+		fmt.Fprintf(w, "would queue %s again on %s (dry run: nothing was sent)\n", plural(out.Events, "event"), plural(out.Keys, "key"))
+		return nil
+	}
+	done := 0
+	for _, r := range out.Results {
+		if r.Result == "queued" {
+			done++
+		}
+	}
+	fmt.Fprintf(w, "queued %s again on %s of %d, in sequence order per key\n", plural(out.Queued, "event"), plural(done, "key"), out.Keys)
+	fmt.Fprintf(w, "Each key's workflow (started if it was not running) puts them in front of its queue and writes a %s audit row per signal:\n"+
+		"  starter audit --action %s --target %s\n", workflows.AuditDeliveryRedelivered, workflows.AuditDeliveryRedelivered,
+		shellQuote(workflows.DeliveryID(out.Subscription, "")+"*"))
+	return nil
+}
