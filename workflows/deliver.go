@@ -104,12 +104,17 @@ func (d *delivery) batch() []activities.Event {
 func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 	var rejected []activities.AuditEntry
 	for _, s := range done {
-		i := d.find(s.ID)
-		if i < 0 {
+		var it QueueItem
+		switch i := d.find(s.ID); {
+		case i == 0: // the usual case: the batch is the front of the queue
+			it = d.Queue[0]
+			d.Queue = d.Queue[1:]
+		case i > 0:
+			it = d.Queue[i]
+			d.Queue = append(d.Queue[:i], d.Queue[i+1:]...)
+		default:
 			continue
 		}
-		it := d.Queue[i]
-		d.Queue = append(d.Queue[:i], d.Queue[i+1:]...)
 		switch s.Result {
 		case activities.ResultDelivered:
 			it.Attempts = s.Attempts

@@ -158,16 +158,16 @@ type fakeSubscriber struct {
 	start   time.Time
 	respond func(eventID string, attempt, nth int) activities.PostResult
 	calls   []call
+	posts   map[string]int // POSTs so far per event id
 }
 
 func (f *fakeSubscriber) Post(_ context.Context, r activities.PostRequest) activities.PostResult {
 	f.mu.Lock()
-	nth := 0
-	for _, c := range f.calls {
-		if c.EventID == r.EventID {
-			nth++
-		}
+	if f.posts == nil {
+		f.posts = map[string]int{}
 	}
+	nth := f.posts[r.EventID]
+	f.posts[r.EventID]++
 	if f.start.IsZero() {
 		f.start = f.env.Now()
 	}

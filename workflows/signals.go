@@ -105,10 +105,15 @@ func (d *delivery) aboutHead(eventID string) bool {
 func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 	d.signals++
 	now := workflow.Now(ctx)
+	queued := make(map[string]bool, len(d.Queue)+len(s.Events))
+	for _, it := range d.Queue {
+		queued[it.Event.ID] = true
+	}
 	for _, ev := range s.Events {
-		if d.find(ev.ID) >= 0 {
+		if queued[ev.ID] {
 			continue // a re-sent event: the relay may send again after a crash
 		}
+		queued[ev.ID] = true
 		// Anything else is queued as it came; the deliver activity checks
 		// it against the event log before anything is sent, skips what is
 		// already settled and rejects what is not this key's.
