@@ -115,6 +115,9 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		w.Retention < 0 || w.RetentionEvery < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
+	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
+		w.MaxRearms = workflows.NoRearms // set to 0: a failed key never re-arms by itself
+	}
 	return w, nil
 }
 

@@ -39,7 +39,39 @@ const (
 	// subscription was removed (a SubscriptionSignal), whatever the key is
 	// doing, so it drops its queue.
 	SignalSubscription = "subscription"
+	// SignalReachable is internal: a delivery to the subscriber app has just
+	// succeeded, so a key waiting because the app was unreachable tries again
+	// now instead of at the end of its back-off.
+	SignalReachable = "reachable"
 )
+
+// Workflow Updates for operators. They carry the same payloads, run the
+// same handlers and write the same audit rows as the signals of the same
+// names, and answer with an OpResult; a malformed request is rejected by
+// the update's validator before it reaches the workflow's history.
+const (
+	UpdateRedeliver = SignalRedeliver
+	UpdateCancel    = SignalCancel
+	UpdatePause     = SignalPause
+	UpdateResume    = SignalResume
+)
+
+// OpResult is what an operator action did to a key: the answer of an
+// Update. Changed is false when there was nothing to do; Reason then says
+// why, with the code the audit row carries.
+type OpResult struct {
+	Changed bool   `json:"changed"`
+	Reason  string `json:"reason,omitempty"`
+	// Requeued lists the events put back in the queue (redeliver), Cancelled
+	// the events dropped (cancel), in order.
+	Requeued  []string `json:"requeued,omitempty"`
+	Cancelled []string `json:"cancelled,omitempty"`
+	// Refused holds the named events that could not be requeued, with why.
+	Refused map[string]string `json:"refused,omitempty"`
+	// Status and Queued describe the key afterwards.
+	Status string `json:"status"`
+	Queued int    `json:"queued"`
+}
 
 // SettingsActivity is the activity, registered by the worker, that returns
 // the worker's delivery settings as Params. A workflow started without
@@ -127,7 +159,8 @@ type Params struct {
 	DeliveryTimeout time.Duration `json:"deliveryTimeout,omitempty"`
 	// RearmCooldown is how long a failed key waits before re-arming itself.
 	RearmCooldown time.Duration `json:"rearmCooldown,omitempty"`
-	// MaxRearms caps consecutive automatic re-arms.
+	// MaxRearms caps consecutive automatic re-arms (0: the default, 3;
+	// NoRearms: never re-arm by itself).
 	MaxRearms int `json:"maxRearms,omitempty"`
 	// IdleTimeout completes the workflow after this long with nothing queued.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
@@ -150,6 +183,10 @@ var DefaultRetrySchedule = []time.Duration{
 	10 * time.Minute, 30 * time.Minute, time.Hour,
 }
 
+// NoRearms as Params.MaxRearms turns automatic re-arming off
+// (HERALD_MAX_REARMS=0).
+const NoRearms = -1
+
 // DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
 const DefaultHoldExpiry = 720 * time.Hour
 
@@ -164,7 +201,7 @@ func (p Params) WithDefaults() Params {
 	if p.RearmCooldown <= 0 {
 		p.RearmCooldown = time.Hour
 	}
-	if p.MaxRearms <= 0 {
+	if p.MaxRearms == 0 {
 		p.MaxRearms = 3
 	}
 	if p.IdleTimeout <= 0 {

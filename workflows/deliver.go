@@ -77,11 +77,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	default:
 		d.applyResult(ctx, res, now)
 	}
-	deferred := d.deferred
-	d.deferred = nil
-	for _, fn := range deferred {
-		fn(ctx)
-	}
+	d.runDeferred(ctx)
 }
 
 // batch is the head and the consecutive events behind it that one activity
@@ -235,7 +231,7 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 	head.FailedAt = now
 	head.NotBefore = time.Time{}
 	head.NextAttemptAt = time.Time{}
-	if d.Rearms < d.p.MaxRearms {
+	if d.canRearm() {
 		head.NextAttemptAt = now.Add(d.p.RearmCooldown)
 	}
 	d.Counters.Failed++

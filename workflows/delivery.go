@@ -77,11 +77,15 @@ type delivery struct {
 	idleSince time.Time
 	// cancelActivity interrupts the delivery in flight (operator signals).
 	cancelActivity workflow.CancelFunc
-	deferred       []func(workflow.Context)
+	deferred       []*op
+	// updates carries operator Updates to the main loop.
+	updates workflow.Channel
 	// inflight is how many queue items the delivery in flight covers; new
 	// events are never put in front of them.
 	inflight  int
 	completed bool
+	// shownDetails are the current details last set.
+	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.
 	expiryAt    time.Time
 	expiryKnown bool
@@ -91,7 +95,7 @@ type delivery struct {
 }
 
 type channels struct {
-	event, redeliver, cancel, pause, resume, attempt, subscription workflow.ReceiveChannel
+	event, redeliver, cancel, pause, resume, attempt, subscription, reachable workflow.ReceiveChannel
 }
 
 func newDelivery(ctx workflow.Context, p Params) *delivery {
@@ -109,7 +113,9 @@ func newDelivery(ctx workflow.Context, p Params) *delivery {
 		attempt:   workflow.GetSignalChannel(ctx, SignalAttempt),
 
 		subscription: workflow.GetSignalChannel(ctx, SignalSubscription),
+		reachable:    workflow.GetSignalChannel(ctx, SignalReachable),
 	}
+	d.updates = workflow.NewChannel(ctx)
 	return d
 }
 
@@ -118,6 +124,9 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		d.p = d.workerSettings(ctx)
 	}
 	d.p = d.p.WithDefaults()
+	if err := d.setUpdateHandlers(ctx); err != nil {
+		return err
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -196,10 +205,12 @@ func (d *delivery) run(ctx workflow.Context) error {
 		// signal comes with the start, and the key should not look idle first.
 		d.drain(ctx)
 		if d.completed {
+			d.settleHandlers(ctx)
 			return nil
 		}
+		d.refreshDetails(ctx)
 		if d.shouldContinueAsNew(ctx) {
-			d.drain(ctx)
+			d.settleHandlers(ctx)
 			if !d.completed {
 				d.setStatus(ctx, d.restingStatus())
 				carry := d.Carry
@@ -218,13 +229,13 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.wait(ctx, d.nextExpiry())
 		case head == nil:
 			d.setStatus(ctx, StatusIdle)
-			if d.waitIdle(ctx) && d.drain(ctx) == 0 && d.head() == nil && !d.KeyPaused {
+			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused {
 				return nil
 			}
 		case head.Failed:
 			d.setStatus(ctx, StatusFailed)
 			var rearmAt time.Time
-			if d.Rearms < d.p.MaxRearms {
+			if d.canRearm() {
 				rearmAt = head.FailedAt.Add(d.p.RearmCooldown)
 			}
 			if d.wait(ctx, earliest(rearmAt, d.nextExpiry())) && !rearmAt.IsZero() &&
@@ -266,6 +277,26 @@ func (d *delivery) restingStatus() string {
 		return StatusRetrying
 	}
 	return StatusDelivering
+}
+
+// canRearm reports whether a failed head may still re-arm itself.
+func (d *delivery) canRearm() bool {
+	return d.p.MaxRearms > 0 && d.Rearms < d.p.MaxRearms
+}
+
+// settleHandlers lets every Update in progress finish and takes in every
+// signal already received, before the run completes or continues as new. It
+// returns how many signals and Updates it handled.
+func (d *delivery) settleHandlers(ctx workflow.Context) int {
+	n := 0
+	for {
+		got := d.drain(ctx)
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		if got == 0 && d.drain(ctx) == 0 {
+			return n
+		}
+		n += got
+	}
 }
 
 func (d *delivery) head() *QueueItem {

@@ -33,30 +33,39 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 		c.Receive(ctx, &r)
 		d.onAttempt(ctx, r)
 	})
+	sel.AddReceive(d.channels.reachable, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		d.onReachable()
+	})
 	sel.AddReceive(d.channels.subscription, func(c workflow.ReceiveChannel, _ bool) {
 		var s SubscriptionSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, true, func(ctx workflow.Context) { d.onSubscription(ctx, s) })
+		d.submit(ctx, d.subscriptionOp(s))
 	})
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, d.aboutHead(s.EventID), func(ctx workflow.Context) { d.onRedeliver(ctx, s) })
+		d.submit(ctx, d.redeliverOp(s))
 	})
 	sel.AddReceive(d.channels.cancel, func(c workflow.ReceiveChannel, _ bool) {
 		var s CancelSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, s.All || d.aboutHead(s.EventID), func(ctx workflow.Context) { d.onCancel(ctx, s) })
+		d.submit(ctx, d.cancelOp(s))
 	})
 	sel.AddReceive(d.channels.pause, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, true, func(ctx workflow.Context) { d.onPause(ctx, s) })
+		d.submit(ctx, d.pauseOp(s))
 	})
 	sel.AddReceive(d.channels.resume, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.control(ctx, false, func(ctx workflow.Context) { d.onResume(ctx, s) })
+		d.submit(ctx, d.resumeOp(s))
+	})
+	sel.AddReceive(d.updates, func(c workflow.ReceiveChannel, _ bool) {
+		var o *op
+		c.Receive(ctx, &o)
+		d.submit(ctx, o)
 	})
 }
 
@@ -76,23 +85,6 @@ func (d *delivery) drain(ctx workflow.Context) int {
 			return n
 		}
 		n++
-	}
-}
-
-// control runs an operator signal now, or after the delivery in flight ends,
-// so an activity's result is never applied to a queue changed under it. A
-// signal about a head that is retrying (redeliver, cancel, pause) interrupts
-// the activity's retries instead of waiting out the schedule; the attempt
-// under way, if any, still ends first, so order is kept.
-func (d *delivery) control(ctx workflow.Context, aboutHead bool, fn func(workflow.Context)) {
-	d.signals++
-	if !d.inActivity {
-		fn(ctx)
-		return
-	}
-	d.deferred = append(d.deferred, fn)
-	if head := d.head(); aboutHead && head != nil && head.Attempts > 0 && d.cancelActivity != nil {
-		d.cancelActivity()
 	}
 }
 
@@ -165,19 +157,31 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 	if !r.NextAttemptAt.IsZero() {
 		d.setStatus(ctx, StatusRetrying)
 	}
+	d.refreshDetails(ctx)
 }
 
-func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) {
+// onReachable ends an unreachable subscriber's back-off: a delivery to the
+// same app has just gone through.
+func (d *delivery) onReachable() {
+	d.signals++
+	if d.WaitStatus == StatusUnreachable && !d.WaitUntil.IsZero() {
+		d.WaitUntil = time.Time{}
+		d.Unreachable = 0
+	}
+}
+
+func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult {
 	head := d.head()
 	if len(s.EventIDs) == 0 && (s.EventID == "" || (head != nil && head.Event.ID == s.EventID)) {
 		if head == nil || !d.stuck(head) {
 			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "nothing_to_redeliver", s.EventID, map[string]any{"reason": s.Reason})
-			return
+			return OpResult{Reason: "nothing_to_redeliver"}
 		}
 		d.freshAttempts(head)
+		d.Rearms = 0 // an operator's redeliver restores the automatic re-arms
 		d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", head.Event.ID,
 			map[string]any{"reason": s.Reason, "seq": head.Event.Seq})
-		return
+		return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
 	}
 	ids := s.EventIDs
 	if s.EventID != "" {
@@ -198,41 +202,44 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) {
 		if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Requeue, in).Get(ctx, &res); err != nil {
 			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "requeue_failed", s.EventID,
 				map[string]any{"reason": s.Reason, "count": len(fresh), "error": err.Error()})
-			return
+			return OpResult{Reason: "requeue_failed"}
 		}
 	}
 	for id, why := range res.Refused {
 		refused[id] = why
 	}
-	// In front of every queued event, after earlier redeliveries, in
-	// sequence order.
+	// In front of every queued event, after earlier redeliveries and the
+	// delivery in flight, in sequence order.
 	pos := d.inflight
 	for pos < len(d.Queue) && d.Queue[pos].Event.Again {
 		pos++
 	}
 	now := workflow.Now(ctx)
+	result := OpResult{Changed: len(res.Events) > 0}
 	for _, ev := range res.Events {
 		ev.Again = true
 		d.insert(pos, QueueItem{Event: ev, QueuedAt: now})
+		result.Requeued = append(result.Requeued, ev.ID)
 		pos++
 	}
 	meta := map[string]any{"reason": s.Reason, "again": true, "count": len(res.Events)}
 	if len(refused) > 0 {
 		meta["refused"] = refused
+		result.Refused = refused
 	}
 	outcome, code, eventID := "allowed", "", s.EventID
 	if len(res.Events) == 0 {
-		outcome = "failed"
-		for _, why := range refused {
-			code = why // one id, or a window of which none could be queued
-			break
-		}
+		// The first named id's reason: one id, or a window none of which
+		// could be queued (in request order: map order is not deterministic).
+		outcome, code = "failed", refused[ids[0]]
+		result.Reason = code
 	}
 	if len(res.Events) == 1 {
 		eventID = res.Events[0].ID
 		meta["seq"] = res.Events[0].Seq
 	}
 	d.audit(ctx, AuditDeliveryRedelivered, s.Actor, outcome, code, eventID, meta)
+	return result
 }
 
 // stuck reports whether the head is held or waiting, so an operator's
@@ -252,7 +259,7 @@ func (d *delivery) freshAttempts(head *QueueItem) {
 	d.Unreachable = 0
 }
 
-func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) {
+func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) OpResult {
 	meta := map[string]any{"reason": s.Reason}
 	var rows []activities.OutcomeUpdate
 	var eventID string
@@ -261,11 +268,15 @@ func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) {
 		rows = d.cancelAll(ctx, activities.RowCancelled, "")
 		meta["count"] = len(rows)
 		meta["all"] = true
+		if len(rows) == 0 {
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "nothing_queued", "", meta)
+			return OpResult{Reason: "nothing_queued"}
+		}
 	case s.EventID != "":
 		i := d.find(s.EventID)
 		if i < 0 {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "event_not_queued", s.EventID, meta)
-			return
+			return OpResult{Reason: "event_not_queued"}
 		}
 		rows = append(rows, d.cancelAt(ctx, i, activities.RowCancelled, ""))
 		eventID = s.EventID
@@ -273,12 +284,20 @@ func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) {
 		head := d.head()
 		if head == nil || !d.stuck(head) {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "no_failed_head", "", meta)
-			return
+			return OpResult{Reason: "no_failed_head"}
 		}
 		eventID = head.Event.ID
 		rows = append(rows, d.cancelAt(ctx, 0, activities.RowCancelled, ""))
 	}
 	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", eventID, meta))
+	res := OpResult{Changed: true}
+	for i := len(rows) - 1; i >= 0; i-- { // cancelAll drops from the back
+		res.Cancelled = append(res.Cancelled, rows[i].EventID)
+	}
+	if !s.All {
+		res.Cancelled = []string{rows[0].EventID}
+	}
+	return res
 }
 
 // cancelAt drops item i as cancelled or expired and returns its outcome row.
@@ -309,18 +328,19 @@ func (d *delivery) cancelAll(ctx workflow.Context, status, code string) []activi
 
 // onSubscription applies the worker's word that the subscription is gone,
 // once the database confirms it: the signal alone proves nothing.
-func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) {
+func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) OpResult {
 	if s.State != activities.SubscriptionCancelled {
-		return
+		return OpResult{Reason: "unknown_state"}
 	}
 	var state string
 	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state)
 	if err != nil || state != activities.SubscriptionCancelled {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "",
 			map[string]any{"signal": SignalSubscription, "reason": "subscription_not_cancelled", "state": state})
-		return
+		return OpResult{Reason: "subscription_not_cancelled"}
 	}
 	d.removed(ctx, activities.CodeSubscriptionRemoved)
+	return OpResult{Changed: true}
 }
 
 // removed drops the whole queue of a removed subscription, audits it and
@@ -373,24 +393,32 @@ func (d *delivery) expire(ctx workflow.Context, now time.Time) {
 		map[string]any{"count": len(rows), "eventIds": ids, "holdExpiry": d.p.HoldExpiry.String()}))
 }
 
-func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) {
+func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 	if d.KeyPaused {
-		return
+		return OpResult{Reason: "already_paused"}
 	}
 	d.KeyPaused = true
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
+	return OpResult{Changed: true}
 }
 
-func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) {
+func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 	wasPaused := d.KeyPaused
 	d.KeyPaused = false
 	// A resume also re-checks a blocked or paused subscription at once.
-	if d.WaitStatus == StatusBlocked || d.WaitStatus == StatusPaused {
+	rechecked := false
+	if (d.WaitStatus == StatusBlocked || d.WaitStatus == StatusPaused) && !d.WaitUntil.IsZero() {
 		d.WaitUntil = time.Time{}
+		rechecked = true
 	}
+	if !wasPaused && !rechecked {
+		return OpResult{Reason: "not_paused"}
+	}
+	d.Rearms = 0 // a resume restores the automatic re-arms
 	if wasPaused {
 		d.audit(ctx, AuditDeliveryResumed, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
 	}
+	return OpResult{Changed: true}
 }
 
 func (d *delivery) rearm(ctx workflow.Context, head *QueueItem) {

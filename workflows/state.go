@@ -19,21 +19,37 @@ func (d *delivery) setStatus(ctx workflow.Context, status string) {
 		SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue)))); err != nil {
 		d.logger.Warn("upsert search attributes failed", "error", err)
 	}
-	workflow.SetCurrentDetails(ctx, d.details())
+	d.refreshDetails(ctx)
+}
+
+// refreshDetails shows the key's current state in the Temporal UI. Current
+// details are answered from memory, not written to the history, so they can
+// follow every attempt.
+func (d *delivery) refreshDetails(ctx workflow.Context) {
+	if s := d.details(); s != d.shownDetails {
+		d.shownDetails = s
+		workflow.SetCurrentDetails(ctx, s)
+	}
 }
 
 // details is the markdown shown as the workflow's current details in the UI.
 func (d *delivery) details() string {
-	s := fmt.Sprintf("**%s** · %s · key `%s` · %d queued", d.status, d.p.SubscriptionID, d.p.SubjectKey, len(d.Queue))
-	if head := d.head(); head != nil {
-		s += fmt.Sprintf("\n\nhead `%s` (seq %d), attempt %d of %d", head.Event.ID, head.Event.Seq, head.Attempts, d.p.MaxAttempts())
-		if head.Code != "" {
-			s += fmt.Sprintf(", `%s`", head.Code)
-			if head.LastCode != "" && head.LastCode != head.Code {
-				s += fmt.Sprintf(" (last attempt `%s`)", head.LastCode)
-			}
-			s += ": " + head.LastError
+	status := d.restingStatus()
+	s := fmt.Sprintf("**%s** · %s · key `%s` · %d queued", status, d.p.SubscriptionID, d.p.SubjectKey, len(d.Queue))
+	head := d.head()
+	if head == nil {
+		return s
+	}
+	s += fmt.Sprintf("\n\nhead `%s` (seq %d), attempt %d of %d", head.Event.ID, head.Event.Seq, head.Attempts, d.p.MaxAttempts())
+	if !head.NextAttemptAt.IsZero() {
+		s += ", next attempt " + head.NextAttemptAt.UTC().Format(time.RFC3339)
+	}
+	if head.Code != "" {
+		s += fmt.Sprintf("\n\nlast error `%s`", head.Code)
+		if head.LastCode != "" && head.LastCode != head.Code {
+			s += fmt.Sprintf(" (last attempt `%s`)", head.LastCode)
 		}
+		s += ": " + head.LastError
 	}
 	return s
 }
