@@ -31,6 +31,16 @@ type Store interface {
 	Audit(ctx context.Context, e store.AuditEntry) error
 	// PurgeEvents deletes up to limit rows past retention.
 	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	// MarkUnreachable and ClearUnreachable keep the mark of an app that a
+	// delivery found unreachable.
+	MarkUnreachable(ctx context.Context, app string) error
+	ClearUnreachable(ctx context.Context, app string) (bool, error)
+}
+
+// Waker wakes the keys of an app that wait because it was unreachable; the
+// worker's is bounded (see service). It must not block.
+type Waker interface {
+	WakeUnreachable(app string)
 }
 
 // Signaler sends a signal to a workflow; a Temporal client is one.
@@ -55,6 +65,7 @@ type Activities struct {
 	Store    Store
 	Signaler Signaler
 	Observer Observer
+	Waker    Waker
 	Logger   *zap.Logger
 }
 
@@ -100,6 +111,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	var updates []OutcomeUpdate
 	finish := func(r DeliverResult) DeliverResult {
 		r.Done = res.Done
+		a.reachability(ctx, batch, r)
 		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, updates); err != nil {
 			a.warn("record outcomes", in.SubscriptionID, err)
 			r.Unrecorded = updates
@@ -154,6 +166,37 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+}
+
+// reachability keeps the app's unreachable mark: set when nothing answered,
+// cleared by a delivery that went through, which wakes the app's other keys
+// waiting out an unreachable back-off.
+func (a *Activities) reachability(ctx context.Context, b store.Batch, r DeliverResult) {
+	app := b.Target.App
+	switch {
+	case r.Outcome == OutcomeUnreachable && !b.AppUnreachable:
+		if err := a.Store.MarkUnreachable(ctx, app); err != nil {
+			a.warn("mark app unreachable", b.Target.SubscriptionID, err)
+		}
+	case b.AppUnreachable && delivered(r.Done):
+		won, err := a.Store.ClearUnreachable(ctx, app)
+		if err != nil {
+			a.warn("clear app unreachable", b.Target.SubscriptionID, err)
+			return
+		}
+		if won && a.Waker != nil {
+			a.Waker.WakeUnreachable(app)
+		}
+	}
+}
+
+func delivered(done []Settled) bool {
+	for _, s := range done {
+		if s.Result == ResultDelivered {
+			return true
+		}
+	}
+	return false
 }
 
 // check compares a queued event with the event log and returns it, or the

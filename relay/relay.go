@@ -281,7 +281,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 	params.SubjectKey = g.key.subject
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: workflows.StartAttributes(params)}
+		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
 	for start := 0; start < len(g.events); {
 		// Signals carry ids and sequence numbers only (about 70 bytes an
 		// event), so a count cap keeps them far under Temporal's 2 MB limit.

@@ -90,6 +90,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		Store:    s.Store,
 		Signaler: s.Temporal,
 		Observer: s.Metrics,
+		Waker:    newWaker(s.Temporal, log.Named("waker")),
 		Logger:   log.Named("activities"),
 	}
 	// Each cached key workflow costs some 50 KB; the cache bounds the

@@ -101,6 +101,9 @@ type BatchEvent struct {
 // the events themselves.
 type Batch struct {
 	Target Target
+	// AppUnreachable: a delivery to the subscriber app found it unreachable
+	// and no delivery to it has succeeded since.
+	AppUnreachable bool
 	// Events by id; ids that name no accepted event are absent.
 	Events map[string]BatchEvent
 }
@@ -111,6 +114,7 @@ type Batch struct {
 func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
+		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, '')
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
@@ -131,7 +135,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		var version *int32
 		var env []byte
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t
@@ -417,4 +421,23 @@ func (s *Store) EventOutcomes(ctx context.Context, eventID string) ([]EventOutco
 		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
 	}
 	return out, nil
+}
+
+// MarkUnreachable records that a delivery found the app unreachable.
+func (s *Store) MarkUnreachable(ctx context.Context, app string) error {
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO unreachable_apps (app) VALUES ($1) ON CONFLICT DO NOTHING`, app); err != nil {
+		return fmt.Errorf("mark %s unreachable: %w", app, err)
+	}
+	return nil
+}
+
+// ClearUnreachable removes the app's unreachable mark and reports whether
+// this call removed it: of several deliveries that succeed at once, one
+// wakes the app's other keys.
+func (s *Store) ClearUnreachable(ctx context.Context, app string) (bool, error) {
+	tag, err := s.Pool.Exec(ctx, `DELETE FROM unreachable_apps WHERE app = $1`, app)
+	if err != nil {
+		return false, fmt.Errorf("clear %s unreachable: %w", app, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }

@@ -185,6 +185,12 @@ func orDuration(v *time.Duration, def time.Duration) {
 	}
 }
 
+// Summary is the static summary a key's workflow shows in the Temporal UI
+// and in temporal workflow describe.
+func Summary(p Params) string {
+	return p.SubscriptionID + " · key " + p.SubjectKey
+}
+
 // StartAttributes are the search attributes the relay gives a delivery
 // workflow it starts: identity and the status it starts in.
 func StartAttributes(p Params) temporal.SearchAttributes {

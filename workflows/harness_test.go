@@ -314,6 +314,10 @@ func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 
 func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
 
+func (s *fakeStore) MarkUnreachable(context.Context, string) error { return nil }
+
+func (s *fakeStore) ClearUnreachable(context.Context, string) (bool, error) { return false, nil }
+
 func (s *fakeStore) setState(state, reason string) {
 	s.mu.Lock()
 	s.state, s.reason = state, reason

@@ -27,3 +27,11 @@ CREATE INDEX outcomes_held ON outcomes (subscription_id, subject, event_seq)
 CREATE INDEX outcomes_event ON outcomes (event_id);
 CREATE INDEX outcomes_settled_at ON outcomes (updated_at)
     WHERE status NOT IN ('queued', 'failed');
+
+-- Subscriber apps a delivery found unreachable (nothing answered). The next
+-- delivery to such an app that succeeds removes the row and wakes the app's
+-- other unreachable keys, instead of leaving them to their back-off.
+CREATE TABLE unreachable_apps (
+    app   text PRIMARY KEY,
+    since timestamptz NOT NULL DEFAULT now()
+);

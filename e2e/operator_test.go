@@ -1,0 +1,123 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/internal/testenv"
+	"herald/manifest"
+	"herald/subscriber"
+	"herald/workflows"
+)
+
+// TestSuccessWakesUnreachableKeys: when an app's endpoint answers again,
+// the first delivery that goes through ends the unreachable back-off of
+// the app's other keys, within seconds rather than at the end of it.
+func TestSuccessWakesUnreachableKeys(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	c := s.dial()
+	ctx := context.Background()
+	// billing's endpoint: a loopback port where nothing listens yet.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	billing := &manifest.Manifest{App: "billing", Endpoint: "http://" + addr,
+		Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}}
+	if _, err := s.svc.Store.ApplyManifest(ctx, billing, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := []string{"person-u1", "person-u2", "person-u3"}
+	for _, subj := range waiting {
+		s.publish(subj, 1)
+	}
+	for _, subj := range waiting {
+		id := workflows.DeliveryID("billing:contacts.person.updated@1", subj)
+		waitFor(t, 30*time.Second, subj+" to wait as unreachable", func() bool { return status(c, id) == workflows.StatusUnreachable })
+	}
+	unreachableAt := time.Now()
+
+	// The endpoint comes up; a new key's first delivery goes through.
+	h, err := subscriber.New(subscriber.Config{
+		Audiences: []string{"app:billing"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json",
+	}, s.sub.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l2); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	t.Cleanup(func() { _ = srv.Close() })
+	s.publish("person-u4", 1)
+	waitFor(t, 20*time.Second, "the new key's delivery", func() bool { return s.sub.count("billing", "person-u4") == 1 })
+	succeeded := time.Now()
+	waitFor(t, 10*time.Second, "the waiting keys to be woken", func() bool {
+		for _, subj := range waiting {
+			if s.sub.count("billing", subj) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("woken %v after the first success, %v after going unreachable (back-off 30s)",
+		time.Since(succeeded).Round(10*time.Millisecond), time.Since(unreachableAt).Round(10*time.Millisecond))
+	if time.Since(unreachableAt) >= 30*time.Second {
+		t.Fatalf("the keys were delivered only when their back-off ended")
+	}
+}
+
+// TestTemporalShowsTheKeysState: temporal workflow describe shows a key's
+// summary, and temporal workflow metadata its current details: the status,
+// the head's attempt of all, the last code and error, the queue.
+func TestTemporalShowsTheKeysState(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	c := s.dial()
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "person-ui" {
+			return errors.New("not today")
+		}
+		return nil
+	})
+	id := workflows.DeliveryID("billing:contacts.person.updated@1", "person-ui")
+	s.publish("person-ui", 1)
+	s.publish("person-ui", 2)
+	waitFor(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
+	temporal := func(args ...string) string {
+		args = append(args, "--address", s.cfg.TemporalAddress, "--namespace", s.cfg.TemporalNamespace, "--workflow-id", id)
+		out, err := exec.Command(testenv.TemporalCLI(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	describe := temporal("workflow", "describe")
+	if !strings.Contains(describe, workflows.Summary(workflows.Params{
+		SubscriptionID: "billing:contacts.person.updated@1", SubjectKey: "person-ui"})) {
+		t.Fatalf("describe does not show the key's summary:\n%s", describe)
+	}
+	var meta string
+	// The test worker's schedule has 3 attempts; the details name the last.
+	meta = temporal("workflow", "metadata")
+	for _, want := range []string{"**failed**", "2 queued", "attempt 3 of 3", "attempts_exhausted", "last attempt `handler_failed`", "not today", "next attempt"} {
+		if !strings.Contains(meta, want) {
+			t.Fatalf("current details lack %q:\n%s", want, meta)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package workflows_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/testsuite"
+
+	"herald/activities"
+	"herald/workflows"
+)
+
+// update sends an Update at a point of workflow time and captures its answer.
+type updateAnswer struct {
+	rejected error
+	result   workflows.OpResult
+	err      error
+	done     bool
+}
+
+func (h *harness) updateAt(d time.Duration, name string, payload any) *updateAnswer {
+	a := &updateAnswer{}
+	h.at(d, func() {
+		h.env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { a.rejected, a.done = err, true },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				a.done, a.err = true, err
+				if r, ok := v.(workflows.OpResult); ok {
+					a.result = r
+				}
+			},
+		}, payload)
+	})
+	return a
+}
+
+// TestUpdatesAnswerWhatChanged: an operator Update says what it did, or
+// that there was nothing to do and why; a malformed one is rejected; the
+// audit rows are the signals'.
+func TestUpdatesAnswerWhatChanged(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxRearms = workflows.NoRearms
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id == eventID(1) && nth == 0 {
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3)
+	bad := h.updateAt(time.Minute, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(2), All: true})
+	cancel3 := h.updateAt(2*time.Minute, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(3), Actor: "ann"})
+	redeliver := h.updateAt(3*time.Minute, workflows.UpdateRedeliver, workflows.RedeliverSignal{Actor: "ann", Reason: "fixed"})
+	again := h.updateAt(4*time.Minute, workflows.UpdateRedeliver, workflows.RedeliverSignal{Actor: "ann"})
+	pause := h.updateAt(5*time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	pause2 := h.updateAt(6*time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	resume := h.updateAt(7*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	resume2 := h.updateAt(8*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	h.run()
+
+	if bad.rejected == nil {
+		t.Errorf("cancel with eventId and all was not rejected: %+v", bad)
+	}
+	if r := cancel3.result; !r.Changed || !reflect.DeepEqual(r.Cancelled, ids(3)) || r.Status != workflows.StatusFailed || r.Queued != 2 {
+		t.Errorf("cancel of a queued event behind a failed head: %+v", r)
+	}
+	if r := redeliver.result; !r.Changed || !reflect.DeepEqual(r.Requeued, ids(1)) || r.Status != workflows.StatusDelivering {
+		t.Errorf("redeliver of the failed head: %+v", r)
+	}
+	if r := again.result; r.Changed || r.Reason != "nothing_to_redeliver" || r.Status != workflows.StatusIdle {
+		t.Errorf("redeliver with nothing held: %+v", r)
+	}
+	if !pause.result.Changed || pause2.result.Changed || pause2.result.Reason != "already_paused" ||
+		!resume.result.Changed || resume2.result.Changed || resume2.result.Reason != "not_paused" {
+		t.Errorf("pause %+v, again %+v, resume %+v, again %+v", pause.result, pause2.result, resume.result, resume2.result)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v", got)
+	}
+	var codes []string
+	for _, a := range h.store.auditsOf(workflows.AuditDeliveryRedelivered) {
+		codes = append(codes, a.Outcome+":"+a.ErrorCode)
+	}
+	if want := []string{"allowed:", "failed:nothing_to_redeliver"}; !reflect.DeepEqual(codes, want) {
+		t.Errorf("redeliver audit rows %v, want %v (as the signals write them)", codes, want)
+	}
+}
+
+// TestCancelBehindARetryingHeadAppliesAtOnce: cancelling a queued event
+// that is not the head takes effect at once, not after the head's retry
+// schedule, and leaves the head's schedule alone.
+func TestCancelBehindARetryingHeadAppliesAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxRearms = workflows.NoRearms
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3)
+	cancel := h.updateAt(3*time.Minute, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(2)})
+	st := h.queryAt(3*time.Minute + time.Second)
+	h.signalAt(3*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+	h.run()
+	if !cancel.done || !cancel.result.Changed || cancel.result.Status != workflows.StatusRetrying {
+		t.Fatalf("cancel answered %+v", cancel)
+	}
+	if len(st.Queued) != 1 || st.Queued[0].EventID != eventID(3) || st.Head.Attempt >= 8 || st.Status != workflows.StatusRetrying {
+		t.Fatalf("a second after the cancel: head %+v queued %+v", st.Head, st.Queued)
+	}
+	if n := len(h.sub.callsFor(eventID(1))); n != 8 {
+		t.Fatalf("the head got %d attempts, want its whole schedule of 8", n)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(3)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+// TestRearmBudget: a manual redeliver restores the automatic re-arms, a
+// success resets them, and NoRearms turns them off.
+func TestRearmBudget(t *testing.T) {
+	t.Run("redeliver restores", func(t *testing.T) {
+		h := newHarness(t)
+		h.params.RetrySchedule = []time.Duration{time.Second}
+		h.params.MaxRearms = 1
+		h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
+		h.eventsAt(time.Second, 1)
+		// Fails at ~2s, re-arms at 1h, fails; spent. Redeliver at 3h, fails;
+		// re-arms again at 4h, fails; spent.
+		h.signalAt(3*time.Hour, workflows.SignalRedeliver, workflows.RedeliverSignal{})
+		spent := h.queryAt(10 * time.Hour)
+		h.signalAt(11*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+		h.run()
+		if n := len(h.store.auditsOf(workflows.AuditDeliveryRearmed)); n != 2 {
+			t.Fatalf("%d re-arms, want 1 before and 1 after the redeliver", n)
+		}
+		if n := len(h.sub.callsFor(eventID(1))); n != 8 {
+			t.Fatalf("%d attempts, want 2 per arming × 4 armings", n)
+		}
+		if spent.Head == nil || spent.Head.NextAttemptAt != nil {
+			t.Fatalf("state once spent %+v", spent.Head)
+		}
+	})
+	t.Run("success resets", func(t *testing.T) {
+		h := newHarness(t)
+		h.params.RetrySchedule = []time.Duration{time.Second}
+		h.params.MaxRearms = 1
+		h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+			// Event 1 fails its first arming; event 2 always fails.
+			if (id == eventID(1) && nth < 2) || id == eventID(2) {
+				return fail(activities.CodeHandlerFailed, 500)
+			}
+			return activities.PostResult{Status: 200}
+		})
+		h.eventsAt(time.Second, 1, 2)
+		h.signalAt(10*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+		h.run()
+		rearms := h.store.auditsOf(workflows.AuditDeliveryRearmed)
+		if len(rearms) != 2 || rearms[0].Metadata["eventId"] != eventID(1) || rearms[1].Metadata["eventId"] != eventID(2) {
+			t.Fatalf("re-arms %+v: event 2 must re-arm too, the success of event 1 reset the count", rearms)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		h := newHarness(t)
+		h.params.MaxRearms = workflows.NoRearms
+		h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeSchemaMismatch, 422) })
+		h.eventsAt(time.Second, 1)
+		held := h.queryAt(20 * time.Hour)
+		h.signalAt(21*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+		h.run()
+		if n := len(h.sub.all()); n != 1 || len(h.store.auditsOf(workflows.AuditDeliveryRearmed)) != 0 {
+			t.Fatalf("%d attempts, re-arms %v: re-arming is off", n, h.store.auditsOf(workflows.AuditDeliveryRearmed))
+		}
+		if held.Status != workflows.StatusFailed || held.Head.NextAttemptAt != nil {
+			t.Fatalf("held state %+v head %+v", held, held.Head)
+		}
+	})
+}
+
+// TestReachableEndsTheUnreachableWait: the word that the app answered again
+// ends a key's unreachable back-off at once.
+func TestReachableEndsTheUnreachableWait(t *testing.T) {
+	h := newHarness(t)
+	reachable := false
+	h.sub.setRespond(func(string, int, int) activities.PostResult {
+		if !reachable {
+			return activities.PostResult{Code: activities.CodeSubscriberUnreachable, Message: "refused"}
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1)
+	h.at(10*time.Second, func() { reachable = true })
+	h.signalAt(10*time.Second, workflows.SignalReachable, nil)
+	h.run()
+	calls := h.sub.all()
+	if len(calls) != 2 || !calls[1].OK || calls[1].At > 10*time.Second {
+		t.Fatalf("calls %+v: the retry must follow the signal at 10s, not the 30s back-off", calls)
+	}
+}
+
+// TestDetailsFollowEveryAttempt: the current details shown in the UI name
+// the attempt under way, not the one when the status last changed.
+func TestDetailsFollowEveryAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxRearms = workflows.NoRearms
+	h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
+	h.eventsAt(time.Second, 1, 2)
+	var seen []string
+	for _, at := range []time.Duration{4 * time.Second, 40 * time.Second, 3 * time.Minute} {
+		h.at(at, func() {
+			v, err := h.env.QueryWorkflow("__temporal_workflow_metadata")
+			var md sdkpb.WorkflowMetadata
+			if err != nil || v.Get(&md) != nil {
+				t.Errorf("metadata query: %v", err)
+				return
+			}
+			seen = append(seen, md.CurrentDetails)
+		})
+	}
+	h.signalAt(time.Hour, workflows.SignalCancel, workflows.CancelSignal{All: true})
+	h.run()
+	for i, want := range []string{"attempt 2 of 8", "attempt 4 of 8", "attempt 5 of 8"} {
+		if i >= len(seen) || !strings.Contains(seen[i], want) || !strings.Contains(seen[i], "**retrying**") ||
+			!strings.Contains(seen[i], "handler_failed") || !strings.Contains(seen[i], "2 queued") {
+			t.Fatalf("details %d: want %q, got %q", i, want, seen)
+		}
+	}
+}
