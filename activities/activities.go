@@ -108,13 +108,16 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	}
 	own := ownKey(ctx, in.SubscriptionID, in.SubjectKey)
 	var res DeliverResult
-	var updates []OutcomeUpdate
+	// Each outcome is written as soon as it is known, beside the next POST,
+	// so that a retried execution (a worker killed mid-batch) skips what was
+	// already delivered.
+	w := a.startOutcomeWriter(ctx, in.SubscriptionID, in.SubjectKey)
 	finish := func(r DeliverResult) DeliverResult {
 		r.Done = res.Done
 		a.reachability(ctx, batch, r)
-		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, updates); err != nil {
+		if unrecorded, err := w.close(); err != nil {
 			a.warn("record outcomes", in.SubscriptionID, err)
-			r.Unrecorded = updates
+			r.Unrecorded = unrecorded
 		}
 		return r
 	}
@@ -145,27 +148,82 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		if r.Delivered() {
 			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultDelivered, Attempts: attempt})
-			updates = append(updates, OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
+			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
 			continue
 		}
 		if r.Code == CodeSubscriberUnreachable {
 			return finish(DeliverResult{Outcome: OutcomeUnreachable, Attempt: attempt,
 				Code: r.Code, Error: r.Message}), nil
 		}
-		failed := failureUpdate(in, ev, attempt, r)
-		updates = append(updates, failed)
+		w.add(failureUpdate(in, ev, attempt, r))
 		if len(res.Done) > 0 {
 			return finish(DeliverResult{Outcome: OutcomePartial, Attempt: attempt,
 				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter}), nil
 		}
 		// The head's own failure drives Temporal's retry: its outcome row is
-		// written now, best effort, since the workflow keeps the count too.
-		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, updates); err != nil {
+		// written best effort, since the workflow keeps the count too.
+		if _, err := w.close(); err != nil {
 			a.warn("record outcome", in.SubscriptionID, err)
 		}
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+}
+
+// outcomeWriter writes a Deliver execution's outcome rows in the
+// background, in order: each write takes every update that arrived since
+// the last, in one statement, so quick POSTs share statements and slow ones
+// are recorded one by one as they happen.
+type outcomeWriter struct {
+	in   chan OutcomeUpdate
+	done chan struct{}
+	// Set by the writer goroutine, read after done is closed.
+	unrecorded []OutcomeUpdate
+	err        error
+}
+
+// outcomeWriteTimeout bounds one write; a cancelled activity still records
+// what it delivered.
+const outcomeWriteTimeout = 10 * time.Second
+
+func (a *Activities) startOutcomeWriter(ctx context.Context, subscriptionID, subject string) *outcomeWriter {
+	w := &outcomeWriter{in: make(chan OutcomeUpdate, 64), done: make(chan struct{})}
+	base := context.WithoutCancel(ctx)
+	go func() {
+		defer close(w.done)
+		for u := range w.in {
+			batch := []OutcomeUpdate{u}
+		more:
+			for {
+				select {
+				case u, ok := <-w.in:
+					if !ok {
+						break more
+					}
+					batch = append(batch, u)
+				default:
+					break more
+				}
+			}
+			wctx, cancel := context.WithTimeout(base, outcomeWriteTimeout)
+			if err := a.Store.RecordOutcomes(wctx, subscriptionID, subject, batch); err != nil {
+				w.unrecorded = append(w.unrecorded, batch...)
+				w.err = err
+			}
+			cancel()
+		}
+	}()
+	return w
+}
+
+func (w *outcomeWriter) add(u OutcomeUpdate) { w.in <- u }
+
+// close waits for every update to be written and returns those that could
+// not be, with the last error.
+func (w *outcomeWriter) close() ([]OutcomeUpdate, error) {
+	close(w.in)
+	<-w.done
+	return w.unrecorded, w.err
 }
 
 // reachability keeps the app's unreachable mark: set when nothing answered,

@@ -228,3 +228,32 @@ func TestOtherWorkflowCannotActForAKey(t *testing.T) {
 		t.Fatalf("signal_rejected rows %+v", rows)
 	}
 }
+
+// TestRetriedBatchSkipsWhatWasDelivered: each success is recorded as it
+// happens, so when a batch's execution dies midway (a killed worker) its
+// retry sends only what had not gone through.
+func TestRetriedBatchSkipsWhatWasDelivered(t *testing.T) {
+	h := newHarness(t)
+	crashed := false
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(3) && !crashed {
+			crashed = true
+			// The outcomes of 1 and 2 are written beside the POSTs; wait for
+			// them as a real crash would come later than this.
+			deadline := time.Now().Add(5 * time.Second)
+			for h.store.outcome(eventID(2)) != store.EventDelivered && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			panic("worker killed")
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1, 2, 3, 4)
+	h.run()
+	if !crashed {
+		t.Fatal("the crash did not happen")
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3, 4)) {
+		t.Fatalf("delivered %v, want each event once, in order", got)
+	}
+}

@@ -171,10 +171,14 @@ func (f *fakeSubscriber) Post(_ context.Context, r activities.PostRequest) activ
 	if f.start.IsZero() {
 		f.start = f.env.Now()
 	}
+	respond := f.respond
+	f.mu.Unlock()
+	// respond runs unlocked: it may wait, or panic as a crashed worker would.
 	res := activities.PostResult{Status: 204}
-	if f.respond != nil {
-		res = f.respond(r.EventID, r.Attempt, nth)
+	if respond != nil {
+		res = respond(r.EventID, r.Attempt, nth)
 	}
+	f.mu.Lock()
 	f.calls = append(f.calls, call{EventID: r.EventID, Attempt: r.Attempt, At: f.env.Now().Sub(f.start), OK: res.Code == "",
 		Audience: r.SubscriberApp, Body: string(r.Body)})
 	f.mu.Unlock()
