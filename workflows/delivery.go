@@ -120,10 +120,8 @@ func newDelivery(ctx workflow.Context, p Params) *delivery {
 }
 
 func (d *delivery) setup(ctx workflow.Context) error {
-	if len(d.p.RetrySchedule) == 0 { // started by an operator's redeliver, not the relay
-		d.p = d.workerSettings(ctx)
-	}
-	d.p = d.p.WithDefaults()
+	// Handlers first: an Update that came with the start (update-with-start)
+	// is refused if its handler is not registered before the first block.
 	if err := d.setUpdateHandlers(ctx); err != nil {
 		return err
 	}
@@ -132,6 +130,10 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	if len(d.p.RetrySchedule) == 0 { // started by an operator's redeliver, not the relay
+		d.p = d.workerSettings(ctx)
+	}
+	d.p = d.p.WithDefaults()
 	// The relay sets the identity attributes and the first status when it
 	// starts the workflow, and continue-as-new carries them: upsert only
 	// what is missing, so a key's start costs no extra command.

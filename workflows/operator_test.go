@@ -230,3 +230,19 @@ func TestDetailsFollowEveryAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateWithStartWithoutSettings: an Update that starts the workflow
+// (update-with-start, no settings) is accepted while the workflow asks the
+// worker for its settings, and answered.
+func TestUpdateWithStartWithoutSettings(t *testing.T) {
+	h := newHarness(t)
+	h.params.RetrySchedule = nil
+	answer := h.updateAt(0, workflows.UpdateRedeliver, workflows.RedeliverSignal{EventID: eventID(3), Actor: "ops"})
+	h.run()
+	if answer.rejected != nil || !answer.result.Changed || !reflect.DeepEqual(answer.result.Requeued, ids(3)) {
+		t.Fatalf("answer %+v", answer)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(3)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
