@@ -300,7 +300,7 @@ type bulkJSON struct {
 // else 2.
 func updateAllFailed(inv *invocation, tc *temporalConn, req signalRequest) error {
 	query := deliveryFilter{Subscription: req.subscription, Status: workflows.StatusFailed}.query()
-	keys, _, err := tc.listDeliveries(inv.ctx, query, 0)
+	keys, err := tc.listDeliveries(inv.ctx, query)
 	if err != nil {
 		return err
 	}
