@@ -135,3 +135,32 @@ func TestRedeliverEventRunningKey(t *testing.T) {
 	mustRun(t, h.env, append([]string{"resume"}, key...)...)
 	h.waitArrivals("billing", "k-e", 1, 1, 2)
 }
+
+// TestAllFailedNothingToDo recovers the only failed key by hand, then runs
+// redeliver --all-failed: whether Temporal's list still shows the key as
+// failed (it then answers that there is nothing to redeliver) or not any
+// more, no key changes and the command exits 2.
+func TestAllFailedNothingToDo(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t)
+	h.sub.setReject(func(app, subject string, n int) bool { return app == "billing" && subject == "k-n" })
+	h.publish([]string{"k-n"}, 1)
+	h.waitListed([]string{"k-n"}, "--status", "failed", "--subscription", billingSub)
+	h.sub.setReject(nil)
+	mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-n")
+	h.waitArrivals("billing", "k-n", 1)
+
+	r := run(t, h.env, "redeliver", "--subscription", billingSub, "--all-failed", "--json")
+	bulk := decode[bulkJSON](t, r.stdout)
+	if r.code != ExitInvalid || bulk.Changed != 0 || bulk.Errors != 0 || bulk.Nothing+bulk.Gone != len(bulk.Keys) {
+		t.Fatalf("--all-failed with nothing to do: exit %d, %+v", r.code, bulk)
+	}
+	for _, k := range bulk.Keys {
+		if k.Result == bulkNothing && (k.Reason != "nothing_to_redeliver" || k.Answer == nil) {
+			t.Errorf("key %s: %+v", k.Subject, k)
+		}
+	}
+	if rows := h.audit(workflows.AuditDeliveryRedelivered, billingSub, "k-n"); len(rows) != 1+bulk.Nothing {
+		t.Errorf("%d redelivered audit rows, want the manual one and one per key with nothing to do (%d)", len(rows), bulk.Nothing)
+	}
+}
