@@ -36,7 +36,7 @@ func TestRunbookTemporalCommands(t *testing.T) {
 	h.waitListed([]string{"person-42", "person-43"}, "--status", "failed", "--subscription", billingSub)
 
 	out := h.runTemporal(temporalBin, findCommand(t, lines, "temporal workflow query", "--type state"))
-	wantContains(t, "temporal workflow query", out, "status:failed", `"code":"schema_mismatch"`, `"subject":"person-42"`)
+	wantContains(t, "temporal workflow query", out, `"status":"failed"`, `"code":"schema_mismatch"`, `"subject":"person-42"`)
 
 	h.sub.setReject(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && subject == "person-43"
