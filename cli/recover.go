@@ -180,8 +180,9 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	var rejected *rejectedError
 	switch {
 	case errors.As(err, &rejected) && rejected.unknownUpdate():
-		return fmt.Errorf("%s %s: the workflow has no %s update (%s): its worker runs a Herald without operator updates; "+
-			"send the signal instead: %s", req.op.name, id, req.op.name, rejected.msg, out.SignalCommand)
+		return fmt.Errorf("%s %s: the workflow took no %s update (%s): a run started by an operator takes updates "+
+			"once it has its settings, one of an older Herald never; try again, or send the signal (no answer): %s",
+			req.op.name, id, req.op.name, rejected.msg, out.SignalCommand)
 	case errors.As(err, &rejected):
 		out.Rejected = rejected.msg
 	case err != nil:
