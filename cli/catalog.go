@@ -94,6 +94,13 @@ func runSubscriptions(inv *invocation, args []string) error {
 	return setSubscriptionPaused(inv, rest[1], op == "pause", inv.actor(*actor), *reason)
 }
 
+// subscriptionJSON is one subscription as starter subscriptions --json
+// lists it: the subscription and what became of the events handed to it.
+type subscriptionJSON struct {
+	store.Subscription
+	Deliveries store.DeliveryCounts `json:"deliveries"`
+}
+
 func listSubscriptions(inv *invocation, app string) error {
 	st, err := inv.openStore()
 	if err != nil {
@@ -104,8 +111,16 @@ func listSubscriptions(inv *invocation, app string) error {
 	if err != nil {
 		return err
 	}
+	counts, err := st.SubscriptionCounts(inv.ctx, app)
+	if err != nil {
+		return err
+	}
 	if inv.json {
-		return writeJSON(inv.stdout, nonNil(subs))
+		out := make([]subscriptionJSON, len(subs))
+		for i, s := range subs {
+			out[i] = subscriptionJSON{Subscription: s, Deliveries: counts[s.ID]}
+		}
+		return writeJSON(inv.stdout, out)
 	}
 	if len(subs) == 0 {
 		if app != "" {
@@ -115,11 +130,18 @@ func listSubscriptions(inv *invocation, app string) error {
 		}
 		return nil
 	}
-	t := newTable(inv.stdout, "ID", "APP", "EVENT", "STATE", "REASON", "SINCE")
+	t := newTable(inv.stdout, "ID", "STATE", "REASON", "SINCE", "QUEUED", "DELIVERED", "FAILED", "CANCELLED", "EXPIRED")
 	for _, s := range subs {
-		t.row(s.ID, s.App, s.Type+"@"+strconv.Itoa(s.Version), s.State, dash(s.Reason), formatTime(s.UpdatedAt))
+		c := counts[s.ID]
+		n := func(v int64) string { return strconv.FormatInt(v, 10) }
+		t.row(s.ID, s.State, dash(s.Reason), formatTime(s.UpdatedAt), n(c.Queued), n(c.Delivered), n(c.Failed), n(c.Cancelled), n(c.Expired))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(inv.stdout, "Counts are events per outcome (delivered, failed and held, cancelled, expired after the hold expiry),\n"+
+		"over the event log's retention; --json adds filtered. Stuck keys: starter deliveries --status failed")
+	return nil
 }
 
 func setSubscriptionPaused(inv *invocation, id string, paused bool, actor, reason string) error {

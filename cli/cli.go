@@ -83,7 +83,7 @@ func init() {
 			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
 
 		{name: "deliveries", group: groupDeliveries,
-			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--limit N]"},
+			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]"},
 			summary:  "list running delivery workflows (one per subscription and subject key) with status, queue and head", run: runDeliveries},
 		{name: "inspect", group: groupDeliveries, synopsis: []string{"inspect WORKFLOW-ID | --subscription ID --subject K"},
 			summary: "show one delivery workflow's state: head, last error, queue, counters, outcomes", run: runInspect},

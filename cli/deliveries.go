@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
@@ -44,6 +47,7 @@ type deliveryFilter struct {
 	Status       string
 	Subscription string
 	App          string
+	EventType    string
 }
 
 // query is the visibility query of the filter.
@@ -55,6 +59,7 @@ func (f deliveryFilter) query() string {
 	for _, c := range []struct{ name, value string }{
 		{workflows.SASubscription.GetName(), f.Subscription},
 		{workflows.SAApp.GetName(), f.App},
+		{workflows.SAEventType.GetName(), f.EventType},
 		{workflows.SAStatus.GetName(), f.Status},
 	} {
 		if c.value != "" {
@@ -90,8 +95,10 @@ type deliveryKey struct {
 type deliveriesJSON struct {
 	Query string        `json:"query"`
 	Keys  []deliveryKey `json:"keys"`
-	// More is set when the list stopped at --limit with more keys left.
-	More bool `json:"more"`
+	// More is set when the list stopped at --limit with more keys left;
+	// NextPageToken then lists them (--page-token, with the same filters).
+	More          bool   `json:"more"`
+	NextPageToken string `json:"nextPageToken,omitempty"`
 }
 
 // runDeliveries lists running delivery workflows with their status and head.
@@ -101,7 +108,9 @@ func runDeliveries(inv *invocation, args []string) error {
 	fs.StringVar(&f.Status, "status", "", "only keys in this status: "+strings.Join(deliveryStatuses, ", "))
 	fs.StringVar(&f.Subscription, "subscription", "", "only keys of this subscription id")
 	fs.StringVar(&f.App, "app", "", "only keys of subscriptions of this subscriber app")
-	limit := fs.Int("limit", defaultDeliveriesLimit, fmt.Sprintf("at most this many keys (1 to %d)", maxDeliveriesLimit))
+	fs.StringVar(&f.EventType, "type", "", "only keys of subscriptions to this event type (e.g. contacts.person.updated)")
+	limit := fs.Int("limit", defaultDeliveriesLimit, fmt.Sprintf("at most this many keys, one page (1 to %d)", maxDeliveriesLimit))
+	pageToken := fs.String("page-token", "", "the next page of an earlier list, as it printed it (give the same filters)")
 	rest, err := inv.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -120,8 +129,15 @@ func runDeliveries(inv *invocation, args []string) error {
 	if f.App != "" && !manifest.ValidAppID(f.App) {
 		return usagef("deliveries", "deliveries: --app %q is not an app id", f.App)
 	}
+	if f.EventType != "" && !validEventType(f.EventType) {
+		return usagef("deliveries", "deliveries: --type %q is not an event type (<app>.<name>, e.g. contacts.person.updated)", f.EventType)
+	}
 	if *limit < 1 || *limit > maxDeliveriesLimit {
 		return usagef("deliveries", "deliveries: --limit must be from 1 to %d, got %d", maxDeliveriesLimit, *limit)
+	}
+	token, err := base64.RawURLEncoding.DecodeString(*pageToken)
+	if err != nil || (*pageToken != "" && len(token) == 0) {
+		return usagef("deliveries", "deliveries: --page-token %q is not a page token printed by starter deliveries", *pageToken)
 	}
 
 	tc, err := inv.dialTemporal()
@@ -130,55 +146,133 @@ func runDeliveries(inv *invocation, args []string) error {
 	}
 	defer tc.Close()
 	query := f.query()
-	keys, more, err := tc.listDeliveries(inv.ctx, query, *limit)
-	if err != nil {
+	page, err := tc.listPage(inv.ctx, query, *limit, token)
+	var invalidArg *serviceerror.InvalidArgument
+	switch {
+	case len(token) > 0 && errors.As(err, &invalidArg):
+		return invalidf("deliveries: Temporal refused --page-token (%v): give the token of the last list, with the same filters", err)
+	case err != nil:
 		return err
 	}
+	keys := page.keys
+	sortKeys(keys)
 	tc.addHeads(inv.ctx, keys)
-	if inv.json {
-		return writeJSON(inv.stdout, deliveriesJSON{Query: query, Keys: nonNil(keys), More: more})
+	out := deliveriesJSON{Query: query, Keys: nonNil(keys), More: len(page.next) > 0}
+	if out.More {
+		out.NextPageToken = base64.RawURLEncoding.EncodeToString(page.next)
 	}
-	return printDeliveries(inv, keys, more, *limit)
+	if inv.json {
+		return writeJSON(inv.stdout, out)
+	}
+	return printDeliveries(inv, out, nextPageCommand(f, *limit, out.NextPageToken))
 }
 
-// listDeliveries pages through the running delivery workflows matching query,
-// up to limit (no limit when 0), sorted by subscription and subject. more
-// reports that the list stopped at the limit with more keys left.
-func (tc *temporalConn) listDeliveries(ctx context.Context, query string, limit int) (keys []deliveryKey, more bool, err error) {
-	var token []byte
-	for {
-		size := listPageSize
-		if limit > 0 {
-			// One more than needed tells whether more keys match.
-			size = min(size, limit-len(keys)+1)
-		}
-		callCtx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
-		resp, err := tc.ListWorkflow(callCtx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: tc.namespace, Query: query, PageSize: int32(size), NextPageToken: token,
-		})
-		cancel()
-		if err != nil {
-			return nil, false, fmt.Errorf("list delivery workflows in namespace %s: %w", tc.namespace, err)
-		}
-		for _, e := range resp.GetExecutions() {
-			if limit > 0 && len(keys) == limit {
-				more = true
-				break
-			}
-			keys = append(keys, keyOf(e))
-		}
-		token = resp.GetNextPageToken()
-		if more || len(token) == 0 {
-			break
+// validEventType reports whether s is an event type: <app>.<name>.
+func validEventType(s string) bool {
+	app, name, ok := strings.Cut(s, ".")
+	return ok && manifest.ValidAppID(app) && manifest.ValidEventName(name)
+}
+
+// nextPageCommand is the starter command line that lists the next page.
+func nextPageCommand(f deliveryFilter, limit int, token string) string {
+	if token == "" {
+		return ""
+	}
+	s := "starter deliveries"
+	for _, c := range []struct{ flag, value string }{
+		{"--status", f.Status}, {"--subscription", f.Subscription}, {"--app", f.App}, {"--type", f.EventType},
+	} {
+		if c.value != "" {
+			s += " " + c.flag + " " + shellQuote(c.value)
 		}
 	}
+	if limit != defaultDeliveriesLimit {
+		s += " --limit " + strconv.Itoa(limit)
+	}
+	return s + " --page-token " + token
+}
+
+// deliveryPage is one page of running delivery workflows.
+type deliveryPage struct {
+	keys []deliveryKey
+	// next is Temporal's token for the rest; nil when nothing is left.
+	next []byte
+}
+
+// listPage lists up to limit running delivery workflows matching query,
+// from the page token on (the first page when token is empty), in
+// Temporal's order. The returned next token is nil only when no key is
+// left: Temporal may hand out a token for an empty page, so one more key is
+// asked for to be sure.
+func (tc *temporalConn) listPage(ctx context.Context, query string, limit int, token []byte) (deliveryPage, error) {
+	var page deliveryPage
+	for {
+		size := min(listPageSize, limit-len(page.keys))
+		if size == 0 {
+			size = 1 // only to find out whether more keys match
+		}
+		execs, next, err := tc.listOnce(ctx, query, size, token)
+		if err != nil {
+			return page, err
+		}
+		if len(page.keys) == limit {
+			if len(execs) > 0 {
+				page.next = token
+			}
+			return page, nil
+		}
+		for _, e := range execs {
+			page.keys = append(page.keys, keyOf(e))
+		}
+		token = next
+		if len(token) == 0 {
+			return page, nil
+		}
+	}
+}
+
+// listOnce is one ListWorkflow call.
+func (tc *temporalConn) listOnce(ctx context.Context, query string, size int, token []byte) ([]*workflowpb.WorkflowExecutionInfo, []byte, error) {
+	callCtx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
+	defer cancel()
+	resp, err := tc.ListWorkflow(callCtx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: tc.namespace, Query: query, PageSize: int32(size), NextPageToken: token,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list delivery workflows in namespace %s: %w", tc.namespace, err)
+	}
+	return resp.GetExecutions(), resp.GetNextPageToken(), nil
+}
+
+// sortKeys sorts keys by subscription and subject.
+func sortKeys(keys []deliveryKey) {
 	slices.SortFunc(keys, func(a, b deliveryKey) int {
 		if c := strings.Compare(a.Subscription, b.Subscription); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Subject, b.Subject)
 	})
-	return keys, more, nil
+}
+
+// listDeliveries pages through every running delivery workflow matching
+// query, sorted by subscription and subject.
+func (tc *temporalConn) listDeliveries(ctx context.Context, query string) ([]deliveryKey, error) {
+	var keys []deliveryKey
+	var token []byte
+	for {
+		execs, next, err := tc.listOnce(ctx, query, listPageSize, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range execs {
+			keys = append(keys, keyOf(e))
+		}
+		if token = next; len(token) == 0 {
+			break
+		}
+	}
+	sortKeys(keys)
+	return keys, nil
 }
 
 // keyOf reads one listed execution.
@@ -251,8 +345,9 @@ func (tc *temporalConn) addHeads(ctx context.Context, keys []deliveryKey) {
 	wg.Wait()
 }
 
-func printDeliveries(inv *invocation, keys []deliveryKey, more bool, limit int) error {
+func printDeliveries(inv *invocation, out deliveriesJSON, next string) error {
 	w := inv.stdout
+	keys := out.Keys
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "no matching delivery workflows are running (Temporal's list lags a second or two behind status changes)")
 		return nil
@@ -271,8 +366,8 @@ func printDeliveries(inv *invocation, keys []deliveryKey, more bool, limit int) 
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if more {
-		fmt.Fprintf(w, "(the first %d keys; more match: raise --limit or narrow the filter)\n", limit)
+	if out.More {
+		fmt.Fprintf(w, "More keys match; the next page:\n  %s\n", next)
 	}
 	unknown, firstErr := 0, ""
 	for _, k := range keys {

@@ -66,19 +66,23 @@ func TestRecoverFailedKeys(t *testing.T) {
 		return app == "billing" && n == 1 && subject == "k-cancel"
 	})
 	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-redeliver", "--reason", "handler fixed", "--actor", "alice")
-	wantContains(t, "redeliver output", r.stdout, "sent redeliver to "+id,
-		`payload: {"actor":"alice","reason":"handler fixed"}`,
-		"temporal workflow signal --address "+h.address+" --namespace "+h.namespace+" --workflow-id "+id+
+	wantContains(t, "redeliver output", r.stdout, "redeliver "+id+": done",
+		"requeued:  1 event ("+st.Head.EventID+")", "key now:   delivering, 3 events queued",
+		"temporal workflow update execute --address "+h.address+" --namespace "+h.namespace+" --workflow-id "+id+
 			` --name redeliver --input '{"actor":"alice","reason":"handler fixed"}'`)
 	h.waitArrivals("billing", "k-redeliver", 1, 2, 3)
 	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "k-redeliver", "alice", "handler fixed")
 
 	// cancel drops the head; the rest arrive. The actor defaults to $USER.
+	head := h.state(billingSub, "k-cancel").Head
 	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--subject", "k-cancel", "--reason", "bad data", "--json")
-	sent := decode[signalJSON](t, r.stdout)
-	if sent.Signal != "cancel" || sent.WorkflowID != workflows.DeliveryID(billingSub, "k-cancel") ||
-		!strings.Contains(sent.TemporalCommand, `--name cancel --input '{"actor":"tester","reason":"bad data"}'`) {
-		t.Errorf("cancel --json = %+v", sent)
+	sent := decode[opJSON](t, r.stdout)
+	if sent.Update != "cancel" || sent.WorkflowID != workflows.DeliveryID(billingSub, "k-cancel") || sent.Result == nil ||
+		!sent.Result.Changed || !slices.Equal(sent.Result.Cancelled, []string{head.EventID}) || sent.Result.Queued != 2 ||
+		!strings.HasPrefix(sent.TemporalCommand, "temporal workflow update execute") ||
+		!strings.Contains(sent.TemporalCommand, `--name cancel --input '{"actor":"tester","reason":"bad data"}'`) ||
+		!strings.HasPrefix(sent.SignalCommand, "temporal workflow signal") {
+		t.Errorf("cancel --json = %+v (result %+v)", sent, sent.Result)
 	}
 	h.waitArrivals("billing", "k-cancel", 2, 3)
 	h.wantAudit(workflows.AuditDeliveryCancelled, billingSub, "k-cancel", "tester", "bad data")
@@ -97,11 +101,13 @@ func TestPauseResumeKey(t *testing.T) {
 	h.waitArrivals("billing", "k-p", 1)
 
 	r := mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "maintenance", "--actor", "bob")
-	wantContains(t, "pause output", r.stdout, "sent pause to", `--name pause --input '{"actor":"bob","reason":"maintenance"}'`)
-	waitFor(t, 10*time.Second, "the key to be paused", func() bool {
-		st := h.state(billingSub, "k-p")
-		return st.Status == workflows.StatusPaused && st.KeyPaused
-	})
+	wantContains(t, "pause output", r.stdout, "pause "+workflows.DeliveryID(billingSub, "k-p")+": done", "key now:   paused, 0 events queued",
+		`update execute --address `+h.address+` --namespace `+h.namespace+` --workflow-id `+workflows.DeliveryID(billingSub, "k-p")+
+			` --name pause --input '{"actor":"bob","reason":"maintenance"}'`)
+	// The update answered once applied: the key is paused now.
+	if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
+		t.Fatalf("after pause answered: status %s, key paused %v", st.Status, st.KeyPaused)
+	}
 	h.publish([]string{"k-p"}, 2)
 	waitFor(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
 		st := h.state(billingSub, "k-p")
@@ -147,9 +153,14 @@ func TestBulkRecovery(t *testing.T) {
 	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--all-failed", "--reason", "subscriber fixed", "--json")
 	bulk := decode[bulkJSON](t, r.stdout)
 	if len(bulk.Keys) != 2 || bulk.Keys[0].Subject != "r-1" || bulk.Keys[1].Subject != "r-2" ||
-		bulk.Keys[0].Result != "ok" || bulk.Keys[1].Result != "ok" || bulk.Signal != "redeliver" ||
+		bulk.Changed != 2 || bulk.Nothing != 0 || bulk.Gone != 0 || bulk.Errors != 0 || bulk.Update != "redeliver" ||
 		!strings.Contains(bulk.TemporalCommand, `AND HeraldStatus = "failed"' --name redeliver`) {
 		t.Fatalf("redeliver --all-failed --json = %+v", bulk)
+	}
+	for _, k := range bulk.Keys {
+		if k.Result != bulkChanged || k.Answer == nil || len(k.Answer.Requeued) != 1 || k.Answer.Queued != 2 {
+			t.Errorf("redeliver --all-failed, key %s: %+v (answer %+v)", k.Subject, k, k.Answer)
+		}
 	}
 	for _, k := range []string{"r-1", "r-2"} {
 		h.waitArrivals("billing", k, 1, 2)
@@ -160,8 +171,8 @@ func TestBulkRecovery(t *testing.T) {
 	h.waitListed([]string{"c-1", "c-2"}, "--status", "failed", "--subscription", billingSub)
 	h.waitListed([]string{"c-1"}, "--status", "failed", "--subscription", auditLogSub)
 	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--all-failed", "--reason", "bad batch", "--actor", "carol")
-	wantContains(t, "cancel --all-failed", r.stdout, "cancel to the failed keys of "+billingSub,
-		"c-1", "c-2", "2 keys signalled, 0 failed", "temporal workflow signal", "--yes")
+	wantContains(t, "cancel --all-failed", r.stdout, "cancel on the failed keys of "+billingSub,
+		"c-1", "c-2", "changed", "2 changed, 0 with nothing to do, 0 gone, 0 failed", "temporal workflow signal", "--yes")
 	for _, k := range []string{"c-1", "c-2"} {
 		h.waitArrivals("billing", k, 2)
 		h.wantAudit(workflows.AuditDeliveryCancelled, billingSub, k, "carol", "bad batch")
@@ -172,8 +183,11 @@ func TestBulkRecovery(t *testing.T) {
 
 	// Safe to re-run: once the list catches up, nothing is left to do.
 	h.waitListed(nil, "--status", "failed", "--subscription", billingSub)
-	r = mustRun(t, h.env, "cancel", "--subscription", billingSub, "--all-failed", "--reason", "again")
-	wantContains(t, "re-run", r.stdout, "no failed keys in "+billingSub)
+	r = run(t, h.env, "cancel", "--subscription", billingSub, "--all-failed", "--reason", "again")
+	if r.code != ExitInvalid {
+		t.Errorf("re-run with nothing to do: exit %d, want %d", r.code, ExitInvalid)
+	}
+	wantContains(t, "re-run", r.stdout, "no failed keys in "+billingSub+": nothing to do")
 	if rows := h.audit(workflows.AuditDeliveryCancelled, billingSub, "c-1"); len(rows) != 1 {
 		t.Errorf("the re-run wrote %d cancel audit rows for c-1, want still 1", len(rows))
 	}

@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"sync"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"herald/workflows"
@@ -77,9 +80,9 @@ func runSignal(inv *invocation, op signalOp, args []string) error {
 	}
 	defer tc.Close()
 	if req.allFailed {
-		return signalAllFailed(inv, tc, req)
+		return updateAllFailed(inv, tc, req)
 	}
-	return signalOne(inv, tc, req)
+	return updateOne(inv, tc, req)
 }
 
 func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, error) {
@@ -149,125 +152,106 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 	return req, err
 }
 
-// signalJSON is the JSON of a single signal command.
-type signalJSON struct {
-	WorkflowID      string `json:"workflowId"`
-	Signal          string `json:"signal"`
-	Payload         any    `json:"payload"`
+// opJSON is the JSON of a single-key operator command.
+type opJSON struct {
+	WorkflowID string `json:"workflowId"`
+	Update     string `json:"update"`
+	Payload    any    `json:"payload"`
+	// Result is the workflow's answer; nil when it rejected the request.
+	Result *workflows.OpResult `json:"result,omitempty"`
+	// Rejected is the workflow's reason for refusing a malformed request.
+	Rejected string `json:"rejected,omitempty"`
+	// TemporalCommand runs the same Update with the temporal CLI;
+	// SignalCommand sends the same action as a signal (no answer).
 	TemporalCommand string `json:"temporalCommand"`
+	SignalCommand   string `json:"signalCommand"`
 }
 
-// signalOne sends the signal to one key's workflow.
-func signalOne(inv *invocation, tc *temporalConn, req signalRequest) error {
+// updateOne runs the operator Update on one key's workflow and reports what
+// it did: exit 0 when something changed, 2 when there was nothing to do or
+// the workflow rejected the request.
+func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	id := workflows.DeliveryID(req.subscription, req.subject)
 	payload := req.payload()
-	if err := tc.signal(inv.ctx, id, req.op.name, payload); err != nil {
-		return temporalError("signal "+req.op.name+" to", id, err)
+	out := opJSON{WorkflowID: id, Update: req.op.name, Payload: payload,
+		TemporalCommand: tc.updateCommand(id, req.op.name, payload),
+		SignalCommand:   tc.signalCommand(id, req.op.name, payload)}
+	res, err := tc.update(inv.ctx, id, req.op.name, payload)
+	var rejected *rejectedError
+	switch {
+	case errors.As(err, &rejected) && rejected.unknownUpdate():
+		return fmt.Errorf("%s %s: the workflow took no %s update (%s): a run started by an operator takes updates "+
+			"once it has its settings, one of an older Herald never; try again, or send the signal (no answer): %s",
+			req.op.name, id, req.op.name, rejected.msg, out.SignalCommand)
+	case errors.As(err, &rejected):
+		out.Rejected = rejected.msg
+	case err != nil:
+		return temporalError(req.op.name+" (update)", id, err)
+	default:
+		out.Result = &res
 	}
-	command := tc.signalCommand(id, req.op.name, payload)
+	return reportOp(inv, out)
+}
+
+// reportOp prints the answer of one key's Update and returns the command's
+// outcome.
+func reportOp(inv *invocation, out opJSON) error {
 	if inv.json {
-		return writeJSON(inv.stdout, signalJSON{WorkflowID: id, Signal: req.op.name, Payload: payload, TemporalCommand: command})
-	}
-	w := inv.stdout
-	fmt.Fprintf(w, "sent %s to %s\n", req.op.name, id)
-	fmt.Fprintf(w, "  payload: %s\n", compactPayload(payload))
-	fmt.Fprintf(w, "The workflow records what it did in the audit trail: starter audit --target %s\n", shellQuote(id))
-	fmt.Fprintf(w, "Same with the Temporal CLI:\n  %s\n", command)
-	return nil
-}
-
-// keyResult is the outcome of one signal of a bulk command.
-type keyResult struct {
-	WorkflowID string `json:"workflowId"`
-	Subject    string `json:"subject"`
-	// Result is "ok", "gone" (the workflow completed meanwhile: nothing left
-	// to do) or "error".
-	Result string `json:"result"`
-	Error  string `json:"error,omitempty"`
-}
-
-// bulkJSON is the JSON of redeliver|cancel --all-failed.
-type bulkJSON struct {
-	Subscription    string      `json:"subscription"`
-	Signal          string      `json:"signal"`
-	Payload         any         `json:"payload"`
-	Keys            []keyResult `json:"keys"`
-	TemporalCommand string      `json:"temporalCommand"`
-}
-
-// signalAllFailed sends the signal to every key of the subscription whose
-// HeraldStatus is failed. Safe to re-run: a key that recovered meanwhile is
-// no longer listed, and a workflow that completed meanwhile is reported as
-// gone. It fails (exit 1) only when a signal could not be sent.
-func signalAllFailed(inv *invocation, tc *temporalConn, req signalRequest) error {
-	query := deliveryFilter{Subscription: req.subscription, Status: workflows.StatusFailed}.query()
-	keys, _, err := tc.listDeliveries(inv.ctx, query, 0)
-	if err != nil {
-		return err
-	}
-	payload := req.payload()
-	results := make([]keyResult, len(keys))
-	sem := make(chan struct{}, stateQueryParallelism)
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			results[i] = keyResult{WorkflowID: k.WorkflowID, Subject: k.Subject, Result: "ok"}
-			switch err := tc.signal(inv.ctx, k.WorkflowID, req.op.name, payload); {
-			case err == nil:
-			case isNotFound(err):
-				results[i].Result = "gone"
-			default:
-				results[i].Result, results[i].Error = "error", err.Error()
-			}
-		}()
-	}
-	wg.Wait()
-	failed := 0
-	for _, r := range results {
-		if r.Result == "error" {
-			failed++
-		}
-	}
-	command := tc.batchSignalCommand(query, req.op.name, payload, req.reason)
-	if inv.json {
-		if err := writeJSON(inv.stdout, bulkJSON{Subscription: req.subscription, Signal: req.op.name,
-			Payload: payload, Keys: nonNil(results), TemporalCommand: command}); err != nil {
+		if err := writeJSON(inv.stdout, out); err != nil {
 			return err
 		}
-	} else {
-		printBulk(inv, req, results, failed, command)
+		if out.Result == nil || !out.Result.Changed {
+			return &reportedError{code: ExitInvalid}
+		}
+		return nil
 	}
-	if failed > 0 {
-		return &reportedError{code: ExitError}
+	if out.Result == nil {
+		return invalidf("%s %s: rejected by the workflow, nothing was done: %s", out.Update, out.WorkflowID, out.Rejected)
 	}
+	res := out.Result
+	if !res.Changed {
+		return invalidf("%s %s: nothing to do: %s; the key is %s with %s queued", out.Update, out.WorkflowID,
+			reasonText(res.Reason), dash(res.Status), plural(res.Queued, "event"))
+	}
+	w := inv.stdout
+	fmt.Fprintf(w, "%s %s: done\n", out.Update, out.WorkflowID)
+	if len(res.Requeued) > 0 {
+		fmt.Fprintf(w, "  requeued:  %s (%s)\n", plural(len(res.Requeued), "event"), listIDs(res.Requeued))
+	}
+	if len(res.Cancelled) > 0 {
+		fmt.Fprintf(w, "  cancelled: %s (%s)\n", plural(len(res.Cancelled), "event"), listIDs(res.Cancelled))
+	}
+	if len(res.Refused) > 0 {
+		fmt.Fprintf(w, "  refused:   %s\n", refusedText(res.Refused))
+	}
+	fmt.Fprintf(w, "  key now:   %s, %s queued\n", dash(res.Status), plural(res.Queued, "event"))
+	fmt.Fprintf(w, "Audit trail: starter audit --target %s\n", shellQuote(out.WorkflowID))
+	fmt.Fprintf(w, "Same with the Temporal CLI:\n  %s\n", out.TemporalCommand)
 	return nil
 }
 
-func printBulk(inv *invocation, req signalRequest, results []keyResult, failed int, command string) {
-	w := inv.stdout
-	if len(results) == 0 {
-		fmt.Fprintf(w, "no failed keys in %s (Temporal's list lags a second or two behind status changes)\n", req.subscription)
-		return
+// listedIDs caps the event ids printed in one line.
+const listedIDs = 5
+
+// listIDs joins the first event ids of a list.
+func listIDs(ids []string) string {
+	if len(ids) <= listedIDs {
+		return strings.Join(ids, ", ")
 	}
-	fmt.Fprintf(w, "%s to the failed keys of %s, payload %s:\n", req.op.name, req.subscription, compactPayload(req.payload()))
-	t := newTable(w, "  SUBJECT", "RESULT")
-	for _, r := range results {
-		switch r.Result {
-		case "gone":
-			t.row("  "+r.Subject, "gone (the workflow completed meanwhile; nothing to do)")
-		case "error":
-			t.row("  "+r.Subject, "error: "+r.Error)
-		default:
-			t.row("  "+r.Subject, r.Result)
-		}
+	return strings.Join(ids[:listedIDs], ", ") + fmt.Sprintf(", … %d more", len(ids)-listedIDs)
+}
+
+// refusedText lists refused event ids with why, in id order.
+func refusedText(refused map[string]string) string {
+	ids := slices.Sorted(maps.Keys(refused))
+	parts := make([]string, 0, min(len(ids), listedIDs))
+	for _, id := range ids[:min(len(ids), listedIDs)] {
+		parts = append(parts, id+": "+refused[id])
 	}
-	_ = t.flush()
-	fmt.Fprintf(w, "%s signalled, %d failed\n", plural(len(results)-failed, "key"), failed)
-	fmt.Fprintf(w, "Same with the Temporal CLI (a batch job):\n  %s\n", command)
+	if len(ids) > listedIDs {
+		parts = append(parts, fmt.Sprintf("… %d more", len(ids)-listedIDs))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // signalCommand is the temporal CLI command line that sends the same signal.

@@ -99,19 +99,21 @@ func identityParams(sub store.Subscription, subject string) workflows.Params {
 
 // redeliverEventJSON is the JSON of redeliver --event.
 type redeliverEventJSON struct {
-	WorkflowID string `json:"workflowId"`
-	Signal     string `json:"signal"`
-	Payload    any    `json:"payload"`
-	// StartInput is the workflow's input when the signal starts it.
-	StartInput      workflows.Params `json:"startInput"`
-	EventSeq        int64            `json:"eventSeq"`
-	TemporalCommand string           `json:"temporalCommand"`
+	opJSON
+	// StartInput is the workflow's input when the Update starts it.
+	StartInput workflows.Params `json:"startInput"`
+	EventSeq   int64            `json:"eventSeq"`
+	// SignalledAfterStart is set when the workflow, started by this
+	// command, could not take the Update yet, and the action was sent as a
+	// signal instead: it is applied, but without an answer.
+	SignalledAfterStart bool `json:"signalledAfterStart,omitempty"`
 }
 
 // redeliverEvent puts one event of the log back in front of its key's
 // queue, whether or not the key's workflow runs: the event must be in the
 // log and belong to the subscription's type and version and to the subject
-// key.
+// key. It runs the redeliver Update with Update-With-Start, so the key
+// answers what it did.
 func redeliverEvent(inv *invocation, req signalRequest) error {
 	st, err := inv.openStore()
 	if err != nil {
@@ -144,21 +146,52 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 	id := workflows.DeliveryID(sub.ID, req.subject)
 	params := identityParams(sub, req.subject)
 	payload := req.payload()
-	if err := tc.signalWithStart(inv.ctx, id, req.op.name, payload, params); err != nil {
-		return temporalError("signal-with-start "+req.op.name+" to", id, err)
+	out := redeliverEventJSON{StartInput: params, EventSeq: ev.Seq, opJSON: opJSON{
+		WorkflowID: id, Update: req.op.name, Payload: payload,
+		TemporalCommand: tc.updateWithStartCommand(id, req.op.name, payload, params),
+		SignalCommand:   tc.signalWithStartCommand(id, req.op.name, payload, params)}}
+	res, err := tc.updateWithStart(inv.ctx, id, req.op.name, payload, params)
+	var rejected *rejectedError
+	switch {
+	case errors.As(err, &rejected) && rejected.unknownUpdate():
+		// A workflow started without settings asks the worker for them
+		// before it takes Updates, and a new run rejects an Update that
+		// arrives first. The start went through, and the rejected Update
+		// did nothing: the signal, which waits in the workflow's history,
+		// does the redeliver.
+		if err := tc.signal(inv.ctx, id, req.op.name, payload); err != nil {
+			return temporalError("signal "+req.op.name+" to", id, err)
+		}
+		out.SignalledAfterStart = true
+	case errors.As(err, &rejected):
+		out.Rejected = rejected.msg
+	case err != nil:
+		return temporalError(req.op.name+" (update-with-start)", id, err)
+	default:
+		out.Result = &res
 	}
-	command := tc.signalWithStartCommand(id, req.op.name, payload, params)
 	if inv.json {
-		return writeJSON(inv.stdout, redeliverEventJSON{WorkflowID: id, Signal: req.op.name, Payload: payload,
-			StartInput: params, EventSeq: ev.Seq, TemporalCommand: command})
+		if err := writeJSON(inv.stdout, out); err != nil {
+			return err
+		}
+		if !out.SignalledAfterStart && (out.Result == nil || !out.Result.Changed) {
+			return &reportedError{code: ExitInvalid}
+		}
+		return nil
 	}
-	w := inv.stdout
-	fmt.Fprintf(w, "sent %s to %s (signal-with-start: the key's workflow is started if it was not running)\n", req.op.name, id)
-	fmt.Fprintf(w, "  event:   %s (seq %d, %s@%d, received %s)\n", ev.ID, ev.Seq, ev.Type, ev.Version, formatTime(ev.ReceivedAt))
-	fmt.Fprintf(w, "  payload: %s\n", compactPayload(payload))
-	fmt.Fprintf(w, "The workflow records what it did in the audit trail: starter audit --target %s\n", shellQuote(id))
-	fmt.Fprintf(w, "Same with the Temporal CLI:\n  %s\n", command)
-	return nil
+	if out.SignalledAfterStart {
+		w := inv.stdout
+		fmt.Fprintf(w, "%s %s: started the key's workflow and sent the redeliver as a signal (a new run cannot answer an update yet)\n",
+			req.op.name, id)
+		fmt.Fprintf(w, "  event:   %s (seq %d, %s@%d, received %s)\n", ev.ID, ev.Seq, ev.Type, ev.Version, formatTime(ev.ReceivedAt))
+		fmt.Fprintf(w, "The workflow records what it did in the audit trail: starter audit --target %s\n", shellQuote(id))
+		fmt.Fprintf(w, "Same with the Temporal CLI:\n  %s\n", out.SignalCommand)
+		return nil
+	}
+	if out.Result != nil && out.Result.Changed {
+		fmt.Fprintf(inv.stdout, "event %s (seq %d, %s@%d, received %s)\n", ev.ID, ev.Seq, ev.Type, ev.Version, formatTime(ev.ReceivedAt))
+	}
+	return reportOp(inv, out.opJSON)
 }
 
 // windowKeyJSON is one key of a replay window.

@@ -104,15 +104,11 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 		t.Errorf("events show without an id: exit %d, stderr %q", r.code, r.stderr)
 	}
 
-	// redeliver --event of a completed key: signal-with-start.
+	// redeliver --event of a completed key: Update-With-Start.
 	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-idle", "--event", evs[0].ID,
 		"--reason", "subscriber lost it", "--actor", "alice")
-	wantContains(t, "redeliver --event", r.stdout, "sent redeliver to "+id+" (signal-with-start",
-		"temporal workflow signal-with-start --address "+h.address+" --namespace "+h.namespace+" --workflow-id "+id+
-			" --type Delivery --task-queue herald --input "+
-			`'{"subscriptionId":"`+billingSub+`","subscriberApp":"billing","eventType":"contacts.person.updated","subjectKey":"k-idle"}'`,
-		`--search-attribute 'HeraldSubscription="`+billingSub+`"'`,
-		`--signal-name redeliver --signal-input '{"eventId":"`+evs[0].ID+`","actor":"alice","reason":"subscriber lost it"}'`)
+	t.Logf("redeliver --event of a completed key:\n%s", r.stdout)
+	wantContains(t, "redeliver --event", r.stdout, "redeliver "+id+": ")
 	h.waitArrivals("billing", "k-idle", 1, 2, 1)
 	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "k-idle", "alice", "subscriber lost it")
 	// Started without settings, the workflow took the worker's: its idle
@@ -124,10 +120,16 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 
 	r = mustRun(t, h.env, "redeliver", "--json", "--subscription", billingSub, "--subject", "k-idle", "--event", evs[1].ID)
 	sent := decode[redeliverEventJSON](t, r.stdout)
+	t.Logf("redeliver --event --json of a completed key:\n%s", r.stdout)
 	want := workflows.Params{SubscriptionID: billingSub, SubscriberApp: "billing", EventType: "contacts.person.updated", SubjectKey: "k-idle"}
-	if sent.WorkflowID != id || sent.Signal != "redeliver" || sent.EventSeq != evs[1].Seq ||
-		!paramsEqual(sent.StartInput, want) || !strings.HasPrefix(sent.TemporalCommand, "temporal workflow signal-with-start") {
+	if sent.WorkflowID != id || sent.Update != "redeliver" || sent.EventSeq != evs[1].Seq ||
+		!paramsEqual(sent.StartInput, want) || !strings.HasPrefix(sent.TemporalCommand, "temporal workflow execute-update-with-start") {
 		t.Errorf("redeliver --event --json = %+v", sent)
+	}
+	// A new run answers the Update, or (while it asks the worker for its
+	// settings first) takes the redeliver as a signal.
+	if (sent.Result == nil || !sent.Result.Changed || !slices.Equal(sent.Result.Requeued, []string{evs[1].ID})) && !sent.SignalledAfterStart {
+		t.Errorf("redeliver --event --json: result %+v, signalled after start %v; want the event requeued", sent.Result, sent.SignalledAfterStart)
 	}
 	h.waitArrivals("billing", "k-idle", 1, 2, 1, 2)
 

@@ -38,6 +38,8 @@ func TestDeliveryFilterQuery(t *testing.T) {
 	}{
 		{deliveryFilter{}, base},
 		{deliveryFilter{Status: "failed"}, base + ` AND HeraldStatus = "failed"`},
+		{deliveryFilter{EventType: "contacts.person.updated", Status: "idle"},
+			base + ` AND HeraldEventType = "contacts.person.updated" AND HeraldStatus = "idle"`},
 		{deliveryFilter{Subscription: billingSub, App: "billing", Status: "paused"},
 			base + ` AND HeraldSubscription = "` + billingSub + `" AND HeraldApp = "billing" AND HeraldStatus = "paused"`},
 	}
@@ -131,6 +133,8 @@ func TestDeliveryCommandUsage(t *testing.T) {
 		{[]string{"deliveries", "--limit", "0"}, "--limit must be from 1 to 10000"},
 		{[]string{"deliveries", "--subscription", "billing"}, `--subscription "billing" is not a subscription id`},
 		{[]string{"deliveries", "--app", "Billing"}, `--app "Billing" is not an app id`},
+		{[]string{"deliveries", "--type", "contacts"}, `--type "contacts" is not an event type`},
+		{[]string{"deliveries", "--type", "Contacts.person.updated"}, `--type "Contacts.person.updated" is not an event type`},
 		{[]string{"deliveries", "extra"}, `deliveries: unexpected argument "extra"`},
 		{[]string{"inspect"}, "inspect: --subscription and --subject are required"},
 		{[]string{"inspect", "x", "y"}, `inspect: unexpected argument "y"`},

@@ -138,7 +138,8 @@ The subscriber rejects subject person-3 (422), so that key holds as failed.
 
 The same with the Temporal CLI:
   $temporal_cli workflow query  --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --type state
-  $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name redeliver --input '{"actor":"$me","reason":"fixed the handler"}'
+  $temporal_cli workflow update execute --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name redeliver --input '{"actor":"$me","reason":"fixed the handler"}'   # answers what changed
+  $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name redeliver --input '{"actor":"$me","reason":"fixed the handler"}'          # the same, no answer
   $temporal_cli workflow signal --address $TEMPORAL_ADDRESS --workflow-id '$stuck' --name cancel --input '{"actor":"$me","reason":"skip it"}'
   $temporal_cli workflow list   --address $TEMPORAL_ADDRESS --query 'HeraldStatus="failed"'
 

@@ -1,0 +1,65 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"herald/store"
+)
+
+// TestSubscriptionCounts counts outcome rows per status and subscription:
+// billing has one event in each of four statuses, audit one delivered; the
+// app filter keeps one app's subscriptions.
+func TestSubscriptionCounts(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	mustApply(t, s, mkManifest("audit", nil, subTo("contacts.person.updated", 1)))
+	const auditSub = "audit:contacts.person.updated@1"
+
+	counts, err := s.SubscriptionCounts(ctx, "")
+	if err != nil || len(counts) != 0 {
+		t.Fatalf("counts before any dispatch: %v, %v", counts, err)
+	}
+	var ds []store.Dispatch
+	for i, ev := range evs {
+		ds = append(ds, store.Dispatch{SubscriptionID: billingPersonSub, EventID: ev.ID, Seq: int64(i + 1), Subject: ev.Subject})
+	}
+	ds = append(ds, store.Dispatch{SubscriptionID: auditSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"})
+	if _, err := s.RecordDispatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[1].ID, Seq: 2, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"},
+		{EventID: evs[2].ID, Seq: 3, Status: store.EventCancelled},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, auditSub, "p2", []store.OutcomeUpdate{
+		{EventID: evs[3].ID, Seq: 4, Status: store.EventExpired, Code: "retention_expired"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	counts, err = s.SubscriptionCounts(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBilling := store.DeliveryCounts{Queued: 1, Delivered: 1, Failed: 1, Cancelled: 1}
+	wantAudit := store.DeliveryCounts{Expired: 1}
+	if len(counts) != 2 || counts[billingPersonSub] != wantBilling || counts[auditSub] != wantAudit {
+		t.Fatalf("counts = %+v; want billing %+v, audit %+v", counts, wantBilling, wantAudit)
+	}
+	if got := counts[billingPersonSub].Total(); got != 4 {
+		t.Errorf("billing total = %d, want 4", got)
+	}
+
+	counts, err = s.SubscriptionCounts(ctx, "billing")
+	if err != nil || len(counts) != 1 || counts[billingPersonSub] != wantBilling {
+		t.Fatalf("counts of app billing = %+v, %v", counts, err)
+	}
+	counts, err = s.SubscriptionCounts(ctx, "nobody")
+	if err != nil || len(counts) != 0 {
+		t.Fatalf("counts of an unknown app = %+v, %v", counts, err)
+	}
+}
