@@ -170,7 +170,7 @@ func (tc *temporalConn) signalWithStart(ctx context.Context, id, name string, pa
 	ctx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
 	defer cancel()
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: workflows.StartAttributes(params)}
+		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
 	_, err := tc.SignalWithStartWorkflow(ctx, id, name, payload, opts, workflows.DeliveryWorkflowType, params)
 	return err
 }

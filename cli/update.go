@@ -66,6 +66,7 @@ func (tc *temporalConn) updateWithStart(ctx context.Context, id, name string, pa
 		ID: id, TaskQueue: workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes:    workflows.StartAttributes(params),
+		StaticSummary:            workflows.Summary(params),
 	}, workflows.DeliveryWorkflowType, params)
 	h, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
