@@ -239,6 +239,23 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 			want:  `host "worker"`,
 		},
 		{
+			name: "subscriber fetching keys over plain http",
+			mutate: func(t *testing.T, doc map[string]any) {
+				envDoc(t, doc, "herald-subscriber")["SUBSCRIBER_JWKS"] = "http://herald-worker:8088/.well-known/jwks.json"
+			},
+			check: checkSubscriberKeys,
+			want:  "is not https",
+		},
+		{
+			name: "subscriber pinning keys from the worker's private key volume",
+			mutate: func(t *testing.T, doc map[string]any) {
+				svc := doc["services"].(map[string]any)["herald-subscriber"].(map[string]any)
+				svc["volumes"] = []any{"herald-keys:/public-keys:ro"}
+			},
+			check: checkSubscriberKeys,
+			want:  "private signing keys",
+		},
+		{
 			name: "subscriber fetching keys from a port the worker does not serve",
 			mutate: func(t *testing.T, doc map[string]any) {
 				envDoc(t, doc, "herald-subscriber")["SUBSCRIBER_JWKS"] = "http://herald-worker:9090/.well-known/jwks.json"

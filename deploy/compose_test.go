@@ -35,6 +35,7 @@ var composeChecks = []struct {
 	{"depends_on", checkDependsOn},
 	{"search attributes", checkSearchAttributes},
 	{"addresses name compose services", checkAddresses},
+	{"subscriber keys", checkSubscriberKeys},
 }
 
 func TestCompose(t *testing.T) {
@@ -432,6 +433,49 @@ func checkAddresses(_ *testing.T, c *composeFile) []string {
 				}
 			}
 		}
+	}
+	return problems
+}
+
+// checkSubscriberKeys: the example subscriber trusts keys it gets safely:
+// pinned from a read-only named volume that holds no private key (not the
+// worker's key volume), or fetched from an https JWKS URL. Plain http over
+// the compose network would let any container answer with its own keys.
+func checkSubscriberKeys(_ *testing.T, c *composeFile) []string {
+	const name = "herald-subscriber"
+	s, ok := c.Services[name]
+	if !ok {
+		return []string{"no " + name + " service"}
+	}
+	var problems []string
+	if v := s.Environment["SUBSCRIBER_JWKS"]; v != "" {
+		if u, err := url.Parse(v); err != nil || u.Scheme != "https" {
+			problems = append(problems, fmt.Sprintf("%s: SUBSCRIBER_JWKS %q is not https; pin the keys with SUBSCRIBER_KEYS instead", name, v))
+		}
+	}
+	keys := s.Environment["SUBSCRIBER_KEYS"]
+	if keys == "" {
+		return problems
+	}
+	privateVolumes := map[string]bool{}
+	for _, m := range c.Services[workerService].Volumes {
+		if strings.HasPrefix(c.Services[workerService].Environment["HERALD_SIGNING_KEY"], m.Target) {
+			privateVolumes[m.Source] = true
+		}
+	}
+	var vol mount
+	for _, m := range s.Volumes {
+		if strings.HasPrefix(keys, strings.TrimSuffix(m.Target, "/")+"/") {
+			vol = m
+		}
+	}
+	switch {
+	case vol.Target == "":
+		problems = append(problems, fmt.Sprintf("%s: SUBSCRIBER_KEYS %s is not in a mounted volume", name, keys))
+	case !vol.isNamedVolume() || !vol.ReadOnly:
+		problems = append(problems, fmt.Sprintf("%s: mount the public keys volume %s read-only", name, vol.Source))
+	case privateVolumes[vol.Source]:
+		problems = append(problems, fmt.Sprintf("%s mounts %s, the worker's private signing keys", name, vol.Source))
 	}
 	return problems
 }
