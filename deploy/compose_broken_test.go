@@ -239,6 +239,22 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 			want:  `host "worker"`,
 		},
 		{
+			name: "worker connecting as the owner role",
+			mutate: func(t *testing.T, doc map[string]any) {
+				envDoc(t, doc, workerService)["HERALD_DATABASE_URL"] = "postgres://herald:herald@postgresql:5432/herald"
+			},
+			check: checkDatabaseRoles,
+			want:  "herald-worker connects as herald, the owner role",
+		},
+		{
+			name: "migrations without granting the runtime role",
+			mutate: func(t *testing.T, doc map[string]any) {
+				delete(envDoc(t, doc, "herald-init"), "HERALD_RUNTIME_ROLE")
+			},
+			check: checkDatabaseRoles,
+			want:  "no service runs starter migrate",
+		},
+		{
 			name: "subscriber fetching keys over plain http",
 			mutate: func(t *testing.T, doc map[string]any) {
 				envDoc(t, doc, "herald-subscriber")["SUBSCRIBER_JWKS"] = "http://herald-worker:8088/.well-known/jwks.json"

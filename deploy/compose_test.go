@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +38,7 @@ var composeChecks = []struct {
 	{"search attributes", checkSearchAttributes},
 	{"addresses name compose services", checkAddresses},
 	{"subscriber keys", checkSubscriberKeys},
+	{"database roles", checkDatabaseRoles},
 }
 
 func TestCompose(t *testing.T) {
@@ -476,6 +479,55 @@ func checkSubscriberKeys(_ *testing.T, c *composeFile) []string {
 		problems = append(problems, fmt.Sprintf("%s: mount the public keys volume %s read-only", name, vol.Source))
 	case privateVolumes[vol.Source]:
 		problems = append(problems, fmt.Sprintf("%s mounts %s, the worker's private signing keys", name, vol.Source))
+	}
+	return problems
+}
+
+// checkDatabaseRoles: Herald's processes connect as a runtime role that is
+// not the owner role the migrations run as; a starter migrate service
+// migrates as the owner and grants that runtime role; the PostgreSQL
+// initialisation script creates both roles.
+func checkDatabaseRoles(t *testing.T, c *composeFile) []string {
+	userOf := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil || u.User == nil {
+			return ""
+		}
+		return u.User.Username()
+	}
+	var problems []string
+	runtime := userOf(c.Services[workerService].Environment["HERALD_DATABASE_URL"])
+	owners := map[string]bool{}
+	migrates := false
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		if o := userOf(s.Environment["HERALD_OWNER_DATABASE_URL"]); o != "" {
+			owners[o] = true
+			if strings.Contains(strings.Join(s.Command, " "), "starter migrate") && s.Environment["HERALD_RUNTIME_ROLE"] == runtime {
+				migrates = true
+			}
+		}
+	}
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		if u := userOf(s.Environment["HERALD_DATABASE_URL"]); s.isHerald() && owners[u] {
+			problems = append(problems, fmt.Sprintf("%s connects as %s, the owner role: Herald's processes must run as the runtime role", name, u))
+		}
+	}
+	if runtime == "" {
+		problems = append(problems, workerService+": HERALD_DATABASE_URL names no user")
+	}
+	if !migrates {
+		problems = append(problems, fmt.Sprintf("no service runs starter migrate with HERALD_OWNER_DATABASE_URL and HERALD_RUNTIME_ROLE=%s", runtime))
+	}
+	initSQL, err := os.ReadFile(filepath.Join("postgres", "init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range append(sortedNames(owners), runtime) {
+		if !strings.Contains(string(initSQL), "CREATE ROLE "+role+" LOGIN") {
+			problems = append(problems, fmt.Sprintf("deploy/postgres/init.sql does not create role %s", role))
+		}
 	}
 	return problems
 }
