@@ -13,6 +13,9 @@ ARG GO_VERSION=1.26
 ARG ALPINE_VERSION=3.23
 
 FROM golang:${GO_VERSION} AS build
+# Herald is built with go1.27.3 (go.mod's toolchain line): the go command
+# fetches it from the module proxy whatever release the base image carries.
+ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
 # Modules first, so that a source change does not download them again.
 COPY go.mod go.sum ./

@@ -7,6 +7,8 @@
 # where to look and how to recover a stuck key. Stays in the foreground;
 # Ctrl-C stops everything it started. `scripts/dev.sh stop` stops a leftover run.
 set -euo pipefail
+# go.mod's toolchain, which a go command set to GOTOOLCHAIN=local would ignore.
+export GOTOOLCHAIN=go1.27.3
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 state="$root/.dev"
