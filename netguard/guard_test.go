@@ -180,7 +180,7 @@ func TestCheckAllowList(t *testing.T) {
 		{"fe80::/10", "fe80::1%eth0", true}, // zone ignored
 		{"fd00:ec2::254", "fd00:ec2::254", true},
 		{"fd00:ec2::254", "fd00:ec2::253", false},
-		{"::ffff:10.0.0.0/104", "10.9.9.9", true}, // mapped prefix normalised
+		{"::ffff:10.0.0.0/104", "10.9.9.9", true},     // mapped prefix normalised
 		{"64:ff9b::/96", "64:ff9b::a9fe:a9fe", false}, // embeds a metadata address
 		{"64:ff9b::/96", "64:ff9b::a9fe:a8fe", true},
 		{"64:ff9b::a9fe:a9fe", "64:ff9b::a9fe:a9fe", true},
