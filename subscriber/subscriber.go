@@ -12,7 +12,9 @@
 //   - algorithm EdDSA only, so "none" and HS256 are refused (401 alg_not_allowed,
 //     or token_invalid for a token that does not parse);
 //   - kid header present (401 kid_missing) and known, after at most one JWKS
-//     refresh (401 kid_unknown);
+//     refresh (401 kid_unknown; at most MaxKidWaitsPerSource deliveries from
+//     one address and MaxKidWaits in all wait for a refresh, the others are
+//     refused at once);
 //   - Ed25519 signature (401 signature_invalid);
 //   - exp not past, with leeway (401 token_expired);
 //   - iat (and nbf, if any) not in the future beyond leeway (401 token_not_yet_valid);
@@ -25,6 +27,10 @@
 //
 // A token without exp, iat, sub or jti, or living longer than
 // MaxTokenLifetime, is refused as token_invalid.
+//
+// Keys come from an https JWKS URL (redirects only within its host; plain
+// http only for loopback with Config.AllowLoopbackHTTP), from a pinned keys
+// file (Config.KeysFile) or from keys given in the Config.
 package subscriber
 
 import (
