@@ -2,6 +2,10 @@
 .PHONY: dev test build vet temporal-cli clean bench chaos
 
 GO ?= go
+# The Go release Herald is built and tested with (go.mod's toolchain line, which
+# a go command set to GOTOOLCHAIN=local would ignore): the go command downloads
+# it from the module proxy once. Override on the command line only knowingly.
+export GOTOOLCHAIN := go1.27.3
 
 ## dev: run the whole system locally with demo data (PostgreSQL, Temporal, worker, example subscriber)
 dev:

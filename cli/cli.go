@@ -55,7 +55,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "migrate", group: groupSetup, synopsis: []string{"migrate"},
+		{name: "migrate", group: groupSetup, synopsis: []string{"migrate [--runtime-role ROLE]"},
 			summary: "create or upgrade Herald's database schema", run: runMigrate},
 		{name: "apps", group: groupSetup,
 			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]"},

@@ -73,8 +73,9 @@ func startHerald(t *testing.T, options ...func(*config.Worker)) *herald {
 	h := &herald{t: t, svc: svc, sub: &inbox{got: map[string][]int{}}, address: address, namespace: namespace,
 		publisher: publish.New(svc.Store, publish.Options{})}
 	handler, err := subscriber.New(subscriber.Config{
-		Audiences: []string{"app:billing", "app:audit-log"},
-		JWKSURL:   "http://" + svc.Addr() + "/.well-known/jwks.json",
+		Audiences:         []string{"app:billing", "app:audit-log"},
+		JWKSURL:           "http://" + svc.Addr() + "/.well-known/jwks.json",
+		AllowLoopbackHTTP: true, // the worker serves its JWKS on loopback
 	}, h.sub.handle)
 	if err != nil {
 		t.Fatal(err)

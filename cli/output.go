@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // writeJSON prints v as indented JSON.
@@ -46,9 +47,24 @@ func (t *table) flush() error {
 	return nil
 }
 
-var cellCleaner = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
-
-func cleanCell(s string) string { return cellCleaner.Replace(s) }
+// cleanCell makes a value safe to print on a terminal, in a table or on a
+// line of its own: tabs and line breaks become spaces, and every other
+// control or invisible formatting character (escape sequences that recolour
+// or retitle the terminal, a carriage return hiding what came before, bidi
+// overrides reordering the text) is dropped. Values such as a subscriber's
+// error text come from outside Herald. Invalid UTF-8 becomes U+FFFD.
+func cleanCell(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == '\u0085' || r == '\u2028' || r == '\u2029':
+			return ' '
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			return -1
+		}
+		return r
+	}, s)
+}
 
 // dash stands in for an empty optional value in a table.
 func dash(s string) string {

@@ -13,10 +13,11 @@ import (
 	"herald/publish"
 )
 
-// maxDataFileBytes caps what --data @FILE reads. Larger data could never be
-// accepted (events are capped far lower), but anything up to this is handed
-// to the publisher, so that it answers with payload_too_large.
-const maxDataFileBytes = 64 << 20
+// maxDataFileBytes caps what --data @FILE reads: one byte past the
+// publisher's event limit. Data that long can never be accepted; the
+// publisher refuses it as payload_too_large before parsing it, so reading
+// the rest of the file would only spend memory.
+const maxDataFileBytes = publish.DefaultMaxEventBytes + 1
 
 // eventFlags are the flags of a single-event publish, which --file replaces.
 var eventFlags = []string{"app", "type", "version", "subject", "data", "id"}
@@ -118,12 +119,9 @@ func (inv *invocation) readData(value string) (json.RawMessage, error) {
 		defer f.Close()
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxDataFileBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r, maxDataFileBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read --data %s: %w", value, err)
-	}
-	if len(b) > maxDataFileBytes {
-		return nil, invalidf("--data %s is larger than %d MiB", value, maxDataFileBytes>>20)
 	}
 	return json.RawMessage(b), nil
 }

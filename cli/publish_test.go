@@ -268,3 +268,22 @@ func TestProgressBar(t *testing.T) {
 		t.Error("a buffer is not a terminal")
 	}
 }
+
+// 32 MiB of --data was read whole and parsed before the event limit refused
+// it. The data here is not JSON at its end, so only a refusal before parsing
+// answers payload_too_large rather than data_invalid.
+func TestPublishDataFileRefusedWhileReading(t *testing.T) {
+	t.Parallel()
+	e := appliedEnv(t)
+	huge := `[` + strings.Repeat(`1,`, 16<<20) + `oops`
+	path := writeFile(t, t.TempDir(), "huge.json", huge)
+	for name, r := range map[string]result{
+		"@file": run(t, e, personUpdated("k", "@"+path)...),
+		"@-":    runInput(t, e, huge, personUpdated("k", "@-")...),
+	} {
+		if r.code != ExitInvalid || !strings.HasPrefix(r.stderr, "rejected: payload_too_large: ") ||
+			!strings.Contains(r.stderr, fmt.Sprintf("over the limit of %d bytes", publish.DefaultMaxEventBytes)) {
+			t.Errorf("%s: exit %d, stderr %q; want payload_too_large", name, r.code, r.stderr)
+		}
+	}
+}

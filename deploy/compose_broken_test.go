@@ -239,6 +239,39 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 			want:  `host "worker"`,
 		},
 		{
+			name: "worker connecting as the owner role",
+			mutate: func(t *testing.T, doc map[string]any) {
+				envDoc(t, doc, workerService)["HERALD_DATABASE_URL"] = "postgres://herald:herald@postgresql:5432/herald"
+			},
+			check: checkDatabaseRoles,
+			want:  "herald-worker connects as herald, the owner role",
+		},
+		{
+			name: "migrations without granting the runtime role",
+			mutate: func(t *testing.T, doc map[string]any) {
+				delete(envDoc(t, doc, "herald-init"), "HERALD_RUNTIME_ROLE")
+			},
+			check: checkDatabaseRoles,
+			want:  "no service runs starter migrate",
+		},
+		{
+			name: "subscriber fetching keys over plain http",
+			mutate: func(t *testing.T, doc map[string]any) {
+				envDoc(t, doc, "herald-subscriber")["SUBSCRIBER_JWKS"] = "http://herald-worker:8088/.well-known/jwks.json"
+			},
+			check: checkSubscriberKeys,
+			want:  "is not https",
+		},
+		{
+			name: "subscriber pinning keys from the worker's private key volume",
+			mutate: func(t *testing.T, doc map[string]any) {
+				svc := doc["services"].(map[string]any)["herald-subscriber"].(map[string]any)
+				svc["volumes"] = []any{"herald-keys:/public-keys:ro"}
+			},
+			check: checkSubscriberKeys,
+			want:  "private signing keys",
+		},
+		{
 			name: "subscriber fetching keys from a port the worker does not serve",
 			mutate: func(t *testing.T, doc map[string]any) {
 				envDoc(t, doc, "herald-subscriber")["SUBSCRIBER_JWKS"] = "http://herald-worker:9090/.well-known/jwks.json"

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +37,8 @@ var composeChecks = []struct {
 	{"depends_on", checkDependsOn},
 	{"search attributes", checkSearchAttributes},
 	{"addresses name compose services", checkAddresses},
+	{"subscriber keys", checkSubscriberKeys},
+	{"database roles", checkDatabaseRoles},
 }
 
 func TestCompose(t *testing.T) {
@@ -431,6 +435,98 @@ func checkAddresses(_ *testing.T, c *composeFile) []string {
 						name, variable, u.Port(), u.Hostname(), target.Environment["HERALD_HTTP_ADDR"]))
 				}
 			}
+		}
+	}
+	return problems
+}
+
+// checkSubscriberKeys: the example subscriber trusts keys it gets safely:
+// pinned from a read-only named volume that holds no private key (not the
+// worker's key volume), or fetched from an https JWKS URL. Plain http over
+// the compose network would let any container answer with its own keys.
+func checkSubscriberKeys(_ *testing.T, c *composeFile) []string {
+	const name = "herald-subscriber"
+	s, ok := c.Services[name]
+	if !ok {
+		return []string{"no " + name + " service"}
+	}
+	var problems []string
+	if v := s.Environment["SUBSCRIBER_JWKS"]; v != "" {
+		if u, err := url.Parse(v); err != nil || u.Scheme != "https" {
+			problems = append(problems, fmt.Sprintf("%s: SUBSCRIBER_JWKS %q is not https; pin the keys with SUBSCRIBER_KEYS instead", name, v))
+		}
+	}
+	keys := s.Environment["SUBSCRIBER_KEYS"]
+	if keys == "" {
+		return problems
+	}
+	privateVolumes := map[string]bool{}
+	for _, m := range c.Services[workerService].Volumes {
+		if strings.HasPrefix(c.Services[workerService].Environment["HERALD_SIGNING_KEY"], m.Target) {
+			privateVolumes[m.Source] = true
+		}
+	}
+	var vol mount
+	for _, m := range s.Volumes {
+		if strings.HasPrefix(keys, strings.TrimSuffix(m.Target, "/")+"/") {
+			vol = m
+		}
+	}
+	switch {
+	case vol.Target == "":
+		problems = append(problems, fmt.Sprintf("%s: SUBSCRIBER_KEYS %s is not in a mounted volume", name, keys))
+	case !vol.isNamedVolume() || !vol.ReadOnly:
+		problems = append(problems, fmt.Sprintf("%s: mount the public keys volume %s read-only", name, vol.Source))
+	case privateVolumes[vol.Source]:
+		problems = append(problems, fmt.Sprintf("%s mounts %s, the worker's private signing keys", name, vol.Source))
+	}
+	return problems
+}
+
+// checkDatabaseRoles: Herald's processes connect as a runtime role that is
+// not the owner role the migrations run as; a starter migrate service
+// migrates as the owner and grants that runtime role; the PostgreSQL
+// initialisation script creates both roles.
+func checkDatabaseRoles(t *testing.T, c *composeFile) []string {
+	userOf := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil || u.User == nil {
+			return ""
+		}
+		return u.User.Username()
+	}
+	var problems []string
+	runtime := userOf(c.Services[workerService].Environment["HERALD_DATABASE_URL"])
+	owners := map[string]bool{}
+	migrates := false
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		if o := userOf(s.Environment["HERALD_OWNER_DATABASE_URL"]); o != "" {
+			owners[o] = true
+			if strings.Contains(strings.Join(s.Command, " "), "starter migrate") && s.Environment["HERALD_RUNTIME_ROLE"] == runtime {
+				migrates = true
+			}
+		}
+	}
+	for _, name := range sortedNames(c.Services) {
+		s := c.Services[name]
+		if u := userOf(s.Environment["HERALD_DATABASE_URL"]); s.isHerald() && owners[u] {
+			problems = append(problems, fmt.Sprintf("%s connects as %s, the owner role: Herald's processes must run as the runtime role", name, u))
+		}
+	}
+	if runtime == "" {
+		problems = append(problems, workerService+": HERALD_DATABASE_URL names no user")
+	}
+	if !migrates {
+		problems = append(problems, fmt.Sprintf("no service runs starter migrate with HERALD_OWNER_DATABASE_URL and HERALD_RUNTIME_ROLE=%s", runtime))
+	}
+	initSQL, err := os.ReadFile(filepath.Join("postgres", "init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range append(sortedNames(owners), runtime) {
+		if !strings.Contains(string(initSQL), "CREATE ROLE "+role+" LOGIN") {
+			problems = append(problems, fmt.Sprintf("deploy/postgres/init.sql does not create role %s", role))
 		}
 	}
 	return problems

@@ -237,7 +237,7 @@ func TestSourceScans(t *testing.T) {
 	}{
 		{"workers", []string{"HERALD_DATABASE_URL", "HERALD_SIGNING_KEY", "HERALD_HTTP_ADDR", "TEMPORAL_ADDRESS"}},
 		{"starter", []string{"HERALD_DATABASE_URL", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "HERALD_ALLOW_NETWORKS"}},
-		{"subscriber", []string{"SUBSCRIBER_ADDR", "SUBSCRIBER_JWKS", "SUBSCRIBER_APPS"}},
+		{"subscriber", []string{"SUBSCRIBER_ADDR", "SUBSCRIBER_JWKS", "SUBSCRIBER_KEYS", "SUBSCRIBER_APPS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.program, func(t *testing.T) {

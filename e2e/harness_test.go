@@ -54,9 +54,10 @@ func start(t *testing.T, tune func(*config.Worker)) *system {
 	s := &system{t: t, cfg: cfg, sub: newRecorder()}
 	s.run()
 	h, err := subscriber.New(subscriber.Config{
-		Audiences: []string{"app:billing", "app:audit-log"},
-		JWKSURL:   "http://" + cfg.HTTPAddr + "/.well-known/jwks.json",
-		OnFailure: s.sub.onFailure,
+		Audiences:         []string{"app:billing", "app:audit-log"},
+		JWKSURL:           "http://" + cfg.HTTPAddr + "/.well-known/jwks.json",
+		AllowLoopbackHTTP: true, // the worker serves its JWKS on loopback
+		OnFailure:         s.sub.onFailure,
 	}, s.sub.handle)
 	if err != nil {
 		t.Fatal(err)

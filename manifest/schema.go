@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -54,7 +55,18 @@ var englishPrinter = message.NewPrinter(language.English)
 // draft with "$schema"). It refuses schemas over MaxSchemaBytes or nested
 // deeper than MaxSchemaDepth, and references to anything outside the schema
 // (http, https, file or any other URL): nothing is ever fetched.
+//
+// It also keeps to a compile budget: numbers within MaxNumberExponent and
+// MaxNumberDigits, at most MaxExpandedSchema subschemas once references are
+// expanded, and MaxCompileTime. A schema over a limit gets an error matching
+// ErrSchemaLimit.
 func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	return compileSchema(raw, defaultBudget)
+}
+
+func compileSchema(raw json.RawMessage, budget compileBudget) (*jsonschema.Schema, error) {
+	start := time.Now()
+	deadline := start.Add(budget.maxTime)
 	if len(raw) > MaxSchemaBytes {
 		return nil, limitError(fmt.Sprintf("schema is larger than %d KiB (%d bytes)", MaxSchemaBytes>>10, len(raw)))
 	}
@@ -69,6 +81,10 @@ func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
 	}
+	if errs := numberErrors(doc); len(errs) > 0 {
+		return nil, limitError(fmt.Sprintf("schema has a number out of bounds at %s: %s",
+			readablePointer(errs[0].Pointer), errs[0].Message))
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refusingLoader{})
@@ -80,7 +96,13 @@ func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, describeCompileError(err)
 	}
-	if err := checkRefCycles(sch); err != nil {
+	if time.Now().After(deadline) {
+		return nil, errCompileTime(budget.maxTime)
+	}
+	if err := checkExpansion(sch, budget, deadline); err != nil {
+		return nil, err
+	}
+	if err := checkRefCycles(sch, budget, deadline); err != nil {
 		return nil, err
 	}
 	return sch, nil
@@ -90,10 +112,17 @@ func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 // of the instance (such as {"$ref": "#"}): the compiler accepts it, but every
 // validation would fail. Probing with one value of each JSON type finds the
 // loops that do not depend on the data's contents.
-func checkRefCycles(sch *jsonschema.Schema) error {
+func checkRefCycles(sch *jsonschema.Schema, budget compileBudget, deadline time.Time) error {
 	for _, probe := range []any{nil, true, json.Number("0"), "", []any{}, map[string]any{}} {
+		if time.Now().After(deadline) {
+			return errCompileTime(budget.maxTime)
+		}
+		err := validateSafely(sch, probe)
+		if p, ok := err.(validatorPanic); ok {
+			return fmt.Errorf("schema could not be checked: %v", p.value)
+		}
 		var verr *jsonschema.ValidationError
-		if !errors.As(sch.Validate(probe), &verr) {
+		if !errors.As(err, &verr) {
 			continue
 		}
 		if msg := findRefCycle(verr); msg != "" {
@@ -191,15 +220,42 @@ func ValidateData(schema *jsonschema.Schema, data json.RawMessage) []DataError {
 	if err != nil {
 		return []DataError{{Pointer: "", Message: "data is not valid JSON: " + err.Error()}}
 	}
-	err = schema.Validate(doc)
+	// Numbers out of bounds are refused before the validator sees them:
+	// it would panic on some and spend seconds on others.
+	if errs := numberErrors(doc); len(errs) > 0 {
+		return errs
+	}
+	err = validateSafely(schema, doc)
 	if err == nil {
 		return nil
+	}
+	if p, ok := err.(validatorPanic); ok {
+		return []DataError{{Pointer: "", Message: p.Error()}}
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
 		return []DataError{{Pointer: "", Message: err.Error()}}
 	}
 	return flatten(verr)
+}
+
+// validatorPanic is a panic of the JSON Schema validator, recovered.
+type validatorPanic struct{ value any }
+
+func (p validatorPanic) Error() string {
+	return fmt.Sprintf("data could not be validated against the schema: %v", p.value)
+}
+
+// validateSafely validates doc, turning a panic inside the validator into a
+// validatorPanic: event data is outside input and must never crash the
+// process that checks it.
+func validateSafely(schema *jsonschema.Schema, doc any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = validatorPanic{r}
+		}
+	}()
+	return schema.Validate(doc)
 }
 
 // flatten lists the leaf errors of a validation error tree, with their
@@ -266,6 +322,7 @@ func expectEOF(dec *json.Decoder) error {
 // must be exactly one JSON value.
 func jsonDepth(raw []byte) (int, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number beyond float64 is not a syntax error
 	depth, deepest := 0, 0
 	for {
 		tok, err := dec.Token()

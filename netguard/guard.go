@@ -102,8 +102,21 @@ func (g *Guard) Check(addr netip.Addr) error {
 	return &ForbiddenError{Addr: addr, Reason: reason}
 }
 
+// allowed reports whether the allow-list lets addr through. A cloud
+// metadata address (or an IPv6 form embedding one) is let through only by an
+// entry naming exactly that address, such as 169.254.169.254/32: a range such
+// as 169.254.0.0/16, allowed for link-local services, must not silently hand
+// out the instance's credentials.
 func (g *Guard) allowed(addr netip.Addr) bool {
 	if g == nil {
+		return false
+	}
+	if _, meta := metadataTarget(addr); meta {
+		for _, p := range g.allow {
+			if p.IsSingleIP() && p.Addr() == addr {
+				return true
+			}
+		}
 		return false
 	}
 	for _, p := range g.allow {

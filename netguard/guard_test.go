@@ -37,7 +37,7 @@ func TestCheckBlockedRanges(t *testing.T) {
 		{"169.254.0.1", "link-local"},
 		{"169.254.255.255", "link-local"},
 		{"100.64.0.1", "CGNAT"},
-		{"100.100.100.200", "CGNAT"}, // Alibaba Cloud metadata
+		{"100.100.100.200", "cloud metadata"}, // Alibaba Cloud, inside CGNAT
 		{"100.127.255.255", "CGNAT"},
 		{"198.18.0.1", "benchmarking"},
 		{"198.19.255.255", "benchmarking"},
@@ -94,7 +94,8 @@ func TestCheckBlockedRanges(t *testing.T) {
 		{"febf:ffff::1", "link-local"},
 		{"fc00::1", "unique local"},
 		{"fd12:3456:789a::1", "unique local"},
-		{"fd00:ec2::254", "unique local"}, // AWS IMDS over IPv6
+		{"fd00:ec2::254", "cloud metadata"}, // AWS IMDS over IPv6, inside unique local
+		{"fd00:ec2::1", "unique local"},
 		{"fec0::1", "site-local"},
 		{"ff02::1", "multicast"},
 		{"ff0e::1", "multicast"},
@@ -179,8 +180,10 @@ func TestCheckAllowList(t *testing.T) {
 		{"fe80::/10", "fe80::1%eth0", true}, // zone ignored
 		{"fd00:ec2::254", "fd00:ec2::254", true},
 		{"fd00:ec2::254", "fd00:ec2::253", false},
-		{"::ffff:10.0.0.0/104", "10.9.9.9", true}, // mapped prefix normalised
-		{"64:ff9b::/96", "64:ff9b::a9fe:a9fe", true},
+		{"::ffff:10.0.0.0/104", "10.9.9.9", true},     // mapped prefix normalised
+		{"64:ff9b::/96", "64:ff9b::a9fe:a9fe", false}, // embeds a metadata address
+		{"64:ff9b::/96", "64:ff9b::a9fe:a8fe", true},
+		{"64:ff9b::a9fe:a9fe", "64:ff9b::a9fe:a9fe", true},
 		{"0.0.0.0/0", "::1", false},
 	}
 	for _, tt := range tests {

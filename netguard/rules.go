@@ -41,8 +41,12 @@ var v4Rules = mustRules(
 	"172.16.0.0/12", reasonPrivate,
 	"192.168.0.0/16", reasonPrivate,
 	"169.254.169.254/32", reasonMetadata,
+	"169.254.170.2/32", reasonMetadata,
+	"169.254.170.23/32", reasonMetadata,
 	"169.254.0.0/16", reasonLinkLocal,
+	"100.100.100.200/32", reasonMetadata,
 	"100.64.0.0/10", "shared address space (CGNAT)",
+	"168.63.129.16/32", reasonMetadata,
 	"198.18.0.0/15", reasonBenchmarking,
 	"192.0.0.0/24", "IETF protocol assignments",
 	"192.0.2.0/24", reasonDocumentation,
@@ -67,6 +71,8 @@ var v6Rules = mustRules(
 	"2001:db8::/32", reasonDocumentation,
 	"2001::/23", "IETF protocol assignments",
 	"3fff::/20", reasonDocumentation,
+	"fd00:ec2::254/128", reasonMetadata,
+	"fd00:ec2::23/128", reasonMetadata,
 	"fc00::/7", "unique local",
 	"fe80::/10", reasonLinkLocal,
 	"fec0::/10", "site-local",
@@ -148,4 +154,32 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// metadataAddrs are the cloud instance metadata and credential endpoints:
+// AWS (IMDS over IPv4 and IPv6, ECS task credentials, EKS pod identity),
+// GCP, Azure and Oracle (169.254.169.254), Azure's host endpoint
+// (168.63.129.16, a public address) and Alibaba Cloud. An allow-list entry
+// lets one of them through only when it names that address exactly.
+var metadataAddrs = func() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, r := range append(append([]rule(nil), v4Rules...), v6Rules...) {
+		if r.reason == reasonMetadata {
+			m[r.prefix.Addr()] = true
+		}
+	}
+	return m
+}()
+
+// metadataTarget returns the metadata address addr reaches, itself or
+// embedded in an IPv6 form, and whether there is one. addr must be valid,
+// without zone, and unmapped.
+func metadataTarget(addr netip.Addr) (netip.Addr, bool) {
+	if metadataAddrs[addr] {
+		return addr, true
+	}
+	if v4, _, ok := embeddedV4(addr); ok && metadataAddrs[v4] {
+		return v4, true
+	}
+	return netip.Addr{}, false
 }

@@ -19,7 +19,7 @@ var knownCodes = map[string]bool{
 
 func FuzzValidateRequest(f *testing.F) {
 	schema, err := manifest.CompileSchema(json.RawMessage(`{"type":"object","required":["name"],
-		"properties":{"name":{"type":"string","maxLength":50},"n":{"type":"integer"},
+		"properties":{"name":{"type":"string","maxLength":50},"n":{"type":"integer","minimum":-5,"multipleOf":0.5},
 		"items":{"type":"array","items":{"type":"object","properties":{"k":{"enum":["a","b"]}}}}}}`))
 	if err != nil {
 		f.Fatalf("compile schema: %v", err)
@@ -35,6 +35,8 @@ func FuzzValidateRequest(f *testing.F) {
 	f.Add("", "ghost", "ghost.x", 1, "p", `{}`, false)
 	f.Add("", "contacts", "contacts.person.updated", 7, "\xff", "\xff", true)
 	f.Add("", "contacts", "contacts.person.updated", 1, "p", `{"name":"`+strings.Repeat("é", 40)+`"} `, true)
+	f.Add("", "contacts", "contacts.person.updated", 1, "p", `{"name":"a","n":1e100000000}`, true)
+	f.Add("", "contacts", "contacts.person.updated", 1, "p", `{"name":"a","n":-1E-999999}`, true)
 	f.Fuzz(func(t *testing.T, id, app, typ string, version int, subject, data string, appKnown bool) {
 		r := Request{ID: id, App: app, Type: typ, Version: version, Subject: subject, Data: json.RawMessage(data)}
 		in := checkInput{

@@ -63,8 +63,9 @@ func TestPublishRejections(t *testing.T) {
 		{"data not UTF-8", with(func(r *publish.Request) { r.Data = json.RawMessage("{\"name\":\"\xff\"}") }), publish.CodeDataInvalid, "not valid UTF-8"},
 		{"data fails the schema", with(func(r *publish.Request) { r.Data = json.RawMessage(`{"name":5}`) }), publish.CodeDataInvalid,
 			"data does not match the schema of contacts.person.updated@1: /name: "},
-		{"data checked before size", publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: "s",
-			Data: json.RawMessage(`{"name":5,"pad":"` + strings.Repeat("x", 300<<10) + `"}`)}, publish.CodeDataInvalid, "/name"},
+		{"size checked before data is parsed", publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: "s",
+			Data: json.RawMessage(`{"name":5,"pad":"` + strings.Repeat("x", 300<<10) + `"}`)}, publish.CodePayloadTooLarge,
+			"data is 307219 bytes, over the limit of 262144 bytes"},
 		{"payload too large", publish.Request{App: "contacts", Type: "contacts.blob.stored", Version: 1, Subject: "s",
 			Data: json.RawMessage(`"` + strings.Repeat("x", 256<<10) + `"`)}, publish.CodePayloadTooLarge, "over the limit of 262144 bytes"},
 	}

@@ -77,7 +77,7 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 	if rej := checkSubject(r.Subject); rej != nil {
 		return store.NewEvent{}, rej
 	}
-	data, canonical, rej := checkData(r.Data, in.decl)
+	data, canonical, rej := checkData(r.Data, in.decl, in.maxEventBytes)
 	if rej != nil {
 		return store.NewEvent{}, rej
 	}
@@ -139,7 +139,14 @@ func checkSubject(s string) *Rejection {
 
 // checkData checks that data is JSON that satisfies the declared schema and
 // returns it compacted (for the envelope) and canonical (for the hash).
-func checkData(data json.RawMessage, decl *declared) (compact, canonical []byte, rej *Rejection) {
+// Data longer than the event limit is refused before it is parsed: it could
+// not fit in an event, and parsing and validating megabytes first would cost
+// far more than the refusal.
+func checkData(data json.RawMessage, decl *declared, maxEventBytes int) (compact, canonical []byte, rej *Rejection) {
+	if len(data) > maxEventBytes {
+		return nil, nil, &Rejection{Code: CodePayloadTooLarge,
+			Message: fmt.Sprintf("data is %d bytes, over the limit of %d bytes for an event (checked before parsing, white space included)", len(data), maxEventBytes)}
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data is missing"}
 	}

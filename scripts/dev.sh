@@ -7,6 +7,8 @@
 # where to look and how to recover a stuck key. Stays in the foreground;
 # Ctrl-C stops everything it started. `scripts/dev.sh stop` stops a leftover run.
 set -euo pipefail
+# go.mod's toolchain, which a go command set to GOTOOLCHAIN=local would ignore.
+export GOTOOLCHAIN=go1.27.3
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 state="$root/.dev"
@@ -38,8 +40,14 @@ trap 'echo; echo "stopping..."; stop_all' EXIT
 trap 'exit 130' INT TERM
 
 echo "== PostgreSQL"
+# The throwaway cluster has two roles, as in production: herald owns the
+# tables and migrates; the worker, the subscriber demo and every starter
+# command below run as herald_app, which may only append to the audit trail.
+# A database given in HERALD_DATABASE_URL is used for both.
+owner_url=""
 if [ -z "${HERALD_DATABASE_URL:-}" ]; then
-  HERALD_DATABASE_URL=$(scripts/pg.sh start "$state/pg")
+  owner_url=$(scripts/pg.sh start "$state/pg")
+  HERALD_DATABASE_URL=$(scripts/pg.sh runtime-url "$state/pg")
 fi
 export HERALD_DATABASE_URL
 echo "   $HERALD_DATABASE_URL"
@@ -65,7 +73,11 @@ if ! ls "$state/keys/"*.pem >/dev/null 2>&1; then
   echo "== generating a signing key (.dev/keys, never committed)"
   "$starter" keys generate --out "$state/keys" >/dev/null
 fi
-"$starter" migrate >/dev/null
+if [ -n "$owner_url" ]; then
+  HERALD_OWNER_DATABASE_URL=$owner_url "$starter" migrate --runtime-role herald_app >/dev/null
+else
+  "$starter" migrate >/dev/null
+fi
 
 echo "== example subscriber on $subscriber_addr (fails subject person-3 with 422 to show holding)"
 "$bin/subscriber" -addr "$subscriber_addr" -jwks "http://$worker_addr/.well-known/jwks.json" \

@@ -5,14 +5,27 @@
 #                             loopback port; prints its URL on stdout
 #   scripts/pg.sh stop DIR    stop it (fast shutdown)
 #   scripts/pg.sh remove DIR  stop it and delete its files
-#   scripts/pg.sh url DIR     print the URL of a running cluster
+#   scripts/pg.sh url DIR     print the URL of a running cluster (the owner role)
+#   scripts/pg.sh runtime-url DIR
+#                             print the URL of the runtime role
+#
+# Two roles, as in production (README, "Production"): herald owns the
+# database and Herald's tables and runs the migrations (and, with CREATEROLE,
+# the tests that make roles of their own); herald_app is the runtime role of
+# the workers and the starter CLI, granted its privileges by
+# `starter migrate --runtime-role herald_app`. Both log in over TCP with a
+# password generated for this cluster (DIR/owner.password,
+# DIR/runtime.password, mode 0600), checked with scram-sha-256. The
+# superuser has no password: it connects only through the Unix socket, as the
+# operating system user of the same name (peer authentication). No local user
+# is trusted blindly.
 #
 # The server binaries refuse to run as root, so as root they run as the
 # 'postgres' user on a data directory that user owns.
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|remove|url DIR" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|remove|url|runtime-url DIR" >&2; exit 2; }
 
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$pgbin" ] && command -v pg_ctl >/dev/null 2>&1; then pgbin=$(dirname "$(command -v pg_ctl)"); fi
@@ -33,7 +46,20 @@ as_pg() {
 # shellcheck source=scripts/ports.sh
 . "$(dirname "$0")/ports.sh"
 
-url_of() { echo "postgres://herald@127.0.0.1:$(cat "$dir/port")/herald?sslmode=disable"; }
+url_of() { echo "postgres://herald:$(cat "$dir/owner.password")@127.0.0.1:$(cat "$dir/port")/herald?sslmode=disable"; }
+runtime_url_of() { echo "postgres://herald_app:$(cat "$dir/runtime.password")@127.0.0.1:$(cat "$dir/port")/herald?sslmode=disable"; }
+
+# The superuser is the operating system user the server runs as, so that peer
+# authentication on the socket lets exactly that user in.
+superuser() { if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi; }
+
+# password FILE: print the password in FILE, generating it the first time.
+password() {
+  if [ ! -s "$1" ]; then
+    (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$1")
+  fi
+  cat "$1"
+}
 
 # home prints the folder for the server's own files (data, socket, log): DIR
 # itself, or, when the postgres user cannot reach DIR (a checkout under a
@@ -58,10 +84,19 @@ case "$cmd" in
     chmod 755 "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
     h=$(home)
+    su=$(superuser)
     if [ ! -f "$h/data/PG_VERSION" ]; then
-      as_pg "$pgbin/initdb" -D "$h/data" -U herald --auth=trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
+      as_pg "$pgbin/initdb" -D "$h/data" -U "$su" --auth-local=peer --auth-host=scram-sha-256 \
+        -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
+      echo "$su" >"$dir/superuser"
+    elif [ ! -f "$dir/superuser" ]; then
+      echo "the cluster in $dir was made by an older scripts/pg.sh that trusted every local user;" \
+        "remove it (scripts/pg.sh remove $dir) and start again" >&2
+      exit 1
     fi
+    owner_pw=$(password "$dir/owner.password")
+    runtime_pw=$(password "$dir/runtime.password")
     if as_pg "$pgbin/pg_ctl" -D "$h/data" status >/dev/null 2>&1; then url_of; exit 0; fi
     # Another process may take the same free port at the same moment: try a few.
     started=""
@@ -76,9 +111,15 @@ case "$cmd" in
         start >/dev/null; then started=1; break; fi
     done
     [ -n "$started" ] || { tail -n 20 "$h/server.log" >&2; exit 1; }
-    as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U herald -d postgres -qtAc \
-      "SELECT 1 FROM pg_database WHERE datname = 'herald'" | grep -q 1 \
-      || as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U herald herald
+    # Roles and database, on every start (idempotent), as the superuser over
+    # the socket. The passwords travel on stdin, never on a command line.
+    as_pg "$pgbin/psql" -h "$h" -p "$port" -U "$su" -d postgres -v ON_ERROR_STOP=1 -qAt >/dev/null <<SQL
+SELECT 'CREATE ROLE herald' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'herald')\gexec
+ALTER ROLE herald LOGIN NOSUPERUSER CREATEROLE PASSWORD '$owner_pw';
+SELECT 'CREATE ROLE herald_app' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'herald_app')\gexec
+ALTER ROLE herald_app LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB PASSWORD '$runtime_pw';
+SELECT 'CREATE DATABASE herald OWNER herald' WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'herald')\gexec
+SQL
     url_of
     ;;
   stop)
@@ -94,5 +135,8 @@ case "$cmd" in
   url)
     url_of
     ;;
-  *) echo "usage: $0 start|stop|remove|url DIR" >&2; exit 2 ;;
+  runtime-url)
+    runtime_url_of
+    ;;
+  *) echo "usage: $0 start|stop|remove|url|runtime-url DIR" >&2; exit 2 ;;
 esac

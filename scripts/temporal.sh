@@ -7,6 +7,8 @@
 #                                          and Herald's search attributes; prints host:port
 #   scripts/temporal.sh stop DIR           stop it
 set -euo pipefail
+# The Go release Herald builds with (go.mod's toolchain line); the go command fetches it.
+export GOTOOLCHAIN=go1.27.3
 
 version=v1.5.1
 root=$(cd "$(dirname "$0")/.." && pwd)

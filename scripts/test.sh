@@ -3,6 +3,8 @@
 # PostgreSQL and a real Temporal dev server. Both are started here (and
 # stopped afterwards) unless HERALD_DATABASE_URL / TEMPORAL_ADDRESS are set.
 set -euo pipefail
+# go.mod's toolchain, which a go command set to GOTOOLCHAIN=local would ignore.
+export GOTOOLCHAIN=go1.27.3
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 state="$root/.dev/test"

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -268,7 +269,27 @@ func loadKeyFile(path string) ([]key, error) {
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return nil, fmt.Errorf("load key %s: unexpected data after the last PEM block", path)
 	}
+	for _, k := range keys {
+		if k.priv != nil {
+			if err := checkPrivateMode(path, info.Mode()); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	return keys, nil
+}
+
+// checkPrivateMode refuses a private key file that its group or others may
+// read or write: anyone who can read it can sign deliveries every subscriber
+// trusts. (Windows has no such mode bits; the check is skipped there.)
+func checkPrivateMode(path string, mode os.FileMode) error {
+	if runtime.GOOS == "windows" || mode.Perm()&0o077 == 0 {
+		return nil
+	}
+	return fmt.Errorf("load key %s: private key file has mode %04o, open to its group or others: "+
+		"make it readable by its owner only (chmod 600 %s; on Kubernetes, a secret volume with defaultMode 0400)",
+		path, mode.Perm(), path)
 }
 
 // ErrNotEd25519 reports a key (or PEM block) of another kind than Ed25519.

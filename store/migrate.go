@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -62,11 +64,19 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 			`SELECT pg_advisory_xact_lock(hashtext('herald.migrate:' || current_schema()))`); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS herald_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return fmt.Errorf("create migrations table: %w", err)
+		// The runtime role may not create tables, even with IF NOT
+		// EXISTS: it only looks, and migrates nothing when nothing is due.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('herald_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+			return fmt.Errorf("look for the migrations table: %w", err)
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, `CREATE TABLE herald_migrations (
+				version    integer PRIMARY KEY,
+				name       text NOT NULL,
+				applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+				return ownerHint(fmt.Errorf("create migrations table: %w", err))
+			}
 		}
 		done := map[int]bool{}
 		rows, err := tx.Query(ctx, `SELECT version FROM herald_migrations`)
@@ -85,7 +95,7 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("apply migration %s: %w", m.name, err)
+				return ownerHint(fmt.Errorf("apply migration %s: %w", m.name, err))
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO herald_migrations (version, name) VALUES ($1, $2)`,
 				m.version, m.name); err != nil {
@@ -99,4 +109,16 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	return applied, nil
+}
+
+// ownerHint adds to a permission error what to do about it: the runtime
+// role cannot migrate.
+func ownerHint(err error) error {
+	var pgErr *pgconn.PgError
+	// insufficient_privilege, or no schema usable for creating in.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "3F000") {
+		return fmt.Errorf("%w (migrations need the role that owns Herald's tables: run `starter migrate` "+
+			"with HERALD_OWNER_DATABASE_URL set to that role's URL)", err)
+	}
+	return err
 }

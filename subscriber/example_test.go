@@ -28,13 +28,16 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	herald := httptest.NewServer(signing.JWKSHandler(keys))
+	// Herald's JWKS, served over TLS (a test certificate that herald.Client
+	// trusts; a real receiver uses the system's CAs and no HTTPClient).
+	herald := httptest.NewTLSServer(signing.JWKSHandler(keys))
 	defer herald.Close()
 
 	// The receiver: verify every delivery, then handle its event.
 	receiver, err := subscriber.New(subscriber.Config{
-		Audience: "app:billing",
-		JWKSURL:  herald.URL + signing.JWKSPath,
+		Audience:   "app:billing",
+		JWKSURL:    herald.URL + signing.JWKSPath,
+		HTTPClient: herald.Client(),
 	}, func(ctx context.Context, ev subscriber.Event) error {
 		var person struct {
 			Name string `json:"name"`

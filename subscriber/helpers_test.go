@@ -207,7 +207,7 @@ func responseCode(t testing.TB, rec *httptest.ResponseRecorder) errorBody {
 	return b
 }
 
-// jwksServer serves a JWKS whose keys can change, on loopback, and counts
+// jwksServer serves a JWKS whose keys can change, over TLS on loopback, and counts
 // its hits.
 type jwksServer struct {
 	*httptest.Server
@@ -221,7 +221,7 @@ func newJWKSServer(t testing.TB, signers ...*signing.Signer) *jwksServer {
 	t.Helper()
 	s := &jwksServer{status: http.StatusOK}
 	s.setKeys(signers...)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -1,14 +1,20 @@
 package subscriber
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -56,15 +62,93 @@ type remoteKeys struct {
 
 	fetchMu     sync.Mutex // one fetch at a time; guards lastAttempt
 	lastAttempt time.Time
+
+	waits *waitGate // deliveries with an unknown kid waiting for a fetch
 }
 
 func newRemoteKeys(url string, client *http.Client, now func() time.Time, maxAge time.Duration) *remoteKeys {
-	return &remoteKeys{url: url, client: client, now: now, maxAge: maxAge, sleep: sleepFor}
+	return &remoteKeys{url: url, client: client, now: now, maxAge: maxAge, sleep: sleepFor,
+		waits: newWaitGate(MaxKidWaitsPerSource, MaxKidWaits)}
+}
+
+// Bounds on the deliveries that wait for a JWKS fetch because their kid is
+// unknown. Each may wait up to JWKSRefreshInterval; without a bound a flood
+// of made-up kids would hold every request that long. Beyond the bounds a
+// delivery is answered kid_unknown at once (Herald retries it).
+const (
+	// MaxKidWaitsPerSource bounds the waiting deliveries from one remote
+	// address.
+	MaxKidWaitsPerSource = 16
+	// MaxKidWaits bounds the waiting deliveries in total.
+	MaxKidWaits = 128
+)
+
+// errTooManyWaits refuses a delivery over the wait bounds.
+var errTooManyWaits = errors.New("too many deliveries are already waiting for a key refresh")
+
+// waitGate counts waiting deliveries per source and in total.
+type waitGate struct {
+	perSource, total int
+
+	mu       sync.Mutex
+	n        int
+	bySource map[string]int
+}
+
+func newWaitGate(perSource, total int) *waitGate {
+	return &waitGate{perSource: perSource, total: total, bySource: map[string]int{}}
+}
+
+// enter admits one more waiter from source, or refuses it with
+// errTooManyWaits; release undoes an admission.
+func (g *waitGate) enter(source string) (release func(), err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n >= g.total || g.bySource[source] >= g.perSource {
+		return nil, errTooManyWaits
+	}
+	g.n++
+	g.bySource[source]++
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.n--
+		if g.bySource[source]--; g.bySource[source] <= 0 {
+			delete(g.bySource, source)
+		}
+	}, nil
+}
+
+type sourceKey struct{}
+
+// withSource records the delivery's remote address (without its port) in
+// ctx for the wait bounds.
+func withSource(ctx context.Context, remoteAddr string) context.Context {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	return context.WithValue(ctx, sourceKey{}, host)
+}
+
+func sourceOf(ctx context.Context) string {
+	s, _ := ctx.Value(sourceKey{}).(string)
+	return s
 }
 
 func (s *remoteKeys) key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
-	if k, ok, fresh := s.cached(kid); ok && fresh {
+	k, ok, fresh := s.cached(kid)
+	if ok && fresh {
 		return k, nil
+	}
+	if !ok {
+		// An unknown kid may wait up to JWKSRefreshInterval for the next
+		// fetch; bound how many deliveries do so at once.
+		release, err := s.waits.enter(sourceOf(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w", errKidUnknown, kid, err)
+		}
+		defer release()
 	}
 	refreshErr := s.refresh(ctx, kid)
 	if k, ok, _ := s.cached(kid); ok {
@@ -218,4 +302,79 @@ func ParseJWKS(data []byte) (map[string]ed25519.PublicKey, error) {
 		return nil, errors.New("parse jwks: no Ed25519 signing key")
 	}
 	return keys, nil
+}
+
+// maxKeysFileBytes bounds a pinned keys file.
+const maxKeysFileBytes = 1 << 20
+
+// ReadKeysFile reads pinned public keys, by kid, from a file: either a JWKS
+// document (see ParseJWKS) or one or more PEM "PUBLIC KEY" blocks holding
+// Ed25519 keys, whose kid is derived from the key exactly as Herald derives
+// it (so <kid>.pub.pem files written by `starter keys generate` can be
+// concatenated as they are).
+func ReadKeysFile(path string) (map[string]ed25519.PublicKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("keys file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("keys file %s: %w", path, err)
+	}
+	if len(data) > maxKeysFileBytes {
+		return nil, fmt.Errorf("keys file %s: larger than %d bytes", path, maxKeysFileBytes)
+	}
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		keys, err := ParseJWKS(trimmed)
+		if err != nil {
+			return nil, fmt.Errorf("keys file %s: %w", path, err)
+		}
+		return keys, nil
+	}
+	keys, err := parsePublicKeysPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("keys file %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// parsePublicKeysPEM reads every PEM block of data; each must be a PKIX
+// "PUBLIC KEY" holding an Ed25519 key.
+func parsePublicKeysPEM(data []byte) (map[string]ed25519.PublicKey, error) {
+	keys := make(map[string]ed25519.PublicKey)
+	for n := 1; ; n++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "PUBLIC KEY" {
+			return nil, fmt.Errorf("PEM block %d is %q, want \"PUBLIC KEY\" (never put a private key here)", n, block.Type)
+		}
+		pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d: %w", n, err)
+		}
+		k, ok := pub.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("PEM block %d: %T, want an Ed25519 key", n, pub)
+		}
+		keys[keyID(k)] = k
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		return nil, errors.New("not a JWKS document or PEM public keys: unreadable data after the last PEM block")
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no keys: want a JWKS document or PEM \"PUBLIC KEY\" blocks")
+	}
+	return keys, nil
+}
+
+// keyID is Herald's kid of a public key (signing.KeyID): the unpadded
+// base64url form of the first 12 bytes of its SHA-256. It is repeated here so
+// that receivers need not import Herald's signing package.
+func keyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }

@@ -80,7 +80,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d, f := h.verify(r.Context(), r.Header.Get("Authorization"), body)
+	d, f := h.verify(withSource(r.Context(), r.RemoteAddr), r.Header.Get("Authorization"), body)
 	if f != nil {
 		if f.status == http.StatusUnauthorized {
 			w.Header().Set(authenticateHeader, authenticateChallenge)

@@ -12,7 +12,9 @@
 //   - algorithm EdDSA only, so "none" and HS256 are refused (401 alg_not_allowed,
 //     or token_invalid for a token that does not parse);
 //   - kid header present (401 kid_missing) and known, after at most one JWKS
-//     refresh (401 kid_unknown);
+//     refresh (401 kid_unknown; at most MaxKidWaitsPerSource deliveries from
+//     one address and MaxKidWaits in all wait for a refresh, the others are
+//     refused at once);
 //   - Ed25519 signature (401 signature_invalid);
 //   - exp not past, with leeway (401 token_expired);
 //   - iat (and nbf, if any) not in the future beyond leeway (401 token_not_yet_valid);
@@ -25,6 +27,10 @@
 //
 // A token without exp, iat, sub or jti, or living longer than
 // MaxTokenLifetime, is refused as token_invalid.
+//
+// Keys come from an https JWKS URL (redirects only within its host; plain
+// http only for loopback with Config.AllowLoopbackHTTP), from a pinned keys
+// file (Config.KeysFile) or from keys given in the Config.
 package subscriber
 
 import (
@@ -32,9 +38,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -80,9 +88,21 @@ type Config struct {
 
 	// Exactly one key source is required: JWKSURL (Herald's
 	// /.well-known/jwks.json, fetched on first use, refetched on an unknown
-	// kid and when older than JWKSMaxAge), StaticKeys (kid → key) or
-	// StaticKey (one key, whatever the token's kid).
-	JWKSURL    string
+	// kid and when older than JWKSMaxAge), KeysFile (keys pinned in a file),
+	// StaticKeys (kid → key) or StaticKey (one key, whatever the token's kid).
+	//
+	// Whoever can answer the JWKS fetch decides which deliveries are
+	// genuine, so JWKSURL must be https://; a redirect is followed only to
+	// the same scheme, host and port. An http:// URL is accepted only for a
+	// loopback host (127.0.0.0/8, ::1, localhost) and only with
+	// AllowLoopbackHTTP, for development.
+	JWKSURL           string
+	AllowLoopbackHTTP bool
+	// KeysFile names a file of pinned public keys, read once by New: a JWKS
+	// document (a saved copy of Herald's /.well-known/jwks.json) or PEM
+	// "PUBLIC KEY" blocks (the <kid>.pub.pem files of `starter keys
+	// generate`, one or several). See ReadKeysFile.
+	KeysFile   string
 	StaticKeys map[string]ed25519.PublicKey
 	StaticKey  ed25519.PublicKey
 
@@ -98,6 +118,7 @@ type Config struct {
 	MaxBodyBytes int64
 
 	// HTTPClient fetches the JWKS; a client with a 10 s timeout when nil.
+	// New uses a copy whose redirect policy refuses other hosts.
 	HTTPClient *http.Client
 
 	// Now is the clock; time.Now when nil.
@@ -218,13 +239,13 @@ func (cfg Config) audiences() ([]string, error) {
 // keySource builds the one configured key source.
 func (cfg Config) keySource(now func() time.Time) (keySource, error) {
 	n := 0
-	for _, set := range []bool{cfg.JWKSURL != "", cfg.StaticKeys != nil, cfg.StaticKey != nil} {
+	for _, set := range []bool{cfg.JWKSURL != "", cfg.KeysFile != "", cfg.StaticKeys != nil, cfg.StaticKey != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return nil, errors.New("set exactly one of JWKSURL, StaticKeys and StaticKey")
+		return nil, errors.New("set exactly one of JWKSURL, KeysFile, StaticKeys and StaticKey")
 	}
 	switch {
 	case cfg.StaticKey != nil:
@@ -233,36 +254,97 @@ func (cfg Config) keySource(now func() time.Time) (keySource, error) {
 		}
 		return singleKey(append(ed25519.PublicKey(nil), cfg.StaticKey...)), nil
 	case cfg.StaticKeys != nil:
-		if len(cfg.StaticKeys) == 0 {
-			return nil, errors.New("static keys: empty")
-		}
-		keys := make(staticKeys, len(cfg.StaticKeys))
-		for kid, k := range cfg.StaticKeys {
-			if kid == "" {
-				return nil, errors.New("static keys: empty kid")
-			}
-			if len(k) != ed25519.PublicKeySize {
-				return nil, fmt.Errorf("static key %q: %d bytes, want %d", kid, len(k), ed25519.PublicKeySize)
-			}
-			keys[kid] = append(ed25519.PublicKey(nil), k...)
-		}
-		return keys, nil
-	default:
-		u, err := url.Parse(cfg.JWKSURL)
+		return copyStaticKeys(cfg.StaticKeys)
+	case cfg.KeysFile != "":
+		keys, err := ReadKeysFile(cfg.KeysFile)
 		if err != nil {
-			return nil, fmt.Errorf("jwks url: %w", err)
+			return nil, err
 		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("jwks url %q: want an absolute http(s) URL", cfg.JWKSURL)
+		return copyStaticKeys(keys)
+	default:
+		u, err := checkJWKSURL(cfg.JWKSURL, cfg.AllowLoopbackHTTP)
+		if err != nil {
+			return nil, err
 		}
-		client := cfg.HTTPClient
-		if client == nil {
-			client = &http.Client{Timeout: jwksFetchTimeout}
+		client := &http.Client{Timeout: jwksFetchTimeout}
+		if cfg.HTTPClient != nil {
+			c := *cfg.HTTPClient
+			client = &c
 		}
+		client.CheckRedirect = sameOriginRedirects(u, client.CheckRedirect)
 		rk := newRemoteKeys(cfg.JWKSURL, client, now, orDefault(cfg.JWKSMaxAge, DefaultJWKSMaxAge))
 		if cfg.sleep != nil {
 			rk.sleep = cfg.sleep
 		}
 		return rk, nil
+	}
+}
+
+func copyStaticKeys(in map[string]ed25519.PublicKey) (staticKeys, error) {
+	if len(in) == 0 {
+		return nil, errors.New("static keys: empty")
+	}
+	keys := make(staticKeys, len(in))
+	for kid, k := range in {
+		if kid == "" {
+			return nil, errors.New("static keys: empty kid")
+		}
+		if len(k) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("static key %q: %d bytes, want %d", kid, len(k), ed25519.PublicKeySize)
+		}
+		keys[kid] = append(ed25519.PublicKey(nil), k...)
+	}
+	return keys, nil
+}
+
+// checkJWKSURL accepts an absolute https URL, or an http URL of a loopback
+// host when allowLoopbackHTTP is set.
+func checkJWKSURL(raw string, allowLoopbackHTTP bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("jwks url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("jwks url %q: want an absolute https URL", raw)
+	}
+	if u.Scheme == "https" {
+		return u, nil
+	}
+	if !allowLoopbackHTTP {
+		return nil, fmt.Errorf("jwks url %q: want https: keys fetched over plain http can be replaced by anyone on the way "+
+			"(for a loopback URL in development, set AllowLoopbackHTTP)", raw)
+	}
+	if !isLoopbackHost(u.Hostname()) {
+		return nil, fmt.Errorf("jwks url %q: plain http is allowed only for a loopback host (127.0.0.0/8, ::1, localhost)", raw)
+	}
+	return u, nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// maxJWKSRedirects bounds the redirects of one JWKS fetch.
+const maxJWKSRedirects = 3
+
+// sameOriginRedirects is a redirect policy that follows a redirect only to
+// the scheme, host and port of the JWKS URL, then applies next (the given
+// client's own policy) if any.
+func sameOriginRedirects(base *url.URL, next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != base.Scheme || !strings.EqualFold(req.URL.Host, base.Host) {
+			return fmt.Errorf("jwks redirect to %s://%s refused: only the JWKS URL's own host is trusted", req.URL.Scheme, req.URL.Host)
+		}
+		if len(via) >= maxJWKSRedirects {
+			return fmt.Errorf("jwks: more than %d redirects", maxJWKSRedirects)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		return nil
 	}
 }

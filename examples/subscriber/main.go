@@ -16,8 +16,13 @@
 // Retry-After: 5. The control endpoints have no authentication: keep the
 // listener on loopback, as it is by default.
 //
+// Keys: -jwks fetches Herald's JWKS, which must be https:// except for a
+// loopback URL (the default, for make dev); -keys instead pins the public
+// keys of a file (PEM "PUBLIC KEY" blocks such as Herald's <kid>.pub.pem
+// files, or a saved JWKS), as the compose stack does.
+//
 // Every flag has an environment variable: SUBSCRIBER_ADDR, SUBSCRIBER_JWKS,
-// SUBSCRIBER_APPS, SUBSCRIBER_PATH, SUBSCRIBER_RECORD, SUBSCRIBER_FAIL_STATUS,
+// SUBSCRIBER_KEYS, SUBSCRIBER_APPS, SUBSCRIBER_PATH, SUBSCRIBER_RECORD, SUBSCRIBER_FAIL_STATUS,
 // SUBSCRIBER_FAIL_SUBJECTS, SUBSCRIBER_FAIL_FOR; a flag wins over its variable.
 package main
 
@@ -46,6 +51,7 @@ import (
 type options struct {
 	addr         string
 	jwksURL      string
+	keysFile     string
 	apps         string
 	path         string
 	record       string
@@ -80,7 +86,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	var opts options
 	fs := flag.NewFlagSet("subscriber", flag.ContinueOnError)
 	fs.StringVar(&opts.addr, "addr", env("SUBSCRIBER_ADDR", "127.0.0.1:8089"), "listen address")
-	fs.StringVar(&opts.jwksURL, "jwks", env("SUBSCRIBER_JWKS", "http://127.0.0.1:8088/.well-known/jwks.json"), "Herald's JWKS URL")
+	fs.StringVar(&opts.jwksURL, "jwks", env("SUBSCRIBER_JWKS", "http://127.0.0.1:8088/.well-known/jwks.json"),
+		"Herald's JWKS URL: https://, or http:// on loopback")
+	fs.StringVar(&opts.keysFile, "keys", env("SUBSCRIBER_KEYS", ""), "pin the public keys of this file instead of fetching -jwks")
 	fs.StringVar(&opts.apps, "apps", env("SUBSCRIBER_APPS", "contacts,billing,audit-log"), "comma-separated app ids to receive for (audience app:<id>)")
 	fs.StringVar(&opts.path, "path", env("SUBSCRIBER_PATH", manifest.DefaultDeliveryPath), "delivery path")
 	fs.StringVar(&opts.record, "record", env("SUBSCRIBER_RECORD", ""), "append each event as a JSON line to this file")
@@ -179,10 +187,14 @@ func run(opts options) error {
 	}
 
 	rv := newReceiver(log, time.Now, startRule(opts, time.Now()), rec)
-	handler, err := rv.routes(subscriber.Config{
-		Audiences: audiences(opts.apps),
-		JWKSURL:   opts.jwksURL,
-	}, opts.path)
+	cfg := subscriber.Config{Audiences: audiences(opts.apps)}
+	if opts.keysFile != "" {
+		cfg.KeysFile = opts.keysFile
+	} else {
+		cfg.JWKSURL = opts.jwksURL
+		cfg.AllowLoopbackHTTP = true // refused anyway for a host that is not loopback
+	}
+	handler, err := rv.routes(cfg, opts.path)
 	if err != nil {
 		return err
 	}
@@ -198,7 +210,7 @@ func run(opts options) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("listening", zap.String("addr", opts.addr), zap.String("path", opts.path),
-		zap.Strings("apps", audiences(opts.apps)), zap.String("jwks", opts.jwksURL))
+		zap.Strings("apps", audiences(opts.apps)), zap.String("jwks", opts.jwksURL), zap.String("keys", opts.keysFile))
 
 	select {
 	case err := <-errc:

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// runtimeRoleEnv creates a login role for one test and returns its name and
+// ownerURL with that role's credentials. The test database's role needs
+// CREATEROLE (scripts/pg.sh gives it).
+func runtimeRoleEnv(t *testing.T, ownerURL string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role, password := "herald_cli_rt_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, sql := range []string{"CREATE ROLE " + ident + " LOGIN PASSWORD '" + password + "'", "GRANT " + ident + " TO current_user"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s (the test database's role needs CREATEROLE): %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		defer conn.Close(ctx)
+		for _, sql := range []string{"DROP OWNED BY " + ident, "DROP ROLE " + ident} {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
+	u, err := url.Parse(ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
+}
+
+func TestMigrateGrantsTheRuntimeRole(t *testing.T) {
+	t.Parallel()
+	ownerURL := newEnv(t)["HERALD_DATABASE_URL"]
+	role, runtimeURL := runtimeRoleEnv(t, ownerURL)
+
+	// Without the owner's URL the runtime role cannot create the schema, and
+	// the error says what to do.
+	runtimeOnly := env{"HERALD_DATABASE_URL": runtimeURL, "USER": "tester"}
+	r := run(t, runtimeOnly, "migrate")
+	if r.code != ExitError {
+		t.Fatalf("migrate as the runtime role: exit %d, want %d\n%s", r.code, ExitError, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "HERALD_OWNER_DATABASE_URL")
+
+	e := env{"HERALD_DATABASE_URL": runtimeURL, "HERALD_OWNER_DATABASE_URL": ownerURL,
+		"HERALD_RUNTIME_ROLE": role, "USER": "tester"}
+	r = mustRun(t, e, "migrate")
+	wantContains(t, "stdout", r.stdout, "applied ", "role "+role+" may use the tables")
+	got := decode[struct {
+		Applied     []int
+		RuntimeRole string
+	}](t, mustRun(t, e, "migrate", "--json").stdout)
+	if len(got.Applied) != 0 || got.RuntimeRole != role {
+		t.Errorf("migrate --json = %+v", got)
+	}
+	// The rest of the CLI runs as the runtime role.
+	mustRun(t, runtimeOnly, "apps", "apply", "../examples/manifests")
+	mustRun(t, runtimeOnly, "audit", "--limit", "5")
+	if r := run(t, e, "migrate", "--runtime-role", "no_such_role_here"); r.code != ExitError {
+		t.Errorf("migrate --runtime-role missing: exit %d\n%s", r.code, r.stderr)
+	}
+}
