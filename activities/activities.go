@@ -129,7 +129,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultRejected, Reason: reason})
 			continue
 		case store.Settled(stored.Outcome) && !ev.Again:
-			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultSkipped})
+			// Already settled: a re-sent event, or one an execution that died
+			// delivered before it could report (its retry is this one).
+			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultSkipped, Reason: stored.Outcome})
 			continue
 		}
 		attempt := 1

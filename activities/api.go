@@ -117,8 +117,10 @@ type DeliverInput struct {
 const (
 	// ResultDelivered: the subscriber answered 2xx.
 	ResultDelivered = "delivered"
-	// ResultSkipped: its outcome for the subscription was already settled (a
-	// re-sent event); nothing was sent.
+	// ResultSkipped: its outcome for the subscription was already settled
+	// (Reason is that outcome: delivered, cancelled, expired); nothing was
+	// sent. A delivered one may have been delivered by an execution that died
+	// before reporting it.
 	ResultSkipped = "skipped"
 	// ResultRejected: not an accepted event of this subscription and subject
 	// key, or its sequence number disagrees with the event log; nothing was

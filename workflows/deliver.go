@@ -93,6 +93,23 @@ func (d *delivery) batch() []activities.Event {
 	return out
 }
 
+// maxRecent bounds the ids of events this run delivered that it remembers,
+// to drop a relay's re-send of one without a trip to the database.
+const maxRecent = 1000
+
+// delivered remembers an event this run delivered.
+func (d *delivery) delivered(id string) {
+	if d.recent == nil {
+		d.recent = make(map[string]bool, maxRecent)
+	}
+	if len(d.recentOrder) >= maxRecent {
+		delete(d.recent, d.recentOrder[0])
+		d.recentOrder = d.recentOrder[1:]
+	}
+	d.recent[id] = true
+	d.recentOrder = append(d.recentOrder, id)
+}
+
 // settle pops the events the activity is done with from the front of the
 // queue. Rejected ones (a forged or wrong signal) are audited as
 // signal_rejected; their outcome rows are not touched, since they may not
@@ -111,14 +128,20 @@ func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 		default:
 			continue
 		}
-		switch s.Result {
-		case activities.ResultDelivered:
-			it.Attempts = s.Attempts
+		switch {
+		case s.Result == activities.ResultDelivered,
+			// Delivered by an execution of this key that died before it could
+			// report; a re-send of an event this run delivered never gets here.
+			s.Result == activities.ResultSkipped && s.Reason == activities.RowDelivered:
+			if s.Attempts > 0 {
+				it.Attempts = s.Attempts
+			}
 			d.Counters.Delivered++
 			d.outcome(ctx, it, "delivered", "")
+			d.delivered(it.Event.ID)
 			d.Rearms = 0
 			d.Unreachable = 0
-		case activities.ResultRejected:
+		case s.Result == activities.ResultRejected:
 			d.outcome(ctx, it, "rejected", activities.CodeSignalRejected)
 			rejected = append(rejected, d.auditEntry(ctx, AuditSignalRejected, "", "failed",
 				activities.CodeSignalRejected, it.Event.ID, map[string]any{"seq": it.Event.Seq, "reason": s.Reason}))

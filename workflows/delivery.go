@@ -84,6 +84,11 @@ type delivery struct {
 	// events are never put in front of them.
 	inflight  int
 	completed bool
+	// recent holds the ids of the last events this run delivered, oldest
+	// first in recentOrder (not carried: a re-send after continue-as-new is
+	// caught by its outcome row instead).
+	recent      map[string]bool
+	recentOrder []string
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.

@@ -249,9 +249,15 @@ func TestRetriedBatchSkipsWhatWasDelivered(t *testing.T) {
 		return activities.PostResult{Status: 200}
 	})
 	h.eventsAt(time.Second, 1, 2, 3, 4)
+	h.eventsAt(time.Minute, 1, 2) // and a relay re-send of two of them
+	st := h.queryAt(5 * time.Minute)
 	h.run()
 	if !crashed {
 		t.Fatal("the crash did not happen")
+	}
+	// Each counted once: the two the dead execution delivered, and not the re-sends.
+	if st.Counters.Delivered != 4 {
+		t.Fatalf("delivered counter %d, want 4", st.Counters.Delivered)
 	}
 	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3, 4)) {
 		t.Fatalf("delivered %v, want each event once, in order", got)

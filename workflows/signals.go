@@ -102,7 +102,7 @@ func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 		queued[it.Event.ID] = true
 	}
 	for _, ev := range s.Events {
-		if queued[ev.ID] {
+		if queued[ev.ID] || d.recent[ev.ID] {
 			continue // a re-sent event: the relay may send again after a crash
 		}
 		queued[ev.ID] = true
