@@ -53,7 +53,7 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 
 	// The endpoint comes up; a new key's first delivery goes through.
 	h, err := subscriber.New(subscriber.Config{
-		Audiences: []string{"app:billing"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json",
+		Audiences: []string{"app:billing"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json", AllowLoopbackHTTP: true,
 	}, s.sub.handle)
 	if err != nil {
 		t.Fatal(err)
