@@ -37,7 +37,7 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 	if _, err := s.svc.Store.ApplyManifest(ctx, billing, "e2e"); err != nil {
 		t.Fatal(err)
 	}
-	// Enough keys that a wake-up is a fan-out (8 signals in flight at a time).
+	// Enough keys that a wake-up is a fan-out (16 signals in flight at a time).
 	var waiting []string
 	for i := 1; i <= 20; i++ {
 		waiting = append(waiting, fmt.Sprintf("person-u%d", i))

@@ -19,7 +19,7 @@ const (
 	// back-off and are woken by a later success.
 	wakeMaxKeys = 1000
 	// wakeParallel caps the signals in flight at once.
-	wakeParallel = 8
+	wakeParallel = 16
 	wakeTimeout  = time.Minute
 )
 

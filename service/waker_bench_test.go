@@ -23,7 +23,7 @@ import (
 // keys, the fan-out that a success to the app triggers, on a real Temporal
 // server: stand-ins for the keys (workflows of type Delivery that show
 // HeraldStatus unreachable and end on the reachable signal) are listed
-// through visibility and signalled, 8 at a time, at most 1,000. It reports
+// through visibility and signalled, 16 at a time, at most 1,000. It reports
 // the keys signalled, the seconds until the last one ended and the signals
 // per second. HERALD_WAKE_KEYS sets how many keys wait (default 1000; more
 // than 1,000 shows the cap). Run it with
