@@ -122,6 +122,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return r
 	}
 	started := time.Now()
+	batchTime := in.BatchTime
+	if batchTime <= 0 {
+		batchTime = DefaultBatchTime
+	}
 	for i, ev := range in.Events {
 		stored, reason := check(batch, in, ev, own)
 		switch {
@@ -133,6 +137,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// delivered before it could report (its retry is this one).
 			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultSkipped, Reason: stored.Outcome})
 			continue
+		}
+		if i > 0 && len(res.Done) > 0 && time.Since(started) > batchTime {
+			break // the rest goes in the next execution, after any operator action
 		}
 		attempt := 1
 		if i == 0 {

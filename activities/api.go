@@ -63,7 +63,8 @@ func IsTerminal(code string) bool {
 
 // Outcomes of a Deliver execution that returns without error.
 const (
-	// OutcomeDelivered: every event of the input was delivered.
+	// OutcomeDelivered: every event the execution took (Done) is settled;
+	// the rest of the input, past its BatchTime, stays queued for the next.
 	OutcomeDelivered = "delivered"
 	// OutcomePartial: Delivered events went through, then the next one failed
 	// with a counted, retryable attempt (Attempt, Code, Error, RetryAfter).
@@ -110,7 +111,15 @@ type DeliverInput struct {
 	RetrySchedule []time.Duration `json:"retrySchedule"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
+	// BatchTime is how long an execution keeps taking the next event of the
+	// batch (default DefaultBatchTime): after it, it ends with what it
+	// delivered, so an operator's action waits for no more than this and
+	// one attempt.
+	BatchTime time.Duration `json:"batchTime,omitempty"`
 }
+
+// DefaultBatchTime is DeliverInput.BatchTime's default.
+const DefaultBatchTime = 5 * time.Second
 
 // Results of one event settled by a Deliver execution without a POST that
 // failed.

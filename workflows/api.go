@@ -168,6 +168,9 @@ type Params struct {
 	RecheckInterval time.Duration `json:"recheckInterval,omitempty"`
 	// MaxBatch caps how many consecutive events one activity execution delivers.
 	MaxBatch int `json:"maxBatch,omitempty"`
+	// BatchTime caps how long one execution keeps taking events
+	// (activities.DefaultBatchTime when zero).
+	BatchTime time.Duration `json:"batchTime,omitempty"`
 	// SignalsPerRun triggers continue-as-new after this many signals in a run.
 	SignalsPerRun int `json:"signalsPerRun,omitempty"`
 	// HoldExpiry cancels (retention_expired) an event held longer than this.

@@ -28,6 +28,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		NotBefore:      head.NotBefore,
 		RetrySchedule:  d.p.RetrySchedule,
 		Timeout:        d.p.DeliveryTimeout,
+		BatchTime:      d.p.BatchTime,
 	}
 	remaining := max(d.p.MaxAttempts()-head.Attempts, 1) // never 0, which Temporal reads as unlimited
 	if !head.NotBefore.IsZero() {

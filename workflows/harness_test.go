@@ -237,6 +237,14 @@ type fakeStore struct {
 	outcomes map[string]string
 	updates  []store.OutcomeUpdate
 	audits   []store.AuditEntry
+	// reads counts the batches read: one per Deliver execution.
+	reads int
+}
+
+func (s *fakeStore) batches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
 }
 
 func newFakeStore() *fakeStore {
@@ -256,6 +264,9 @@ func (s *fakeStore) subject(id string) string {
 func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string) (store.Batch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(ids) > 0 {
+		s.reads++
+	}
 	if s.state == activities.SubscriptionUnknown {
 		return store.Batch{}, errors.New(s.reason)
 	}

@@ -246,3 +246,23 @@ func TestUpdateWithStartWithoutSettings(t *testing.T) {
 		t.Fatalf("delivered %v", got)
 	}
 }
+
+// TestBatchesEndInTime: an execution stops taking events of its batch after
+// BatchTime, so an operator's action that waits for the delivery in flight
+// waits seconds, not a whole batch of slow answers.
+func TestBatchesEndInTime(t *testing.T) {
+	h := newHarness(t)
+	h.params.BatchTime = 120 * time.Millisecond
+	h.sub.setRespond(func(string, int, int) activities.PostResult {
+		time.Sleep(50 * time.Millisecond) // a slow subscriber, in real time
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, seqRange(1, 10)...)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(seqRange(1, 10)...)) {
+		t.Fatalf("delivered %v", got)
+	}
+	if n := h.store.batches(); n < 3 {
+		t.Fatalf("10 answers of 50 ms went in %d executions; with a 120 ms batch time, want at least 3", n)
+	}
+}
