@@ -53,6 +53,17 @@ type TokenSigner interface {
 	SignDelivery(c Claims) (string, error)
 }
 
+// WebhookHeaders are the Standard Webhooks headers of one delivery attempt.
+type WebhookHeaders struct {
+	ID, Timestamp, Signature string
+}
+
+// WebhookSigner signs a delivery the Standard Webhooks way (webhook-id,
+// webhook-timestamp, webhook-signature), beside the JWT.
+type WebhookSigner interface {
+	SignWebhook(id string, body []byte) (WebhookHeaders, error)
+}
+
 // Poster makes the HTTP part of a delivery attempt: one signed POST and the
 // classification of its outcome. It does not depend on Temporal.
 type Poster struct {
@@ -63,6 +74,9 @@ type Poster struct {
 	Client *http.Client
 	// Signer signs each attempt's bearer token.
 	Signer TokenSigner
+	// Webhook, when set, also signs each attempt with the Standard Webhooks
+	// headers.
+	Webhook WebhookSigner
 	// MaxResponseBytes is how much of a response body is read at most
 	// (default DefaultMaxResponseBytes); the rest is never read.
 	MaxResponseBytes int64
@@ -160,6 +174,15 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	req.Header.Set("Herald-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("Herald-Event-Id", r.EventID)
 	req.Header.Set("User-Agent", "Herald")
+	if p.Webhook != nil {
+		wh, err := p.Webhook.SignWebhook(r.EventID, r.Body)
+		if err != nil {
+			return PostResult{Code: CodeSubscriberUnreachable, Message: fmt.Sprintf("not sent: sign webhook headers: %v", err)}
+		}
+		req.Header.Set("webhook-id", wh.ID)
+		req.Header.Set("webhook-timestamp", wh.Timestamp)
+		req.Header.Set("webhook-signature", wh.Signature)
+	}
 
 	client := p.client()
 	resp, err := client.Do(req)

@@ -13,15 +13,17 @@ func runKeys(inv *invocation, args []string) error {
 	switch sub {
 	case "generate":
 		return runKeysGenerate(inv, rest)
+	case "export":
+		return runKeysExport(inv, rest)
 	case "":
 		if len(rest) > 0 && isHelpFlag(rest[0]) {
 			c, _ := lookupCommand("keys")
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("keys", "keys: missing subcommand (generate)")
+		return usagef("keys", "keys: missing subcommand (generate, export)")
 	default:
-		return usagef("keys", "keys: unknown subcommand %q (want generate)", sub)
+		return usagef("keys", "keys: unknown subcommand %q (want generate or export)", sub)
 	}
 }
 
@@ -69,5 +71,61 @@ func runKeysGenerate(inv *invocation, args []string) error {
 	fmt.Fprintf(inv.stdout, "  public key:  %s\n", files.PublicKey)
 	fmt.Fprintf(inv.stdout, "Point the worker at the directory: HERALD_SIGNING_KEY=%s\n", files.Dir)
 	fmt.Fprintln(inv.stdout, "(the newest key in it signs; keep older keys there until their tokens have expired)")
+	return nil
+}
+
+// exportedKey is one public key as keys export prints it.
+type exportedKey struct {
+	Kid string `json:"kid"`
+	// StandardWebhooks is the key in the whpk_ form Standard Webhooks
+	// libraries take.
+	StandardWebhooks string `json:"standardWebhooks"`
+	// Signing is true for the key that signs now (the newest).
+	Signing bool `json:"signing"`
+}
+
+// runKeysExport prints the public keys of the worker's key set in the form
+// receivers configure: whpk_ for Standard Webhooks libraries.
+func runKeysExport(inv *invocation, args []string) error {
+	fs := inv.newFlags("keys export")
+	sw := fs.Bool("standard-webhooks", false, "print the public keys in the whpk_ form of Standard Webhooks")
+	path := fs.String("keys", "", "the worker's signing keys: a PEM file, a directory or a comma-separated list (default $HERALD_SIGNING_KEY)")
+	rest, err := inv.parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("keys export", rest); err != nil {
+		return err
+	}
+	if !*sw {
+		return usagef("keys", "keys export: say which form: --standard-webhooks (JWKS receivers fetch /.well-known/jwks.json from the worker)")
+	}
+	if *path == "" {
+		*path = inv.getenv("HERALD_SIGNING_KEY")
+	}
+	if *path == "" {
+		return usagef("keys", "keys export: --keys PATH or HERALD_SIGNING_KEY is required")
+	}
+	ks, err := signing.LoadKeys(*path)
+	if err != nil {
+		return fmt.Errorf("keys export: %w", err)
+	}
+	pubs := ks.PublicKeys()
+	signer := ks.Signer().Kid()
+	var out []exportedKey
+	for _, kid := range ks.Kids() {
+		out = append(out, exportedKey{Kid: kid, StandardWebhooks: signing.StandardWebhooksPublicKey(pubs[kid]), Signing: kid == signer})
+	}
+	if inv.json {
+		return writeJSON(inv.stdout, out)
+	}
+	for _, k := range out {
+		note := ""
+		if k.Signing {
+			note = "  (signs now)"
+		}
+		fmt.Fprintf(inv.stdout, "%s  %s%s\n", k.StandardWebhooks, k.Kid, note)
+	}
+	fmt.Fprintln(inv.stdout, "Give a Standard Webhooks library every key listed: during a rotation deliveries are signed by the newest.")
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"herald/internal/swverify"
 	"herald/signing"
 )
 
@@ -42,5 +43,31 @@ func TestKeysGenerate(t *testing.T) {
 	file := writeFile(t, t.TempDir(), "taken", "x")
 	if r := run(t, env{}, "keys", "generate", "--out", file); r.code != ExitError {
 		t.Errorf("--out naming a file: exit %d, want %d\n%s", r.code, ExitError, r.stderr)
+	}
+}
+
+func TestKeysExportStandardWebhooks(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	mustRun(t, env{}, "keys", "generate", "--out", dir)
+	mustRun(t, env{}, "keys", "generate", "--out", dir)
+	ks, err := signing.LoadKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decode[[]exportedKey](t, mustRun(t, env{}, "keys", "export", "--standard-webhooks", "--keys", dir, "--json").stdout)
+	if len(got) != 2 || !got[0].Signing || got[1].Signing {
+		t.Fatalf("export = %+v", got)
+	}
+	for _, k := range got {
+		pub, err := swverify.ParsePublicKey(k.StandardWebhooks)
+		if err != nil || !pub.Equal(ks.PublicKeys()[k.Kid]) {
+			t.Fatalf("key %s: %q does not carry its public key (%v)", k.Kid, k.StandardWebhooks, err)
+		}
+	}
+	r := mustRun(t, env{"HERALD_SIGNING_KEY": dir}, "keys", "export", "--standard-webhooks")
+	wantContains(t, "stdout", r.stdout, got[0].StandardWebhooks, got[1].Kid, "signs now")
+	if r := run(t, env{}, "keys", "export", "--keys", dir); r.code != ExitInvalid {
+		t.Fatalf("export without a form: exit %d", r.code)
 	}
 }

@@ -17,3 +17,9 @@ func (a signerAdapter) SignDelivery(c activities.Claims) (string, error) {
 		Attempt: c.Attempt, BodySHA256: c.BodySHA256, TTL: c.TTL,
 	})
 }
+
+// SignWebhook signs the Standard Webhooks headers with the newest key.
+func (a signerAdapter) SignWebhook(id string, body []byte) (activities.WebhookHeaders, error) {
+	w, err := a.s.SignWebhook(id, body)
+	return activities.WebhookHeaders{ID: w.ID, Timestamp: w.Timestamp, Signature: w.Signature}, err
+}

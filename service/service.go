@@ -84,8 +84,9 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	guard := netguard.New(cfg.Allow)
 	acts := &activities.Activities{
 		Poster: &activities.Poster{
-			Client: netguard.NewHTTPClient(guard, netguard.ClientOptions{}),
-			Signer: signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
+			Client:  netguard.NewHTTPClient(guard, netguard.ClientOptions{}),
+			Signer:  signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
+			Webhook: signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
 		},
 		Store:    s.Store,
 		Signaler: s.Temporal,
