@@ -85,7 +85,7 @@ func joinField(parent, name string) string {
 var (
 	manifestFields     = []string{"app", "endpoint", "deliveryPath", "events", "subscribes"}
 	eventFields        = []string{"name", "version", "subject", "title", "description", "automation", "place", "dataSchema"}
-	subscriptionFields = []string{"type", "version"}
+	subscriptionFields = []string{"type", "version", "filter"}
 )
 
 // decode fills m from a JSON document, recording type and structure problems;
@@ -144,6 +144,7 @@ func decodeSubscription(raw json.RawMessage, field string, ps *problems) Subscri
 	}
 	sub.Type = decodeString(fields, "type", field, ps)
 	sub.Version = decodeVersion(fields, field, ps)
+	sub.Filter = decodeString(fields, "filter", field, ps)
 	return sub
 }
 

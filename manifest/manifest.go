@@ -39,6 +39,9 @@ type Event struct {
 type Subscription struct {
 	Type    string `json:"type"`
 	Version int    `json:"version"`
+	// Filter, when set, is a CEL expression over the CloudEvent (package
+	// filter); only events it matches are delivered to the subscription.
+	Filter string `json:"filter,omitempty"`
 }
 
 // EventType is the full type of an event declared by app: "<app>.<name>".

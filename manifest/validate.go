@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"herald/filter"
 )
 
 // Limits on identifiers and values (SPEC §1).
@@ -242,6 +244,11 @@ func (m *Manifest) validateSubscribes(ps *problems) {
 		versionOK := ValidVersion(sub.Version)
 		if !versionOK {
 			ps.add(field+".version", "%s", versionMessage(fmt.Sprint(sub.Version)))
+		}
+		if sub.Filter != "" {
+			if _, err := filter.Compile(sub.Filter); err != nil {
+				ps.add(field+".filter", "subscription to %s v%d: %v", sub.Type, sub.Version, err)
+			}
 		}
 		if typeOK && versionOK {
 			k := key{sub.Type, sub.Version}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"herald/activities"
+	"herald/filter"
 	"herald/store"
 	"herald/workflows"
 )
@@ -53,6 +54,71 @@ type Relay struct {
 
 	leader bool
 	mu     sync.Mutex
+	// filters caches compiled content filters by their text.
+	filters map[string]*filter.Filter
+}
+
+// matcher evaluates content filters against one event, reading its
+// envelope at most once.
+type matcher struct {
+	r    *Relay
+	ev   store.PendingEvent
+	vars map[string]any
+	err  error
+}
+
+func (r *Relay) matcher(ev store.PendingEvent) *matcher { return &matcher{r: r, ev: ev} }
+
+// match returns "" when the event passes the filter (or there is none), or
+// the code of a filtered pair: filter_no_match, or filter_error when the
+// filter could not be evaluated (a missing field, a wrong type, the cost
+// limit), which counts as no match.
+func (m *matcher) match(text string) string {
+	if text == "" {
+		return ""
+	}
+	f, err := m.r.compiled(text)
+	if err != nil {
+		m.r.Logger.Warn("content filter does not compile; the event is filtered out", zap.String("filter", text), zap.Error(err))
+		return CodeFilterError
+	}
+	if m.vars == nil && m.err == nil {
+		m.vars, m.err = filter.Variables(m.ev.Envelope)
+	}
+	if m.err != nil {
+		return CodeFilterError
+	}
+	ok, err := f.MatchVars(m.vars)
+	switch {
+	case err != nil:
+		return CodeFilterError
+	case !ok:
+		return CodeFilterNoMatch
+	}
+	return ""
+}
+
+// Codes of a filtered outcome.
+const (
+	CodeFilterNoMatch = "filter_no_match"
+	CodeFilterError   = "filter_error"
+)
+
+func (r *Relay) compiled(text string) (*filter.Filter, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.filters[text]; ok {
+		return f, nil
+	}
+	f, err := filter.Compile(text)
+	if err != nil {
+		return nil, err
+	}
+	if r.filters == nil || len(r.filters) > 1000 {
+		r.filters = map[string]*filter.Filter{}
+	}
+	r.filters[text] = f
+	return f, nil
 }
 
 // Round describes one dispatch round.
@@ -61,6 +127,7 @@ type Round struct {
 	Dispatched int // events marked dispatched
 	Signals    int // signals sent
 	Failed     int // signals that failed (their events wait for the next round)
+	Filtered   int // (subscription, event) pairs a content filter did not let through
 }
 
 func (r *Relay) defaults() {
@@ -205,14 +272,24 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	// signal; a pair already settled (a re-send after a crash, once the key
 	// went idle) is not handed to its key again.
 	var pairs []store.Dispatch
+	filtered := map[store.Dispatch]bool{}
 	for _, ev := range evs {
+		m := r.matcher(ev)
 		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
-			pairs = append(pairs, store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject})
+			d := store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject}
+			if code := m.match(s.FilterAt(ev.ReceivedAt)); code != "" {
+				d.Filtered, d.Code = true, code
+				filtered[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}] = true
+			}
+			pairs = append(pairs, d)
 		}
 	}
 	settled, err := r.Store.RecordDispatch(ctx, pairs)
 	if err != nil {
 		return Round{}, err
+	}
+	for k := range filtered {
+		settled[k] = true
 	}
 	groups := map[key]*group{}
 	var order []*group
@@ -236,7 +313,7 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]bool{}
 	var mu sync.Mutex
-	round := Round{Events: len(evs)}
+	round := Round{Events: len(evs), Filtered: len(filtered)}
 	sem := make(chan struct{}, r.Parallel)
 	var wg sync.WaitGroup
 	for _, g := range order {

@@ -379,3 +379,65 @@ func eventIDOfSeq(t *testing.T, st *store.Store, seq int64) string {
 	}
 	return id
 }
+
+// TestContentFilters: an event a subscription's filter does not match is
+// not handed to its key and is settled as filtered; the filter in force when
+// the event was published decides, even if it changed before dispatch.
+func TestContentFilters(t *testing.T) {
+	st, p := setup(t)
+	ctx := context.Background()
+	billing := func(filter string) {
+		t.Helper()
+		m := &manifest.Manifest{App: "billing", Endpoint: "http://billing.test", Subscribes: []manifest.Subscription{
+			{Type: "contacts.person.updated", Version: 1, Filter: filter}}}
+		if err := m.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ApplyManifest(ctx, m, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := func(n int) string {
+		t.Helper()
+		res, err := p.Publish(ctx, publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1,
+			Subject: "p1", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ID
+	}
+	billing(`data.n > 1`)
+	e1, e2 := pub(1), pub(2)
+	billing(`data.n < 2 || data.missing == 1`) // changed before the relay ran: e1, e2 keep the old one
+	e3, e4 := pub(1), pub(5)
+	tmp := &fakeTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp}
+	round, err := r.DispatchOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tmp.bySeq()
+	if fmt.Sprint(got[workflows.DeliveryID("billing:contacts.person.updated@1", "p1")]) != "[2 3]" ||
+		fmt.Sprint(got[workflows.DeliveryID("crm:contacts.person.updated@1", "p1")]) != "[1 2 3 4]" {
+		t.Fatalf("signals %v: billing wants e2 (old filter) and e3 (new filter); crm has no filter", got)
+	}
+	if round.Filtered != 2 {
+		t.Fatalf("round %+v, want 2 filtered", round)
+	}
+	for id, want := range map[string]string{e1: "filter_no_match", e4: "filter_error"} {
+		out, err := st.EventOutcomes(ctx, id)
+		if err != nil || len(out) != 2 || out[0].SubscriptionID != "billing:contacts.person.updated@1" ||
+			out[0].Status != store.EventFiltered || out[0].Code != want {
+			t.Fatalf("outcomes of %s: %+v %v; want billing filtered with %s", id, out, err, want)
+		}
+	}
+	for _, id := range []string{e2, e3} {
+		if out, _ := st.EventOutcomes(ctx, id); len(out) != 2 || out[0].Status != store.EventQueued {
+			t.Fatalf("outcomes of %s: %+v", id, out)
+		}
+	}
+	rows, err := st.ListAudit(ctx, store.AuditFilter{Action: store.ActionSubscriptionFilterChanged})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("filter_changed audit rows %+v %v", rows, err)
+	}
+}

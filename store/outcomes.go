@@ -36,6 +36,11 @@ type Dispatch struct {
 	EventID        string
 	Seq            int64
 	Subject        string
+	// Filtered: the subscription's content filter did not match (Code says
+	// how: filter_no_match or filter_error); the row is written settled as
+	// filtered and the event is not handed to the key.
+	Filtered bool
+	Code     string
 }
 
 // RecordDispatch inserts a queued outcome row for every pair not seen
@@ -51,24 +56,30 @@ func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch
 	ids := make([]string, len(ds))
 	seqs := make([]int64, len(ds))
 	subjects := make([]string, len(ds))
+	statuses := make([]string, len(ds))
+	codes := make([]string, len(ds))
 	for i, d := range ds {
 		subs[i], ids[i], seqs[i], subjects[i] = d.SubscriptionID, d.EventID, d.Seq, d.Subject
+		statuses[i], codes[i] = EventQueued, ""
+		if d.Filtered {
+			statuses[i], codes[i] = EventFiltered, d.Code
+		}
 	}
 	// The outer SELECT reads the snapshot from before the INSERT, so it sees
 	// only rows that existed already: new rows are queued, never settled.
 	rows, err := s.Pool.Query(ctx, `
 		WITH d AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[])
-			    AS d(subscription_id, event_id, event_seq, subject)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+			    AS d(subscription_id, event_id, event_seq, subject, status, code)
 		), ins AS (
-			INSERT INTO outcomes (subscription_id, event_id, event_seq, subject, status)
-			SELECT subscription_id, event_id, event_seq, subject, 'queued' FROM d
+			INSERT INTO outcomes (subscription_id, event_id, event_seq, subject, status, code)
+			SELECT subscription_id, event_id, event_seq, subject, status, NULLIF(code, '') FROM d
 			ON CONFLICT (subscription_id, event_id) DO NOTHING
 		)
 		SELECT o.subscription_id, o.event_id::text
 		  FROM outcomes o JOIN d USING (subscription_id, event_id)
 		 WHERE o.status IN ('delivered', 'cancelled', 'expired', 'filtered')`,
-		subs, ids, seqs, subjects)
+		subs, ids, seqs, subjects, statuses, codes)
 	if err != nil {
 		return nil, fmt.Errorf("record dispatch: %w", err)
 	}

@@ -13,19 +13,20 @@ const NotifyChannel = "herald_events"
 
 // PendingEvent is an accepted event the relay has not dispatched yet.
 type PendingEvent struct {
-	Seq      int64  `db:"seq"`
-	ID       string `db:"id"`
-	Type     string `db:"type"`
-	Version  int    `db:"version"`
-	Subject  string `db:"subject"`
-	Envelope []byte `db:"envelope"`
+	Seq        int64     `db:"seq"`
+	ID         string    `db:"id"`
+	Type       string    `db:"type"`
+	Version    int       `db:"version"`
+	Subject    string    `db:"subject"`
+	Envelope   []byte    `db:"envelope"`
+	ReceivedAt time.Time `db:"received_at"`
 }
 
 // Undispatched returns up to limit accepted, undispatched events in sequence
 // order.
 func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, type, version, subject, envelope
+		SELECT seq, id::text AS id, type, version, subject, envelope, received_at
 		FROM events WHERE state = 'accepted' ORDER BY seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read undispatched events: %w", err)
@@ -59,12 +60,27 @@ type Deliverable struct {
 	App     string `db:"app"`
 	Type    string `db:"type"`
 	Version int    `db:"version"`
+	// Filter is the content filter in force ("" for none); FilterPrev the
+	// one before FilterChangedAt, for events published before the change.
+	Filter          string     `db:"filter"`
+	FilterPrev      string     `db:"filter_prev"`
+	FilterChangedAt *time.Time `db:"filter_changed_at"`
+}
+
+// FilterAt is the content filter in force for an event received at t.
+func (d Deliverable) FilterAt(t time.Time) string {
+	if d.FilterChangedAt != nil && t.Before(*d.FilterChangedAt) {
+		return d.FilterPrev
+	}
+	return d.Filter
 }
 
 // DeliverableSubscriptions lists every active or paused subscription.
 func (s *Store) DeliverableSubscriptions(ctx context.Context) ([]Deliverable, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT id, app, type, version FROM subscriptions
+		SELECT id, app, type, version, COALESCE(filter, '') AS filter, COALESCE(filter_prev, '') AS filter_prev,
+		       filter_changed_at
+		FROM subscriptions
 		WHERE state IN ('active', 'paused') ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read deliverable subscriptions: %w", err)

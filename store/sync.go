@@ -338,8 +338,38 @@ func syncSubscriptions(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, act
 			restore = append(restore, id)
 			res.SubscriptionsRestored++
 		}
+		if err := syncFilter(ctx, tx, id, sub.Filter, actor); err != nil {
+			return nil, err
+		}
 	}
 	return restore, cancelSubscriptions(ctx, tx, m.App, wanted, actor, res)
+}
+
+// ActionSubscriptionFilterChanged is the audit action of a changed content filter.
+const ActionSubscriptionFilterChanged = "subscription.filter_changed"
+
+// syncFilter sets a subscription's content filter when it changed, keeping
+// the previous one and the time of the change, and audits it.
+func syncFilter(ctx context.Context, tx pgx.Tx, id, filter, actor string) error {
+	var prev *string
+	err := tx.QueryRow(ctx, `
+		UPDATE subscriptions s SET filter_prev = s.filter, filter = NULLIF($2, ''), filter_changed_at = now()
+		 WHERE s.id = $1 AND s.filter IS DISTINCT FROM NULLIF($2, '')
+		RETURNING s.filter_prev`, id, filter).Scan(&prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // unchanged
+	}
+	if err != nil {
+		return fmt.Errorf("set the filter of %s: %w", id, err)
+	}
+	from := ""
+	if prev != nil {
+		from = *prev
+	}
+	return AppendAudit(ctx, tx, AuditEntry{
+		Action: ActionSubscriptionFilterChanged, Actor: actor, TargetType: TargetSubscription, TargetID: id,
+		Metadata: map[string]any{"from": from, "to": filter},
+	})
 }
 
 // appSubscriptionStates returns the state of each subscription of app by id.
