@@ -61,7 +61,7 @@ func init() {
 			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]"},
 			summary:  "apply manifests (files or directories), list, show and remove apps", run: runApps},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
-			"keys export --standard-webhooks [--keys PATH]"},
+			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},
 
 		{name: "publish", group: groupPublish,

@@ -89,7 +89,7 @@ type exportedKey struct {
 func runKeysExport(inv *invocation, args []string) error {
 	fs := inv.newFlags("keys export")
 	sw := fs.Bool("standard-webhooks", false, "print the public keys in the whpk_ form of Standard Webhooks")
-	path := fs.String("keys", "", "the worker's signing keys: a PEM file, a directory or a comma-separated list (default $HERALD_SIGNING_KEY)")
+	path := fs.String("keys", "", "the worker's signing keys: a PEM file, a directory or a comma-separated list, as HERALD_SIGNING_KEY names them")
 	rest, err := inv.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -101,10 +101,7 @@ func runKeysExport(inv *invocation, args []string) error {
 		return usagef("keys", "keys export: say which form: --standard-webhooks (JWKS receivers fetch /.well-known/jwks.json from the worker)")
 	}
 	if *path == "" {
-		*path = inv.getenv("HERALD_SIGNING_KEY")
-	}
-	if *path == "" {
-		return usagef("keys", "keys export: --keys PATH or HERALD_SIGNING_KEY is required")
+		return usagef("keys", "keys export: --keys PATH is required (the worker's HERALD_SIGNING_KEY)")
 	}
 	ks, err := signing.LoadKeys(*path)
 	if err != nil {

@@ -65,7 +65,7 @@ func TestKeysExportStandardWebhooks(t *testing.T) {
 			t.Fatalf("key %s: %q does not carry its public key (%v)", k.Kid, k.StandardWebhooks, err)
 		}
 	}
-	r := mustRun(t, env{"HERALD_SIGNING_KEY": dir}, "keys", "export", "--standard-webhooks")
+	r := mustRun(t, env{}, "keys", "export", "--standard-webhooks", "--keys", dir)
 	wantContains(t, "stdout", r.stdout, got[0].StandardWebhooks, got[1].Kid, "signs now")
 	if r := run(t, env{}, "keys", "export", "--keys", dir); r.code != ExitInvalid {
 		t.Fatalf("export without a form: exit %d", r.code)
