@@ -127,19 +127,35 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		batchTime = DefaultBatchTime
 	}
 	for i, ev := range in.Events {
+		if ctx.Err() != nil {
+			// The workflow interrupted this execution (an operator's action):
+			// report what went through rather than POST into a cancelled context.
+			if len(res.Done) > 0 {
+				break
+			}
+			_, _ = w.close()
+			return DeliverResult{}, ctx.Err()
+		}
 		stored, reason := check(batch, in, ev, own)
 		switch {
 		case reason != "":
-			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultRejected, Reason: reason})
+			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultRejected, Reason: reason})
 			continue
-		case store.Settled(stored.Outcome) && !ev.Again:
-			// Already settled: a re-sent event, or one an execution that died
-			// delivered before it could report (its retry is this one).
-			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultSkipped, Reason: stored.Outcome})
+		case store.Settled(stored.Outcome):
+			// Already settled (an operator's redelivery set the row back to
+			// queued, so it is not): a re-sent event, or, on a retry of this
+			// execution, one that an earlier attempt delivered before dying.
+			why := stored.Outcome
+			if why == store.EventDelivered && info.Attempt > 1 {
+				why = SkippedDeliveredEarlier
+			}
+			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultSkipped, Reason: why})
 			continue
 		}
-		if i > 0 && len(res.Done) > 0 && time.Since(started) > batchTime {
-			break // the rest goes in the next execution, after any operator action
+		if i > 0 && len(res.Done) > 0 && (time.Since(started) > batchTime || workerStopping(ctx)) {
+			// The rest goes in the next execution: after any operator action,
+			// or on another worker when this one is stopping.
+			break
 		}
 		attempt := 1
 		if i == 0 {
@@ -156,7 +172,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			a.Observer.Attempted(in.SubscriptionID, stored.Envelope, attempt, r)
 		}
 		if r.Delivered() {
-			res.Done = append(res.Done, Settled{ID: ev.ID, Result: ResultDelivered, Attempts: attempt})
+			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultDelivered, Attempts: attempt})
 			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
 			continue
 		}
@@ -177,6 +193,16 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+}
+
+// workerStopping reports whether the worker is shutting down gracefully.
+func workerStopping(ctx context.Context) bool {
+	select {
+	case <-activity.GetWorkerStopChannel(ctx):
+		return true
+	default:
+		return false
+	}
 }
 
 // outcomeWriter writes a Deliver execution's outcome rows in the
@@ -241,6 +267,8 @@ func (w *outcomeWriter) close() ([]OutcomeUpdate, error) {
 func (a *Activities) reachability(ctx context.Context, b store.Batch, r DeliverResult) {
 	app := b.Target.App
 	switch {
+	case ctx.Err() != nil:
+		// Herald abandoned the attempt itself; the app said nothing.
 	case r.Outcome == OutcomeUnreachable && !b.AppUnreachable:
 		if err := a.Store.MarkUnreachable(ctx, app); err != nil {
 			a.warn("mark app unreachable", b.Target.SubscriptionID, err)

@@ -137,9 +137,15 @@ const (
 	ResultRejected = "rejected"
 )
 
+// SkippedDeliveredEarlier is the Reason of a skipped event that an earlier
+// attempt of the same execution delivered (its worker died before it could
+// report): the workflow counts it as delivered, once.
+const SkippedDeliveredEarlier = "delivered_earlier"
+
 // Settled is one event of the batch that a Deliver execution is done with.
 type Settled struct {
 	ID       string `json:"id"`
+	Seq      int64  `json:"seq"`
 	Result   string `json:"result"`
 	Reason   string `json:"reason,omitempty"`
 	Attempts int    `json:"attempts,omitempty"`

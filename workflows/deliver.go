@@ -70,9 +70,18 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	d.inflight = 0
 	d.cancelActivity = nil
 	now := workflow.Now(ctx)
+	interrupted := d.interrupted
+	d.interrupted = false
 	switch {
 	case err != nil && temporal.IsCanceledError(err):
-		// Interrupted by an operator: the deferred signal decides what next.
+		// Interrupted by an operator: the deferred action decides what next.
+	case err != nil && interrupted && !finalFailure(err):
+		// Interrupted while an attempt was under way: the server closes the
+		// activity as failed (retry state cancel requested), not canceled. The
+		// attempt counts; the deferred action decides what next.
+		if head := d.head(); head != nil {
+			d.noteAttempt(head, err)
+		}
 	case err != nil:
 		d.failed(ctx, err, now)
 	default:
@@ -119,7 +128,7 @@ func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 	var rejected []activities.AuditEntry
 	for _, s := range done {
 		var it QueueItem
-		switch i := d.find(s.ID); {
+		switch i := d.findSeq(s.ID, s.Seq); {
 		case i == 0: // the usual case: the batch is the front of the queue
 			it = d.Queue[0]
 			d.Queue = d.Queue[1:]
@@ -131,9 +140,9 @@ func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 		}
 		switch {
 		case s.Result == activities.ResultDelivered,
-			// Delivered by an execution of this key that died before it could
-			// report; a re-send of an event this run delivered never gets here.
-			s.Result == activities.ResultSkipped && s.Reason == activities.RowDelivered:
+			// Delivered by an earlier attempt of this execution, whose worker
+			// died before it could report.
+			s.Result == activities.ResultSkipped && s.Reason == activities.SkippedDeliveredEarlier:
 			if s.Attempts > 0 {
 				it.Attempts = s.Attempts
 			}
@@ -214,6 +223,29 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 	}
 	if res.Outcome != activities.OutcomeInactive || res.SubscriptionState != activities.SubscriptionUnknown {
 		d.LookupFailures = 0
+	}
+}
+
+// failureDetails reads the details a Deliver error carries.
+func failureDetails(err error) (activities.FailureDetails, bool) {
+	var details activities.FailureDetails
+	var appErr *temporal.ApplicationError
+	ok := errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&details) == nil
+	return details, ok
+}
+
+// finalFailure reports whether an activity error ends the head for good
+// (terminal code or last attempt), whoever interrupted it.
+func finalFailure(err error) bool {
+	details, ok := failureDetails(err)
+	return ok && (details.Exhausted || activities.IsTerminal(details.Code))
+}
+
+// noteAttempt records the attempt an interrupted execution spent on the head.
+func (d *delivery) noteAttempt(head *QueueItem, err error) {
+	if details, ok := failureDetails(err); ok && details.Attempt > head.Attempts {
+		head.Attempts = details.Attempt
+		head.Code, head.LastCode, head.LastError = details.Code, details.LastCode, details.Error
 	}
 }
 

@@ -82,8 +82,10 @@ type delivery struct {
 	updates workflow.Channel
 	// inflight is how many queue items the delivery in flight covers; new
 	// events are never put in front of them.
-	inflight  int
-	completed bool
+	inflight int
+	// interrupted: an operator's action cancelled the delivery in flight.
+	interrupted bool
+	completed   bool
 	// recent holds the ids of the last events this run delivered, oldest
 	// first in recentOrder (not carried: a re-send after continue-as-new is
 	// caught by its outcome row instead).

@@ -263,3 +263,38 @@ func TestRetriedBatchSkipsWhatWasDelivered(t *testing.T) {
 		t.Fatalf("delivered %v, want each event once, in order", got)
 	}
 }
+
+// TestForgedSeqDoesNotShadowTheGenuineEvent: a forged copy of a real event
+// with a wrong seq is rejected when its turn comes, and the relay's genuine
+// copy is still delivered.
+func TestForgedSeqDoesNotShadowTheGenuineEvent(t *testing.T) {
+	h := newHarness(t)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.signalAt(2*time.Second, workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{{ID: eventID(5), Seq: 999}}})
+	h.eventsAt(3*time.Second, 2, 5)
+	h.signalAt(time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2, 5)) {
+		t.Fatalf("delivered %v, want the genuine 2 and 5", got)
+	}
+	if rows := h.store.auditsOf(workflows.AuditSignalRejected); len(rows) != 1 || rows[0].Metadata["reason"] != "seq_mismatch" {
+		t.Fatalf("rejections %+v", rows)
+	}
+}
+
+// TestForgedCarryCannotRedeliver: a workflow started with a hand-made carried
+// queue marking settled events as redeliveries sends none of them: only an
+// operator's redeliver (which sets the outcome back to queued) does.
+func TestForgedCarryCannotRedeliver(t *testing.T) {
+	h := newHarness(t)
+	h.store.outcomes[eventID(1)] = store.EventDelivered
+	h.store.outcomes[eventID(2)] = store.EventCancelled
+	h.params.Carry = &workflows.Carry{Queue: []workflows.QueueItem{
+		{Event: activities.Event{ID: eventID(1), Seq: 1, Again: true}},
+		{Event: activities.Event{ID: eventID(2), Seq: 2, Again: true}},
+	}}
+	h.run()
+	if calls := h.sub.all(); len(calls) != 0 {
+		t.Fatalf("a forged carry made %d POSTs: %+v", len(calls), calls)
+	}
+}

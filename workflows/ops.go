@@ -21,13 +21,26 @@ type op struct {
 }
 
 func (d *delivery) redeliverOp(s RedeliverSignal) *op {
+	pin := ""
+	if len(s.EventIDs) == 0 && s.EventID == "" {
+		pin = d.headID()
+	}
 	return &op{
 		quiet: func() bool { return len(s.EventIDs) == 0 && d.aboutHead(s.EventID) },
-		apply: func(ctx workflow.Context) OpResult { return d.onRedeliver(ctx, s) },
+		apply: func(ctx workflow.Context) OpResult {
+			if d.headChanged(pin) {
+				return d.refuseHeadChanged(ctx, AuditDeliveryRedelivered, s.Actor, s.Reason, pin)
+			}
+			return d.onRedeliver(ctx, s)
+		},
 	}
 }
 
 func (d *delivery) cancelOp(s CancelSignal) *op {
+	pin := ""
+	if !s.All && s.EventID == "" {
+		pin = d.headID()
+	}
 	return &op{
 		quiet: func() bool {
 			if s.All || s.EventID == "" {
@@ -36,8 +49,33 @@ func (d *delivery) cancelOp(s CancelSignal) *op {
 			i := d.find(s.EventID)
 			return i >= 0 && i < max(d.inflight, 1)
 		},
-		apply: func(ctx workflow.Context) OpResult { return d.onCancel(ctx, s) },
+		apply: func(ctx workflow.Context) OpResult {
+			if d.headChanged(pin) {
+				return d.refuseHeadChanged(ctx, AuditDeliveryCancelled, s.Actor, s.Reason, pin)
+			}
+			return d.onCancel(ctx, s)
+		},
 	}
+}
+
+// headID is the id of the head now ("" when nothing is queued). An action
+// about "the head" acts on this one: if it is gone by the time the action
+// applies (delivered meanwhile), the action does nothing rather than hit the
+// next event.
+func (d *delivery) headID() string {
+	if head := d.head(); head != nil {
+		return head.Event.ID
+	}
+	return ""
+}
+
+func (d *delivery) headChanged(pin string) bool {
+	return pin != "" && d.headID() != pin
+}
+
+func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, reason, pin string) OpResult {
+	d.audit(ctx, action, actor, "failed", "head_changed", pin, map[string]any{"reason": reason})
+	return OpResult{Reason: "head_changed"}
 }
 
 func (d *delivery) pauseOp(s ControlSignal) *op {
@@ -77,6 +115,7 @@ func (d *delivery) submit(ctx workflow.Context, o *op) {
 	d.deferred = append(d.deferred, o)
 	if head := d.head(); head != nil && head.Attempts > 0 && d.cancelActivity != nil {
 		d.cancelActivity()
+		d.interrupted = true
 	}
 }
 

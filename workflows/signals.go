@@ -97,15 +97,22 @@ func (d *delivery) aboutHead(eventID string) bool {
 func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 	d.signals++
 	now := workflow.Now(ctx)
-	queued := make(map[string]bool, len(d.Queue)+len(s.Events))
+	// Keyed by id and seq: a forged copy of an event with a wrong seq must
+	// not shadow the genuine one (it is rejected when its turn comes).
+	type idSeq struct {
+		id  string
+		seq int64
+	}
+	queued := make(map[idSeq]bool, len(d.Queue)+len(s.Events))
 	for _, it := range d.Queue {
-		queued[it.Event.ID] = true
+		queued[idSeq{it.Event.ID, it.Event.Seq}] = true
 	}
 	for _, ev := range s.Events {
-		if queued[ev.ID] || d.recent[ev.ID] {
+		k := idSeq{ev.ID, ev.Seq}
+		if queued[k] || d.recent[ev.ID] {
 			continue // a re-sent event: the relay may send again after a crash
 		}
-		queued[ev.ID] = true
+		queued[k] = true
 		// Anything else is queued as it came; the deliver activity checks
 		// it against the event log before anything is sent, skips what is
 		// already settled and rejects what is not this key's.
@@ -426,6 +433,20 @@ func (d *delivery) rearm(ctx workflow.Context, head *QueueItem) {
 	d.Counters.Rearms++
 	d.freshAttempts(head)
 	d.audit(ctx, AuditDeliveryRearmed, "", "allowed", "", head.Event.ID, map[string]any{"rearm": d.Rearms, "max": d.p.MaxRearms})
+}
+
+// findSeq is the position of the queued event with this id and seq, or -1;
+// a zero seq (a result recorded before results carried it) matches by id.
+func (d *delivery) findSeq(id string, seq int64) int {
+	if seq == 0 {
+		return d.find(id)
+	}
+	for i := range d.Queue {
+		if d.Queue[i].Event.ID == id && d.Queue[i].Event.Seq == seq {
+			return i
+		}
+	}
+	return -1
 }
 
 func (d *delivery) find(id string) int {
