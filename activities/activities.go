@@ -35,6 +35,10 @@ type Store interface {
 	// delivery found unreachable.
 	MarkUnreachable(ctx context.Context, app string) error
 	ClearUnreachable(ctx context.Context, app string) (bool, error)
+	// QueuedAfter and CancelQueuedAfter read and drop a key's backlog: the
+	// queued events its workflow does not hold in memory.
+	QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]store.QueuedEvent, error)
+	CancelQueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, status, code string) (int, error)
 }
 
 // Waker wakes the keys of an app that wait because it was unreachable; the
@@ -415,6 +419,49 @@ func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResul
 		res.Events = append(res.Events, Event{ID: ev.ID, Seq: ev.Seq, Again: true})
 	}
 	return res, nil
+}
+
+// BacklogInput names a key's backlog: its queued events above After.
+type BacklogInput struct {
+	SubscriptionID string `json:"subscriptionId"`
+	SubjectKey     string `json:"subjectKey"`
+	After          int64  `json:"after"`
+	Limit          int    `json:"limit,omitempty"`
+	// For DropBacklog: the status (cancelled, expired) and code to settle with.
+	Status string `json:"status,omitempty"`
+	Code   string `json:"code,omitempty"`
+}
+
+// BacklogEvent is one event of a key's backlog.
+type BacklogEvent struct {
+	Event    Event     `json:"event"`
+	QueuedAt time.Time `json:"queuedAt"`
+}
+
+// Backlog reads the next part of a key's queue that its workflow does not
+// hold in memory, in sequence order.
+func (a *Activities) Backlog(ctx context.Context, in BacklogInput) ([]BacklogEvent, error) {
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		return nil, errNotTheKey(in.SubscriptionID, in.SubjectKey)
+	}
+	evs, err := a.Store.QueuedAfter(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BacklogEvent, len(evs))
+	for i, e := range evs {
+		out[i] = BacklogEvent{Event: Event{ID: e.ID, Seq: e.Seq}, QueuedAt: e.QueuedAt}
+	}
+	return out, nil
+}
+
+// DropBacklog settles a key's whole backlog (cancel --all, removal) and
+// returns how many events it held.
+func (a *Activities) DropBacklog(ctx context.Context, in BacklogInput) (int, error) {
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		return 0, errNotTheKey(in.SubscriptionID, in.SubjectKey)
+	}
+	return a.Store.CancelQueuedAfter(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Status, in.Code)
 }
 
 // Record writes outcome rows of one key, then its audit rows. Outcomes are

@@ -452,3 +452,46 @@ func (s *Store) ClearUnreachable(ctx context.Context, app string) (bool, error) 
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// QueuedEvent is an event queued for a key, as its backlog holds it.
+type QueuedEvent struct {
+	ID       string
+	Seq      int64
+	QueuedAt time.Time
+}
+
+// QueuedAfter returns up to limit events queued for the subscription's key
+// with a sequence number above after, in sequence order: the part of a long
+// queue that the key's workflow does not hold in memory.
+func (s *Store) QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]QueuedEvent, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT event_id::text, event_seq, queued_at FROM outcomes
+		 WHERE subscription_id = $1 AND subject = $2 AND status = 'queued' AND event_seq > $3
+		 ORDER BY event_seq LIMIT $4`, subscriptionID, subject, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the backlog of %s %s: %w", subscriptionID, subject, err)
+	}
+	var out []QueuedEvent
+	var e QueuedEvent
+	_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.Seq, &e.QueuedAt}, func() error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the backlog of %s %s: %w", subscriptionID, subject, err)
+	}
+	return out, nil
+}
+
+// CancelQueuedAfter settles as status (cancelled or expired) with code every
+// event queued for the key above after (its backlog) and returns how many.
+func (s *Store) CancelQueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, status, code string) (int, error) {
+	tag, err := s.Pool.Exec(ctx, `
+		UPDATE outcomes SET status = $4, code = NULLIF($5, ''), updated_at = now()
+		 WHERE subscription_id = $1 AND subject = $2 AND status = 'queued' AND event_seq > $3`,
+		subscriptionID, subject, after, status, code)
+	if err != nil {
+		return 0, fmt.Errorf("cancel the backlog of %s %s: %w", subscriptionID, subject, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

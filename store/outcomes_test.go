@@ -173,3 +173,28 @@ func TestRecordOutcomesWritesOnlyTheKeysEvents(t *testing.T) {
 		t.Fatalf("delivered outcome rewritten: %+v", out)
 	}
 }
+
+// TestBacklogReadsAndDropsQueuedEvents: a key's backlog is its queued events
+// above a seq, in order; dropping it settles exactly those.
+func TestBacklogReadsAndDropsQueuedEvents(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	var ds []store.Dispatch
+	for i, ev := range evs[:3] {
+		ds = append(ds, store.Dispatch{SubscriptionID: billingPersonSub, EventID: ev.ID, Seq: int64(i + 1), Subject: "p1"})
+	}
+	if _, err := s.RecordDispatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.QueuedAfter(ctx, billingPersonSub, "p1", 1, 10)
+	if err != nil || len(got) != 2 || got[0].ID != evs[1].ID || got[1].Seq != 3 || got[0].QueuedAt.IsZero() {
+		t.Fatalf("backlog after 1: %+v %v", got, err)
+	}
+	n, err := s.CancelQueuedAfter(ctx, billingPersonSub, "p1", 2, store.EventCancelled, "subscription_removed")
+	if err != nil || n != 1 {
+		t.Fatalf("dropped %d, %v; want 1", n, err)
+	}
+	if out, _ := s.EventOutcomes(ctx, evs[2].ID); len(out) != 1 || out[0].Status != store.EventCancelled || out[0].Code != "subscription_removed" {
+		t.Fatalf("outcome %+v", out)
+	}
+}

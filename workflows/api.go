@@ -168,6 +168,10 @@ type Params struct {
 	RecheckInterval time.Duration `json:"recheckInterval,omitempty"`
 	// MaxBatch caps how many consecutive events one activity execution delivers.
 	MaxBatch int `json:"maxBatch,omitempty"`
+	// MaxQueue caps the events a key holds in memory (and carries across
+	// continue-as-new); the rest stays in PostgreSQL as its backlog, read
+	// back in order as the queue drains (default 5,000).
+	MaxQueue int `json:"maxQueue,omitempty"`
 	// BatchTime caps how long one execution keeps taking events
 	// (activities.DefaultBatchTime when zero).
 	BatchTime time.Duration `json:"batchTime,omitempty"`
@@ -212,6 +216,9 @@ func (p Params) WithDefaults() Params {
 	}
 	if p.RecheckInterval <= 0 {
 		p.RecheckInterval = time.Minute
+	}
+	if p.MaxQueue <= 0 {
+		p.MaxQueue = 5000
 	}
 	if p.MaxBatch <= 0 {
 		p.MaxBatch = 50

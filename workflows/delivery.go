@@ -60,6 +60,10 @@ type Carry struct {
 	// LookupFailures counts consecutive failed reads of the subscription.
 	LookupFailures int    `json:"lookupFailures,omitempty"`
 	SubReason      string `json:"subReason,omitempty"`
+	// Backlog: more events are queued in PostgreSQL than the queue holds,
+	// all with a seq above BacklogAfter.
+	Backlog      bool  `json:"backlog,omitempty"`
+	BacklogAfter int64 `json:"backlogAfter,omitempty"`
 }
 
 // delivery is the state of one run of the Delivery workflow.
@@ -235,6 +239,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			}
 			continue
 		}
+		d.refill(ctx)
 		now := workflow.Now(ctx)
 		d.expire(ctx, now)
 		head := d.head()
@@ -242,6 +247,10 @@ func (d *delivery) run(ctx workflow.Context) error {
 		case d.KeyPaused:
 			d.setStatus(ctx, StatusPaused)
 			d.wait(ctx, d.nextExpiry())
+		case head == nil && d.Backlog:
+			// The backlog could not be read (the database did not answer):
+			// never idle out with events left in it; look again soon.
+			d.wait(ctx, now.Add(5*time.Second))
 		case head == nil:
 			d.setStatus(ctx, StatusIdle)
 			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused {
@@ -292,6 +301,48 @@ func (d *delivery) restingStatus() string {
 		return StatusRetrying
 	}
 	return StatusDelivering
+}
+
+// refill reads the next part of the backlog once the queue has room for it.
+// The read blocks the loop, so no event signal is taken in meanwhile: one
+// that arrives is handled after, against the refilled queue.
+func (d *delivery) refill(ctx workflow.Context) {
+	if !d.Backlog || d.normalQueued() > d.p.MaxQueue/2 {
+		return
+	}
+	limit := d.p.MaxQueue / 2
+	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: d.BacklogAfter, Limit: limit}
+	var evs []activities.BacklogEvent
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Backlog, in).Get(ctx, &evs); err != nil {
+		d.logger.Warn("read the backlog", "error", err) // tried again on the next turn
+		return
+	}
+	now := workflow.Now(ctx)
+	for _, e := range evs {
+		if e.QueuedAt.IsZero() || e.QueuedAt.After(now) {
+			e.QueuedAt = now // the hold expiry counts from a time that makes sense here
+		}
+		if d.findSeq(e.Event.ID, e.Event.Seq) < 0 {
+			d.insert(d.insertPos(e.Event.Seq), QueueItem{Event: e.Event, QueuedAt: e.QueuedAt})
+		}
+		d.BacklogAfter = e.Event.Seq
+	}
+	if len(evs) < limit {
+		d.Backlog = false
+	}
+	d.expiryKnown = false // backlog events bring their own queue times
+}
+
+// normalQueued counts the queued events that are not operators' redeliveries.
+func (d *delivery) normalQueued() int {
+	n := 0
+	for i := range d.Queue {
+		if !d.Queue[i].Event.Again {
+			n++
+		}
+	}
+	return n
 }
 
 // canRearm reports whether a failed head may still re-arm itself.

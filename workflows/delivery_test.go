@@ -474,6 +474,7 @@ func TestOperatorSignalInterruptsRetries(t *testing.T) {
 func TestLongQueueCarriedAsIDs(t *testing.T) {
 	h := newHarness(t)
 	h.params.SignalsPerRun = 3
+	h.params.MaxQueue = 15000 // the default 5,000 spills earlier (TestLongQueueSpillsToTheBacklog)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
 	seqs := seqRange(1, 15000)
 	h.eventsAt(2*time.Second, seqs[:7500]...)

@@ -1,11 +1,15 @@
 package workflows_test
 
 import (
+	"errors"
 	"reflect"
 
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
 	"herald/store"
@@ -296,5 +300,55 @@ func TestForgedCarryCannotRedeliver(t *testing.T) {
 	h.run()
 	if calls := h.sub.all(); len(calls) != 0 {
 		t.Fatalf("a forged carry made %d POSTs: %+v", len(calls), calls)
+	}
+}
+
+// TestLongQueueSpillsToTheBacklog: past MaxQueue a key keeps its events in
+// PostgreSQL, not in memory or in what it carries across continue-as-new,
+// and reads them back in order as the queue drains; cancel --all drops the
+// backlog too.
+func TestLongQueueSpillsToTheBacklog(t *testing.T) {
+	h := newHarness(t)
+	h.params.MaxQueue = 100
+	h.params.SignalsPerRun = 3
+	h.store.dispatched = seqRange(1, 1000)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
+	h.eventsAt(2*time.Second, seqRange(1, 500)...)
+	h.eventsAt(3*time.Second, seqRange(501, 1000)...)
+	h.execute()
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	var next workflows.Params
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Carry.Queue) != 100 || !next.Carry.Backlog || next.Carry.BacklogAfter != 100 {
+		t.Fatalf("carried %d events, backlog %v after %d; want 100 in memory, the rest in the backlog",
+			len(next.Carry.Queue), next.Carry.Backlog, next.Carry.BacklogAfter)
+	}
+	h2 := newHarness(t)
+	h2.params = next
+	h2.store.dispatched = seqRange(1, 1000)
+	h2.signalAt(time.Second, workflows.SignalResume, workflows.ControlSignal{})
+	h2.eventsAt(2*time.Second, 1001) // arrives while the backlog is read back
+	h2.store.dispatched = append(h2.store.dispatched, 1001)
+	h2.run()
+	if got := h2.sub.delivered(); !reflect.DeepEqual(got, ids(seqRange(1, 1001)...)) {
+		t.Fatalf("delivered %d events, want all 1001 in order", len(got))
+	}
+
+	h3 := newHarness(t)
+	h3.params = next
+	h3.store.dispatched = seqRange(1, 1000)
+	h3.signalAt(time.Second, workflows.SignalCancel, workflows.CancelSignal{All: true})
+	h3.signalAt(2*time.Second, workflows.SignalResume, workflows.ControlSignal{})
+	h3.run()
+	if n := len(h3.sub.all()); n != 0 {
+		t.Fatalf("%d POSTs after cancel --all", n)
+	}
+	if rows := h3.store.auditsOf(workflows.AuditDeliveryCancelled); len(rows) != 1 || rows[0].Metadata["count"] != 1000.0 {
+		t.Fatalf("cancel rows %+v, want one with all 1000", rows)
 	}
 }

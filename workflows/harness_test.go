@@ -239,6 +239,8 @@ type fakeStore struct {
 	audits   []store.AuditEntry
 	// reads counts the batches read: one per Deliver execution.
 	reads int
+	// dispatched are the seqs the relay handed to the key (the backlog's source).
+	dispatched []int64
 }
 
 func (s *fakeStore) batches() int {
@@ -330,6 +332,35 @@ func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
 
 func (s *fakeStore) MarkUnreachable(context.Context, string) error { return nil }
+
+// QueuedAfter serves the backlog from dispatched: the seqs the relay handed
+// to the key, in order.
+func (s *fakeStore) QueuedAfter(_ context.Context, _, _ string, after int64, limit int) ([]store.QueuedEvent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.QueuedEvent
+	for _, seq := range s.dispatched {
+		id := eventID(seq)
+		if seq > after && (s.outcomes[id] == "" || s.outcomes[id] == store.EventQueued) && len(out) < limit {
+			out = append(out, store.QueuedEvent{ID: id, Seq: seq})
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int64, status, _ string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, seq := range s.dispatched {
+		id := eventID(seq)
+		if seq > after && (s.outcomes[id] == "" || s.outcomes[id] == store.EventQueued) {
+			s.outcomes[id] = status
+			n++
+		}
+	}
+	return n, nil
+}
 
 func (s *fakeStore) ClearUnreachable(context.Context, string) (bool, error) { return false, nil }
 

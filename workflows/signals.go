@@ -107,11 +107,26 @@ func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 	for _, it := range d.Queue {
 		queued[idSeq{it.Event.ID, it.Event.Seq}] = true
 	}
+	normal := -1 // counted when first needed
 	for _, ev := range s.Events {
 		k := idSeq{ev.ID, ev.Seq}
 		if queued[k] || d.recent[ev.ID] {
 			continue // a re-sent event: the relay may send again after a crash
 		}
+		if d.Backlog {
+			continue // its outcome row is queued: read back in order with the backlog
+		}
+		if normal < 0 {
+			normal = d.normalQueued()
+		}
+		if normal >= d.p.MaxQueue {
+			// The queue is full: from here on the key's events stay in
+			// PostgreSQL (the relay wrote their rows before signalling) and
+			// are read back in order as the queue drains.
+			d.Backlog, d.BacklogAfter = true, d.lastNormalSeq()
+			continue
+		}
+		normal++
 		queued[k] = true
 		// Anything else is queued as it came; the deliver activity checks
 		// it against the event log before anything is sent, skips what is
@@ -119,6 +134,36 @@ func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 		ev.Again = false
 		d.insert(d.insertPos(ev.Seq), QueueItem{Event: ev, QueuedAt: now})
 	}
+}
+
+// lastNormalSeq is the highest seq of the queued events that are not
+// redeliveries.
+func (d *delivery) lastNormalSeq() int64 {
+	var last int64
+	for i := range d.Queue {
+		if !d.Queue[i].Event.Again && d.Queue[i].Event.Seq > last {
+			last = d.Queue[i].Event.Seq
+		}
+	}
+	return last
+}
+
+// dropBacklog settles the backlog too (cancel --all, removal) and returns
+// how many events it held.
+func (d *delivery) dropBacklog(ctx workflow.Context, status, code string) int {
+	if !d.Backlog {
+		return 0
+	}
+	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: d.BacklogAfter, Status: status, Code: code}
+	var n int
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).DropBacklog, in).Get(ctx, &n); err != nil {
+		d.logger.Warn("drop the backlog", "error", err)
+		return 0
+	}
+	d.Backlog = false
+	d.Counters.Cancelled += n
+	return n
 }
 
 // insertPos is where an event with this sequence number goes: in sequence
@@ -273,9 +318,10 @@ func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) OpResult {
 	switch {
 	case s.All:
 		rows = d.cancelAll(ctx, activities.RowCancelled, "")
-		meta["count"] = len(rows)
+		backlog := d.dropBacklog(ctx, activities.RowCancelled, "")
+		meta["count"] = len(rows) + backlog
 		meta["all"] = true
-		if len(rows) == 0 {
+		if len(rows)+backlog == 0 {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "nothing_queued", "", meta)
 			return OpResult{Reason: "nothing_queued"}
 		}
@@ -354,8 +400,9 @@ func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) Op
 // ends the workflow.
 func (d *delivery) removed(ctx workflow.Context, reason string) {
 	rows := d.cancelAll(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
+	backlog := d.dropBacklog(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
 	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeSubscriptionRemoved, "",
-		map[string]any{"count": len(rows), "reason": reason}))
+		map[string]any{"count": len(rows) + backlog, "reason": reason}))
 	d.completed = true
 }
 
