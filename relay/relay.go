@@ -79,8 +79,11 @@ func (m *matcher) match(text string) string {
 	}
 	f, err := m.r.compiled(text)
 	if err != nil {
-		m.r.Logger.Warn("content filter does not compile; the event is filtered out", zap.String("filter", text), zap.Error(err))
-		return CodeFilterError
+		// apply accepted it, so this worker is at fault (another CEL
+		// version): deliver rather than drop the subscriber's events.
+		m.r.Logger.Error("content filter does not compile in this worker; delivering unfiltered",
+			zap.String("filter", text), zap.Error(err))
+		return ""
 	}
 	if m.vars == nil && m.err == nil {
 		m.vars, m.err = filter.Variables(m.ev.Envelope)
@@ -207,14 +210,12 @@ func (r *Relay) lead(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	nextSweep := time.Now()
+	// The sweep runs beside dispatching, so a removal with many held keys
+	// never delays the events of other subscriptions.
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go r.sweepLoop(sweepCtx)
 	for ctx.Err() == nil {
-		if !time.Now().Before(nextSweep) {
-			if _, err := r.SweepRemoved(ctx); err != nil {
-				r.Logger.Warn("sweep keys of removed subscriptions", zap.Error(err))
-			}
-			nextSweep = time.Now().Add(r.SweepInterval)
-		}
 		round, err := r.DispatchOnce(ctx)
 		if err != nil {
 			return err
@@ -378,6 +379,24 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 	return sent, -1
 }
 
+func (r *Relay) sweepLoop(ctx context.Context) {
+	for {
+		if _, err := r.SweepRemoved(ctx); err != nil && ctx.Err() == nil {
+			r.Logger.Warn("sweep keys of removed subscriptions", zap.Error(err))
+		}
+		sleep(ctx, r.SweepInterval)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// sweepParallel and sweepCallTimeout bound the sweep's calls to Temporal.
+const (
+	sweepParallel    = 8
+	sweepCallTimeout = 10 * time.Second
+)
+
 // SweepRemoved makes every key of a removed subscription that still holds
 // events drop them: it tells the key's workflow (which cancels its queue,
 // audits and completes), or, when no workflow runs for the key any more,
@@ -389,31 +408,56 @@ func (r *Relay) SweepRemoved(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var mu sync.Mutex
+	var firstErr error
 	handled := 0
+	sem := make(chan struct{}, sweepParallel)
+	var wg sync.WaitGroup
 	for _, k := range keys {
-		id := workflows.DeliveryID(k.SubscriptionID, k.Subject)
-		err := r.Temporal.SignalWorkflow(ctx, id, "", workflows.SignalSubscription,
-			workflows.SubscriptionSignal{State: store.StateCancelled, Reason: activities.CodeSubscriptionRemoved})
-		var notFound *serviceerror.NotFound
-		switch {
-		case err == nil:
-			handled++
-			continue
-		case !errors.As(err, &notFound):
-			r.Logger.Warn("tell a key its subscription is removed", zap.String("workflow", id), zap.Error(err))
-			continue
-		}
-		if _, err := r.Store.CancelHeld(ctx, k.SubscriptionID, k.Subject, activities.CodeSubscriptionRemoved, store.AuditEntry{
-			Action: workflows.AuditDeliveryCancelled, TargetType: "delivery", TargetID: id,
-			ErrorCode: activities.CodeSubscriptionRemoved,
-			Metadata: map[string]any{"subscription": k.SubscriptionID, "subject": k.Subject,
-				"reason": activities.CodeSubscriptionRemoved, "workflow": "not running"},
-		}); err != nil {
-			return handled, err
-		}
-		handled++
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := r.sweepKey(ctx, k)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				handled++
+			}
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}()
 	}
-	return handled, nil
+	wg.Wait()
+	return handled, firstErr
+}
+
+// sweepKey tells one key of a removed subscription, or cancels its held
+// events itself when no workflow runs for it.
+func (r *Relay) sweepKey(ctx context.Context, k store.HeldKey) (bool, error) {
+	id := workflows.DeliveryID(k.SubscriptionID, k.Subject)
+	cctx, cancel := context.WithTimeout(ctx, sweepCallTimeout)
+	defer cancel()
+	err := r.Temporal.SignalWorkflow(cctx, id, "", workflows.SignalSubscription,
+		workflows.SubscriptionSignal{State: store.StateCancelled, Reason: activities.CodeSubscriptionRemoved})
+	var notFound *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.As(err, &notFound):
+		r.Logger.Warn("tell a key its subscription is removed", zap.String("workflow", id), zap.Error(err))
+		return false, nil
+	}
+	if _, err := r.Store.CancelHeld(ctx, k.SubscriptionID, k.Subject, activities.CodeSubscriptionRemoved, store.AuditEntry{
+		Action: workflows.AuditDeliveryCancelled, TargetType: "delivery", TargetID: id,
+		ErrorCode: activities.CodeSubscriptionRemoved,
+		Metadata: map[string]any{"subscription": k.SubscriptionID, "subject": k.Subject,
+			"reason": activities.CodeSubscriptionRemoved, "workflow": "not running"},
+	}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func destroy(c *pgxpool.Conn) {

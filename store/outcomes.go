@@ -229,10 +229,14 @@ type RequeuedEvent struct {
 }
 
 // Requeue checks that the events with the given ids belong to the
-// subscription's type and version and to the subject key, and sets their
-// outcome back to queued with no attempts spent. It returns them in sequence
-// order, and the ids it refused with why: "event_not_found" (not a UUID, not
-// in the log, or removed by retention) or "event_not_for_key".
+// subscription's type and version and to the subject key and are settled
+// (delivered, cancelled, expired, or older than the subscription's outcome
+// rows), and sets their outcome back to queued with no attempts spent. It
+// returns them in sequence order, and the ids it refused with why:
+// "event_not_found" (not a UUID, not in the log, or removed by retention),
+// "event_not_for_key", "not_dispatched_yet" (the relay has yet to hand it
+// out: requeued now, it would overtake older events), "already_queued" or
+// "filtered" (the subscription's filter excluded it).
 func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
 	refused := map[string]string{}
 	var valid []string
@@ -250,30 +254,35 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 		WITH sub AS (
 			SELECT type, version FROM subscriptions WHERE id = $1
 		), ev AS (
-			SELECT e.id, e.seq, (e.type = sub.type AND e.version = sub.version AND e.subject = $2) AS ok
-			  FROM events e, sub
+			SELECT e.id, e.seq,
+			       CASE WHEN NOT (e.type = sub.type AND e.version = sub.version AND e.subject = $2) THEN 'event_not_for_key'
+			            WHEN e.state = 'accepted' THEN 'not_dispatched_yet'
+			            WHEN o.status IN ('queued', 'failed') THEN 'already_queued'
+			            WHEN o.status = 'filtered' THEN 'filtered'
+			            ELSE '' END AS why
+			  FROM events e CROSS JOIN sub
+			  LEFT JOIN outcomes o ON o.subscription_id = $1 AND o.event_id = e.id
 			 WHERE e.id = ANY($3::uuid[]) AND e.state <> 'rejected'
 		), up AS (
 			INSERT INTO outcomes AS o (subscription_id, event_id, event_seq, subject, status)
-			SELECT $1, id, seq, $2, 'queued' FROM ev WHERE ok
+			SELECT $1, id, seq, $2, 'queued' FROM ev WHERE why = ''
 			ON CONFLICT (subscription_id, event_id) DO UPDATE SET
 			    status = 'queued', attempts = 0, code = NULL, updated_at = now()
 		)
-		SELECT id::text, seq, ok FROM ev ORDER BY seq`, subscriptionID, subject, valid)
+		SELECT id::text, seq, why FROM ev ORDER BY seq`, subscriptionID, subject, valid)
 	if err != nil {
 		return nil, nil, fmt.Errorf("requeue events of %s: %w", subscriptionID, err)
 	}
 	var out []RequeuedEvent
 	seen := map[string]bool{}
-	var id string
+	var id, why string
 	var seq int64
-	var ok bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &seq, &ok}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &seq, &why}, func() error {
 		seen[id] = true
-		if ok {
+		if why == "" {
 			out = append(out, RequeuedEvent{ID: id, Seq: seq})
 		} else {
-			refused[id] = "event_not_for_key"
+			refused[id] = why
 		}
 		return nil
 	})
@@ -344,12 +353,15 @@ type HeldKey struct {
 }
 
 // RemovedKeys lists up to limit keys that still hold queued or failed events
-// of a subscription that is cancelled or no longer exists.
+// of a cancelled subscription.
 func (s *Store) RemovedKeys(ctx context.Context, limit int) ([]HeldKey, error) {
+	// From the cancelled subscriptions (few), through the index of held
+	// rows: a sweep costs nothing when nothing was removed. Subscriptions are
+	// never deleted, only cancelled.
 	rows, err := s.Pool.Query(ctx, `
 		SELECT o.subscription_id, o.subject, count(*)::int
-		  FROM outcomes o LEFT JOIN subscriptions s ON s.id = o.subscription_id
-		 WHERE o.status IN ('queued', 'failed') AND (s.id IS NULL OR s.state = 'cancelled')
+		  FROM subscriptions s JOIN outcomes o ON o.subscription_id = s.id
+		 WHERE s.state = 'cancelled' AND o.status IN ('queued', 'failed')
 		 GROUP BY o.subscription_id, o.subject
 		 ORDER BY o.subscription_id, o.subject
 		 LIMIT $1`, limit)

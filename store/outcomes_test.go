@@ -78,16 +78,36 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 func TestRequeueChecksTheKey(t *testing.T) {
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
+	// Events 1-3 of p1 and 4 of p2 were handed out; 1 and 3 were delivered,
+	// 2 is still queued. A fifth, undispatched event of p1 follows.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'dispatched', dispatched_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	var ds []store.Dispatch
+	for i, ev := range evs[:3] {
+		ds = append(ds, store.Dispatch{SubscriptionID: billingPersonSub, EventID: ev.ID, Seq: int64(i + 1), Subject: "p1"})
+	}
+	if _, err := s.RecordDispatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Status: store.EventDelivered}, {EventID: evs[2].ID, Status: store.EventDelivered}}); err != nil {
+		t.Fatal(err)
+	}
+	late := newEvent("contacts.person.updated", "p1", "e")
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{late}); err != nil {
+		t.Fatal(err)
+	}
 	got, refused, err := s.Requeue(ctx, billingPersonSub, "p1",
-		[]string{evs[2].ID, evs[0].ID, evs[3].ID, "not-a-uuid", "00000000-0000-4000-8000-000000000000"})
+		[]string{evs[2].ID, evs[0].ID, evs[1].ID, evs[3].ID, late.ID, "not-a-uuid", "00000000-0000-4000-8000-000000000000"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].ID != evs[0].ID || got[1].ID != evs[2].ID {
 		t.Fatalf("requeued %+v, want events 1 and 3 in sequence order", got)
 	}
-	want := map[string]string{evs[3].ID: "event_not_for_key", "not-a-uuid": "event_not_found",
-		"00000000-0000-4000-8000-000000000000": "event_not_found"}
+	want := map[string]string{evs[1].ID: "already_queued", evs[3].ID: "event_not_for_key", late.ID: "not_dispatched_yet",
+		"not-a-uuid": "event_not_found", "00000000-0000-4000-8000-000000000000": "event_not_found"}
 	if len(refused) != len(want) {
 		t.Fatalf("refused %v", refused)
 	}
@@ -97,7 +117,7 @@ func TestRequeueChecksTheKey(t *testing.T) {
 		}
 	}
 	keys, err := s.WindowEvents(ctx, billingPersonSub, "", time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
-	if err != nil || len(keys) != 2 || keys[0].Subject != "p1" || len(keys[0].Events) != 3 || keys[1].Subject != "p2" {
+	if err != nil || len(keys) != 2 || keys[0].Subject != "p1" || len(keys[0].Events) != 4 || keys[1].Subject != "p2" {
 		t.Fatalf("window %+v %v", keys, err)
 	}
 }
