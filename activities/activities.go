@@ -25,6 +25,8 @@ type Store interface {
 	DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (store.Batch, error)
 	// RecordOutcomes writes the outcome rows of one key in one statement.
 	RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate) error
+	// RecordWithAudit writes outcome rows and audit rows in one transaction.
+	RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate, audit []store.AuditEntry) error
 	// Requeue checks events against a key and sets their outcome back to queued.
 	Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]store.RequeuedEvent, map[string]string, error)
 	// Audit appends one audit row.
@@ -468,17 +470,22 @@ func (a *Activities) DropBacklog(ctx context.Context, in BacklogInput) (int, err
 // written only for the key's own workflow; audit rows name the workflow
 // that asked, whichever it is.
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
-	if ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
-		if err := a.Store.RecordOutcomes(ctx, in.SubscriptionID, in.SubjectKey, in.Outcomes); err != nil {
-			return err
-		}
+	outcomes := in.Outcomes
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		outcomes = nil
 	}
-	for _, e := range in.Audit {
-		if err := a.Audit(ctx, e); err != nil {
-			return err
-		}
+	audit := make([]store.AuditEntry, len(in.Audit))
+	for i, e := range in.Audit {
+		audit[i] = storeAudit(e)
 	}
-	return nil
+	return a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit)
+}
+
+func storeAudit(e AuditEntry) store.AuditEntry {
+	return store.AuditEntry{
+		Action: e.Action, Outcome: e.Outcome, Actor: e.Actor, TargetType: e.TargetType,
+		TargetID: e.TargetID, ErrorCode: e.ErrorCode, Metadata: e.Metadata,
+	}
 }
 
 // SubscriptionState reads a subscription's state ("cancelled" when it no
@@ -493,8 +500,5 @@ func (a *Activities) SubscriptionState(ctx context.Context, subscriptionID strin
 
 // Audit appends one audit row.
 func (a *Activities) Audit(ctx context.Context, e AuditEntry) error {
-	return a.Store.Audit(ctx, store.AuditEntry{
-		Action: e.Action, Outcome: e.Outcome, Actor: e.Actor, TargetType: e.TargetType,
-		TargetID: e.TargetID, ErrorCode: e.ErrorCode, Metadata: e.Metadata,
-	})
+	return a.Store.Audit(ctx, storeAudit(e))
 }

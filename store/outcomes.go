@@ -185,6 +185,27 @@ type OutcomeUpdate struct {
 // claims, and a delivered outcome is never turned into a cancelled or
 // expired one.
 func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate) error {
+	return recordOutcomes(ctx, s.Pool, subscriptionID, subject, us)
+}
+
+// RecordWithAudit writes outcome rows (as RecordOutcomes) and audit rows in
+// one transaction, so a retry never appends an audit row twice or leaves
+// outcomes without theirs.
+func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate, audit []AuditEntry) error {
+	return s.WithTx(ctx, func(tx pgx.Tx) error {
+		if err := recordOutcomes(ctx, tx, subscriptionID, subject, us); err != nil {
+			return err
+		}
+		for _, e := range audit {
+			if err := AppendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject string, us []OutcomeUpdate) error {
 	us = slices.DeleteFunc(slices.Clone(us), func(u OutcomeUpdate) bool { return !isUUID(u.EventID) })
 	if len(us) == 0 {
 		return nil
@@ -196,7 +217,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject stri
 		ids[i], statuses[i], attempts[i] = u.EventID, u.Status, int32(u.Attempts)
 		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
 	}
-	_, err := s.Pool.Exec(ctx, `
+	_, err := q.Exec(ctx, `
 		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
 		                           code, last_code, last_error, delivered_at)
 		SELECT s.id, e.subject, e.id, e.seq, u.status, u.attempts, NULLIF(u.code, ''),

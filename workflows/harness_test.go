@@ -322,6 +322,20 @@ func (s *fakeStore) Requeue(_ context.Context, _, subject string, ids []string) 
 	return out, refused, nil
 }
 
+func (s *fakeStore) RecordWithAudit(ctx context.Context, sub, subject string, us []store.OutcomeUpdate, audit []store.AuditEntry) error {
+	if len(us) > 0 {
+		if err := s.RecordOutcomes(ctx, sub, subject, us); err != nil {
+			return err
+		}
+	}
+	for _, e := range audit {
+		if err := s.Audit(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
