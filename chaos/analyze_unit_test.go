@@ -33,7 +33,7 @@ func arr(n int, o outcome, attempt int, start, end float64) arrival {
 }
 
 func TestAnalyze(t *testing.T) {
-	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true}
+	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true, Kind: kindWorker}
 	pgRestart := fault{Name: "pg", Start: at(3.5), End: at(5)}
 	tests := []struct {
 		name     string
@@ -97,10 +97,22 @@ func TestAnalyze(t *testing.T) {
 			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), {Sub: "s", Key: "k", EventID: "e2", N: 5, Attempt: 1, Outcome: outcomeAck, Start: at(2), End: at(3)}},
 			want:     []string{"content"}},
 		{name: "an event stuck at the head of its key too long", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+maxHeadWait.Seconds()+1, 1+maxHeadWait.Seconds()+2)},
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+1, 1+baseWait.Seconds()+2)},
 			want:     []string{"liveness"}},
 		{name: "a wait within the bound is not a liveness problem", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 2, 40, 41), arr(2, outcomeAck, 1, 41+maxHeadWait.Seconds()-2, 41+maxHeadWait.Seconds()-1)}},
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()-2, 1+baseWait.Seconds()-1)}},
+		{name: "a killed worker explains a wait of its heartbeat timeout", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 45, 46)},
+			faults:   []fault{{Name: "kill", Start: at(3), End: at(5), LosesAnswers: true, Kind: kindWorker}}},
+		{name: "a killed worker does not explain a wait twice as long", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 90, 91)},
+			faults:   []fault{{Name: "kill", Start: at(3), End: at(5), LosesAnswers: true, Kind: kindWorker}},
+			want:     []string{"liveness"}},
+		{name: "a subscriber fault on other keys explains nothing here", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+4, 1+baseWait.Seconds()+5)},
+			faults: []fault{{Name: "500s elsewhere", Start: at(2), End: at(10), Kind: kindSubscriber,
+				Rule: rule{Mode: modeFail, UpTo: 3, Match: func(_, key string) bool { return key != "k" }}}},
+			want: []string{"liveness"}},
 		{name: "exhausted attempts are counted for the audit check", events: 1,
 			arrivals: func() []arrival {
 				var as []arrival
@@ -109,6 +121,7 @@ func TestAnalyze(t *testing.T) {
 				}
 				return append(as, arr(1, outcomeAck, maxAttempts, 20, 21))
 			}(),
+			faults:    []fault{{Name: "500s", Start: at(0), End: at(9), Kind: kindSubscriber, Rule: rule{Mode: modeFail, UpTo: maxAttempts}}},
 			exhausted: 1, repeats: 1},
 	}
 	for _, tc := range tests {
@@ -137,7 +150,7 @@ func TestAnalyze(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	f := fault{Name: "kill", Start: at(9), End: at(10), LosesAnswers: true}
+	f := fault{Name: "kill", Start: at(9), End: at(10), LosesAnswers: true, Kind: kindWorker}
 	evs := []published{
 		{Key: "a", N: 1, ID: "a1", Seq: 1, At: at(1)},
 		{Key: "b", N: 1, ID: "b1", Seq: 2, At: at(5)},
@@ -191,5 +204,25 @@ func TestProblemsCapKeepsCount(t *testing.T) {
 	out := p.done()
 	if len(out) != maxProblemsPerCheck+2 || out[len(out)-1] != "order: 3 more" || p.total() != maxProblemsPerCheck+4 {
 		t.Fatalf("problems: %q, total %d", out, p.total())
+	}
+}
+
+func TestBounds(t *testing.T) {
+	if got := retries(4); got != 3700*time.Millisecond {
+		t.Errorf("retries(4) = %v, want 3.7s (200ms+500ms+1s+2s)", got)
+	}
+	for _, tc := range []struct{ down, want time.Duration }{
+		{2 * time.Second, 5 * time.Second},   // back before the first look-up again
+		{14 * time.Second, 10 * time.Second}, // 5 s, then the 10 s step under way
+		{31 * time.Second, 20 * time.Second}, // 5 + 10, then 20
+		{5 * time.Minute, time.Minute},       // capped at the re-check interval
+	} {
+		if got := lookupWait(tc.down); got != tc.want {
+			t.Errorf("lookupWait(%v) = %v, want %v", tc.down, got, tc.want)
+		}
+	}
+	kill := fault{Start: at(0), End: at(2), Kind: kindWorker}
+	if got, _ := kill.explains(1); got != heartbeatTimeout+400*time.Millisecond+stickyTimeout {
+		t.Errorf("a kill explains %v, want the heartbeat timeout + 400ms + the sticky timeout", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type run struct {
 	notes  []string // conditions of the run, for the summary
 
 	streamDone chan error
+	load       string // the machine's load average when the stream started
 }
 
 // newRun starts the services, the subscriber and applies the manifests; the
@@ -61,6 +63,7 @@ func newRun(t *testing.T, keys int, rate float64) *run {
 // startStream publishes in the background for d.
 func (r *run) startStream(d time.Duration) {
 	r.t0 = time.Now()
+	r.load = load()
 	r.streamDone = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
@@ -74,12 +77,12 @@ func (r *run) at(d time.Duration) {
 	}
 }
 
-// inject runs fn as a fault and records its window; fn returns a note for the
-// summary.
-func (r *run) inject(name string, losesAnswers bool, fn func() string) {
+// inject runs fn as the fault f (its name, kind, rule and whether it loses
+// answers) and records its window; fn returns a note for the summary.
+func (r *run) inject(f fault, fn func() string) {
 	r.t.Helper()
-	f := fault{Name: name, Start: time.Now(), LosesAnswers: losesAnswers}
-	r.t.Logf("%s: fault %q", rel(f.Start, r.t0), name)
+	f.Start = time.Now()
+	r.t.Logf("%s: fault %q", rel(f.Start, r.t0), f.Name)
 	f.Note = fn()
 	f.End = time.Now()
 	r.mu.Lock()
@@ -98,7 +101,7 @@ func (r *run) note(format string, args ...any) {
 // Herald misses (late or reset) are recorded as lost, not as 2xx, so the
 // fault does not count as one that loses answers.
 func (r *run) subscriberFault(name string, ru rule, d time.Duration) {
-	r.inject(name, false, func() string {
+	r.inject(fault{Name: name, Kind: kindSubscriber, Rule: ru}, func() string {
 		r.rec.setRule(name, ru)
 		time.Sleep(d)
 		r.rec.clearRule(name)
@@ -109,7 +112,7 @@ func (r *run) subscriberFault(name string, ru rule, d time.Duration) {
 // killAndRestart SIGKILLs a worker in the middle of deliveries and starts it
 // again. Slow answers for a moment make sure some deliveries are in flight.
 func (r *run) killAndRestart(w *workerProc, name string) {
-	r.inject(name, true, func() string {
+	r.inject(fault{Name: name, LosesAnswers: true, Kind: kindWorker}, func() string {
 		n := r.midDelivery(name, func() { w.kill() })
 		time.Sleep(time.Second)
 		r.env.restart(w)
@@ -354,10 +357,43 @@ func (r *run) verify(title string, settled time.Duration) {
 	for _, n := range notes {
 		fmt.Fprintf(&b, "note:              %s\n", n)
 	}
+	fmt.Fprintf(&b, "server:            %s\n", serverConfig())
+	fmt.Fprintf(&b, "machine load:      %s at the start, %s at the end (1, 5, 15 min; %d CPUs)\n", r.load, load(), runtime.NumCPU())
+	failures := r.env.persistenceFailures()
+	total := 0
+	var kinds []string
+	for why, n := range failures {
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%d %s", n, why))
+	}
+	slices.Sort(kinds)
+	fmt.Fprintf(&b, "server writes:     %d workflow-state writes failed in the dev server (%s)\n", total, strings.Join(kinds, ", "))
+	b.WriteString(derivation(faults, an.MaxAttempt))
+	r.explainWait(&b, an)
 	b.WriteString("\n")
 	fmt.Fprint(os.Stdout, b.String())
 	for _, p := range slices.Concat(an.Problems, problems) {
 		r.t.Error(p)
+	}
+}
+
+// explainWait prints where the time went for the event whose wait came
+// closest to its bound, from its delivery workflow's history (kept in the
+// run's directory).
+func (r *run) explainWait(b *strings.Builder, an analysis) {
+	if an.Tightest == "" {
+		return
+	}
+	sub, rest, _ := strings.Cut(an.Tightest, "/")
+	key, _, _ := strings.Cut(rest, " ")
+	evs, err := r.env.history(workflows.DeliveryID(sub, key))
+	if err != nil {
+		fmt.Fprintf(b, "history of %s: %v\n", an.Tightest, err)
+		return
+	}
+	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; history in the run's directory):\n", an.Tightest, an.TightWait.Seconds(), rel(an.TightStart, r.t0), rel(an.TightAck, r.t0))
+	for _, line := range timeline(evs, an.TightStart, an.TightAck, r.t0) {
+		fmt.Fprintf(b, "  %s\n", line)
 	}
 }
 
@@ -416,7 +452,8 @@ func writeSummary(out io.Writer, title string, an analysis, h herald, s *stream,
 		an.Arrivals, an.ByOutcome[outcomeAck], an.ByOutcome[outcomeNack], an.ByOutcome[outcomeLost], an.ByOutcome[outcomeInvalid])
 	fmt.Fprintf(out, "duplicates:        %d: %d after a lost answer, %d re-sent after a 2xx (each attributed to a fault)\n",
 		an.DupAfterLost+an.Replays, an.DupAfterLost, an.Replays)
-	fmt.Fprintf(out, "longest head wait: %.1fs (%s; bound %v)\n", an.HeadWait.Seconds(), an.HeadWaitOf, maxHeadWait)
+	fmt.Fprintf(out, "longest head wait: %.1fs (%s; bound %v = %s)\n", an.HeadWait.Seconds(), an.HeadWaitOf, an.HeadBound, strings.Join(an.HeadParts, " + "))
+	fmt.Fprintf(out, "closest to bound:  %.1fs of %v (%s; slack %.1fs)\n", an.TightWait.Seconds(), an.TightBound, an.Tightest, an.TightSlack.Seconds())
 	fmt.Fprintf(out, "attempts:          highest %d of %d; %d attempt numbers re-used; %d events exhausted their attempts\n",
 		an.MaxAttempt, maxAttempts, an.AttemptRepeats, an.Exhausted)
 	fmt.Fprintf(out, "temporal:          %d delivery workflows running (%s); delivered counters sum %d; failed %d; cancelled %d\n",

@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -124,4 +125,116 @@ func (s *temporalServer) stop() {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// historyEvent is the part of a workflow history event the suite reads.
+type historyEvent struct {
+	EventID   string    `json:"eventId"`
+	EventTime time.Time `json:"eventTime"`
+	EventType string    `json:"eventType"`
+
+	WorkflowTaskTimedOut *struct {
+		TimeoutType string `json:"timeoutType"`
+	} `json:"workflowTaskTimedOutEventAttributes"`
+	ActivityTaskStarted *struct {
+		Attempt     int `json:"attempt"`
+		LastFailure *struct {
+			Message string `json:"message"`
+		} `json:"lastFailure"`
+	} `json:"activityTaskStartedEventAttributes"`
+	TimerStarted *struct {
+		StartToFireTimeout string `json:"startToFireTimeout"`
+	} `json:"timerStartedEventAttributes"`
+	Signaled *struct {
+		SignalName string `json:"signalName"`
+	} `json:"workflowExecutionSignaledEventAttributes"`
+}
+
+// history reads a workflow's history with the Temporal CLI and keeps a copy
+// in the run's directory.
+func (e *env) history(workflowID string) ([]historyEvent, error) {
+	out, err := exec.Command(temporalCLI(), "workflow", "show", "--address", e.temporalAddr, "--namespace", "default",
+		"--workflow-id", workflowID, "--output", "json").Output()
+	if err != nil {
+		return nil, fmt.Errorf("temporal workflow show %s: %w", workflowID, err)
+	}
+	name := strings.NewReplacer(":", "_", "@", "_", "/", "_").Replace(workflowID)
+	_ = os.WriteFile(filepath.Join(e.dir, "history-"+name+".json"), out, 0o644)
+	var h struct {
+		Events []historyEvent `json:"events"`
+	}
+	if err := json.Unmarshal(out, &h); err != nil {
+		return nil, fmt.Errorf("decode the history of %s: %w", workflowID, err)
+	}
+	return h.Events, nil
+}
+
+// timeline lists what in a history, between from and to, holds a key up:
+// workflow tasks that timed out, activity attempts that ended in a timeout,
+// timers, and the deliveries scheduled and completed.
+func timeline(events []historyEvent, from, to, t0 time.Time) []string {
+	var out []string
+	for _, ev := range events {
+		if ev.EventTime.Before(from.Add(-time.Second)) || ev.EventTime.After(to.Add(time.Second)) {
+			continue
+		}
+		typ := strings.TrimPrefix(ev.EventType, "EVENT_TYPE_")
+		var what string
+		switch {
+		case ev.WorkflowTaskTimedOut != nil:
+			what = "workflow task timed out: " + strings.TrimPrefix(ev.WorkflowTaskTimedOut.TimeoutType, "TIMEOUT_TYPE_")
+		case ev.ActivityTaskStarted != nil && ev.ActivityTaskStarted.Attempt > 1:
+			what = fmt.Sprintf("activity attempt %d started", ev.ActivityTaskStarted.Attempt)
+			if f := ev.ActivityTaskStarted.LastFailure; f != nil {
+				what += " after: " + f.Message
+			}
+		case ev.TimerStarted != nil:
+			what = "timer " + ev.TimerStarted.StartToFireTimeout
+		case ev.Signaled != nil && ev.Signaled.SignalName != "event":
+			what = "signal " + ev.Signaled.SignalName
+		case strings.HasPrefix(typ, "ACTIVITY_TASK_") || typ == "TIMER_FIRED" || typ == "TIMER_CANCELED":
+			what = strings.ToLower(typ)
+		default:
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s #%s %s", rel(ev.EventTime, t0), ev.EventID, what))
+	}
+	return out
+}
+
+// persistenceFailures counts the dev server's failed writes of workflow
+// state in its log (each one delays a workflow or activity task), by error.
+func (e *env) persistenceFailures() map[string]int {
+	b, err := os.ReadFile(filepath.Join(e.temporalDir, "server.log"))
+	if err != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "Update workflow execution operation failed") {
+			continue
+		}
+		why := "other"
+		if i := strings.Index(line, `error="`); i >= 0 {
+			why = line[i+len(`error="`):]
+			if j := strings.IndexByte(why, '"'); j >= 0 {
+				why = why[:j]
+			}
+		}
+		out[why]++
+	}
+	return out
+}
+
+// load is the machine's load average (1, 5, 15 minutes), for the summary.
+func load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
