@@ -96,23 +96,8 @@ func TestAnalyze(t *testing.T) {
 		{name: "content that does not match the published event", events: 2,
 			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), {Sub: "s", Key: "k", EventID: "e2", N: 5, Attempt: 1, Outcome: outcomeAck, Start: at(2), End: at(3)}},
 			want:     []string{"content"}},
-		{name: "an event stuck at the head of its key too long", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+1, 1+baseWait.Seconds()+2)},
-			want:     []string{"liveness"}},
-		{name: "a wait within the bound is not a liveness problem", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()-2, 1+baseWait.Seconds()-1)}},
-		{name: "a killed worker explains a wait of its heartbeat timeout", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 45, 46)},
-			faults:   []fault{{Name: "kill", Start: at(3), End: at(5), LosesAnswers: true, Kind: kindWorker}}},
-		{name: "a killed worker does not explain a wait twice as long", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 90, 91)},
-			faults:   []fault{{Name: "kill", Start: at(3), End: at(5), LosesAnswers: true, Kind: kindWorker}},
-			want:     []string{"liveness"}},
-		{name: "a subscriber fault on other keys explains nothing here", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+4, 1+baseWait.Seconds()+5)},
-			faults: []fault{{Name: "500s elsewhere", Start: at(2), End: at(10), Kind: kindSubscriber,
-				Rule: rule{Mode: modeFail, UpTo: 3, Match: func(_, key string) bool { return key != "k" }}}},
-			want: []string{"liveness"}},
+		{name: "a wait longer than the base is listed for explainWaits", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+1, 1+baseWait.Seconds()+2)}},
 		{name: "exhausted attempts are counted for the audit check", events: 1,
 			arrivals: func() []arrival {
 				var as []arrival
@@ -121,7 +106,6 @@ func TestAnalyze(t *testing.T) {
 				}
 				return append(as, arr(1, outcomeAck, maxAttempts, 20, 21))
 			}(),
-			faults:    []fault{{Name: "500s", Start: at(0), End: at(9), Kind: kindSubscriber, Rule: rule{Mode: modeFail, UpTo: maxAttempts}}},
 			exhausted: 1, repeats: 1},
 	}
 	for _, tc := range tests {
@@ -224,5 +208,66 @@ func TestBounds(t *testing.T) {
 	kill := fault{Start: at(0), End: at(2), Kind: kindWorker}
 	if got, _ := kill.explains(1); got != heartbeatTimeout+400*time.Millisecond+stickyTimeout {
 		t.Errorf("a kill explains %v, want the heartbeat timeout + 400ms + the sticky timeout", got)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	w := headWait{Sub: "s", Key: "k", N: 2, Start: at(10), Ack: at(60)}
+	// A heartbeat timeout of 32 s and a sticky timeout of 5 s leave 13 s.
+	hist := []span{{at(12), at(44), mechHeartbeat}, {at(44), at(49), mechSticky}}
+	x := explain(w, hist, nil)
+	if x.Covered != 37*time.Second || x.Unexplained != 13*time.Second || x.Unexplained > baseWait {
+		t.Errorf("covered %v, unexplained %v; want 37s and 13s (within the base)", x.Covered, x.Unexplained)
+	}
+	// Overlapping spans count once.
+	x = explain(w, append(hist, span{at(20), at(30), mechTaskTO}), nil)
+	if x.Covered != 37*time.Second {
+		t.Errorf("overlapping spans: covered %v, want 37s", x.Covered)
+	}
+	// Nothing explains a 50 s wait.
+	if x = explain(w, nil, nil); x.Unexplained != 50*time.Second {
+		t.Errorf("no spans: unexplained %v, want 50s", x.Unexplained)
+	}
+	// A fault covers its own duration, on the keys it can hold up only.
+	other := fault{Start: at(15), End: at(45), Kind: kindSubscriber, Rule: rule{Match: func(_, key string) bool { return key != "k" }}}
+	mine := fault{Start: at(15), End: at(45), Kind: kindWorker}
+	if x = explain(w, nil, []fault{other}); x.Covered != 0 {
+		t.Errorf("a fault on other keys covered %v", x.Covered)
+	}
+	if x = explain(w, nil, []fault{mine}); x.Covered != 30*time.Second {
+		t.Errorf("a fault on the key covered %v, want 30s", x.Covered)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	ev := func(id string, sec float64, typ string) historyEvent {
+		return historyEvent{EventID: id, EventTime: at(sec), EventType: "EVENT_TYPE_" + typ}
+	}
+	sticky := ev("3", 6, "WORKFLOW_TASK_TIMED_OUT")
+	sticky.WorkflowTaskTimedOut = &struct {
+		ScheduledEventID string `json:"scheduledEventId"`
+		StartedEventID   string `json:"startedEventId"`
+		TimeoutType      string `json:"timeoutType"`
+	}{ScheduledEventID: "2", TimeoutType: "TIMEOUT_TYPE_SCHEDULE_TO_START"}
+	started := ev("5", 45, "ACTIVITY_TASK_STARTED")
+	started.ActivityTaskStarted = &struct {
+		ScheduledEventID string `json:"scheduledEventId"`
+		Attempt          int    `json:"attempt"`
+		LastFailure      *struct {
+			Message string `json:"message"`
+		} `json:"lastFailure"`
+	}{ScheduledEventID: "4", Attempt: 2, LastFailure: &struct {
+		Message string `json:"message"`
+	}{Message: "activity Heartbeat timeout"}}
+	got := spans([]historyEvent{ev("2", 1, "WORKFLOW_TASK_SCHEDULED"), sticky, ev("4", 10, "ACTIVITY_TASK_SCHEDULED"), started})
+	// One failed attempt covers at most its heartbeat timeout and the longest retry delay (34 s).
+	want := []span{{at(1), at(6), mechSticky}, {at(11), at(45), mechHeartbeat}}
+	if len(got) != len(want) {
+		t.Fatalf("spans = %v, want %v", got, want)
+	}
+	for i := range want {
+		if !got[i].From.Equal(want[i].From) || !got[i].To.Equal(want[i].To) || got[i].What != want[i].What {
+			t.Errorf("span %d = %v, want %v", i, got[i], want[i])
+		}
 	}
 }

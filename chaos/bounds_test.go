@@ -135,29 +135,8 @@ func (f fault) matches(sub, key string) bool {
 	return f.Rule.Match == nil || f.Rule.Match(sub, key)
 }
 
-// waitBound is the bound on one event's head wait from start to ack: the
-// base wait plus, for every fault that can hold up its key and whose window
-// (from its start to its end plus what it explains) overlaps the wait, the
-// fault's own duration and what it explains. parts names the terms.
-func waitBound(faults []fault, sub, key string, start, ack time.Time, attempt int) (bound time.Duration, parts []string) {
-	bound = baseWait
-	parts = []string{fmt.Sprintf("base %v", baseWait)}
-	for i, f := range faults {
-		if !f.matches(sub, key) {
-			continue
-		}
-		x, _ := f.explains(attempt)
-		if f.Start.After(ack) || f.End.Add(x).Before(start) {
-			continue
-		}
-		d := f.End.Sub(f.Start)
-		bound += d + x
-		parts = append(parts, fmt.Sprintf("fault %d %.1fs+%v", i+1, d.Seconds(), x))
-	}
-	return bound, parts
-}
-
-// derivation describes the bounds for the summary.
+// derivation describes, for the summary, the base wait and what each fault
+// can add after it ends by the settings.
 func derivation(faults []fault, attempt int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "wait bounds, from the settings (retry schedule %s, delivery timeout %v, heartbeat timeout %v, look-up back-off 5 s doubling to %v, unreachable back-off %v, sticky timeout %v, workflow task timeout %v):\n",
@@ -167,6 +146,6 @@ func derivation(faults []fault, attempt int) string {
 		x, why := f.explains(attempt)
 		fmt.Fprintf(&b, "  fault %-2d %.1fs + %v = %s\n", i+1, f.End.Sub(f.Start).Seconds(), x, why)
 	}
-	b.WriteString("  an event's bound: base + (duration + term) of each fault that can hold up its key and whose window overlaps its wait\n")
+	b.WriteString("  an event's bound: base + the time its key's history shows lost to these mechanisms (timeouts, back-offs, timers, fault durations) during its wait\n")
 	return b.String()
 }

@@ -351,9 +351,39 @@ func (r *run) verify(title string, settled time.Duration) {
 	if h.Undispatched != 0 {
 		problems = append(problems, fmt.Sprintf("relay: %d events still undispatched", h.Undispatched))
 	}
+	xs, histErrs := r.explainWaits(an.Waits, faults)
+	longest := explanation{Wait: headWait{}, Unexplained: an.HeadWait}
+	var over []explanation
+	for _, x := range xs {
+		if x.Wait.name() == an.HeadWaitOf {
+			longest = x
+		}
+		if x.Unexplained > baseWait {
+			over = append(over, x)
+		}
+	}
+	slices.SortFunc(over, func(a, b explanation) int { return int(b.Unexplained - a.Unexplained) })
+	for i, x := range over {
+		if i == maxProblemsPerCheck {
+			problems = append(problems, fmt.Sprintf("liveness: %d more", len(over)-i))
+			break
+		}
+		problems = append(problems, fmt.Sprintf("liveness: %s waited %.1fs at the head of its key (%s to %s), more than its bound %.1fs: %s",
+			x.Wait.name(), x.Wait.Ack.Sub(x.Wait.Start).Seconds(), rel(x.Wait.Start, r.t0), rel(x.Wait.Ack, r.t0), x.Bound().Seconds(), x))
+	}
 
 	var b strings.Builder
 	writeSummary(&b, title, an, h, r.stream, settled, an.Violations+len(problems), r.t0)
+	bound := baseWait
+	if longest.Wait.Sub != "" {
+		bound = longest.Bound()
+	}
+	fmt.Fprintf(&b, "longest head wait: %.1fs (%s); bound %.1fs = base %v + what its history shows lost to settings", an.HeadWait.Seconds(), an.HeadWaitOf, bound.Seconds(), baseWait)
+	if longest.Wait.Sub != "" {
+		fmt.Fprintf(&b, ": %s", longest)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "waits over base:   %d head waits longer than %v, %d of them beyond their bound%s\n", len(an.Waits), baseWait, len(over), histErrs)
 	for _, n := range notes {
 		fmt.Fprintf(&b, "note:              %s\n", n)
 	}
@@ -369,7 +399,7 @@ func (r *run) verify(title string, settled time.Duration) {
 	slices.Sort(kinds)
 	fmt.Fprintf(&b, "server writes:     %d workflow-state writes failed in the dev server (%s)\n", total, strings.Join(kinds, ", "))
 	b.WriteString(derivation(faults, an.MaxAttempt))
-	r.explainWait(&b, an)
+	r.explainWait(&b, longest)
 	b.WriteString("\n")
 	fmt.Fprint(os.Stdout, b.String())
 	for _, p := range slices.Concat(an.Problems, problems) {
@@ -377,22 +407,44 @@ func (r *run) verify(title string, settled time.Duration) {
 	}
 }
 
-// explainWait prints where the time went for the event whose wait came
-// closest to its bound, from its delivery workflow's history (kept in the
-// run's directory).
-func (r *run) explainWait(b *strings.Builder, an analysis) {
-	if an.Tightest == "" {
+// explainWaits reads the history of every key with a head wait longer than
+// the base wait and measures how much of each wait the settings explain.
+// It returns a note on histories it could not read.
+func (r *run) explainWaits(waits []headWait, faults []fault) ([]explanation, string) {
+	hist := map[subKey][]span{}
+	var failed []string
+	var out []explanation
+	for _, w := range waits {
+		sk := subKey{w.Sub, w.Key}
+		if _, ok := hist[sk]; !ok {
+			evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
+			if err != nil {
+				failed = append(failed, err.Error())
+			}
+			hist[sk] = spans(evs)
+		}
+		out = append(out, explain(w, hist[sk], faults))
+	}
+	if len(failed) > 0 {
+		return out, fmt.Sprintf(" (%d histories unreadable: %s)", len(failed), failed[0])
+	}
+	return out, ""
+}
+
+// explainWait prints the longest wait's timeline from its delivery
+// workflow's history (kept in the run's directory).
+func (r *run) explainWait(b *strings.Builder, x explanation) {
+	w := x.Wait
+	if w.Sub == "" {
 		return
 	}
-	sub, rest, _ := strings.Cut(an.Tightest, "/")
-	key, _, _ := strings.Cut(rest, " ")
-	evs, err := r.env.history(workflows.DeliveryID(sub, key))
+	evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
 	if err != nil {
-		fmt.Fprintf(b, "history of %s: %v\n", an.Tightest, err)
+		fmt.Fprintf(b, "history of %s: %v\n", w.name(), err)
 		return
 	}
-	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; history in the run's directory):\n", an.Tightest, an.TightWait.Seconds(), rel(an.TightStart, r.t0), rel(an.TightAck, r.t0))
-	for _, line := range timeline(evs, an.TightStart, an.TightAck, r.t0) {
+	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; histories in the run's directory):\n", w.name(), w.Ack.Sub(w.Start).Seconds(), rel(w.Start, r.t0), rel(w.Ack, r.t0))
+	for _, line := range timeline(evs, w.Start, w.Ack, r.t0) {
 		fmt.Fprintf(b, "  %s\n", line)
 	}
 }
@@ -452,8 +504,6 @@ func writeSummary(out io.Writer, title string, an analysis, h herald, s *stream,
 		an.Arrivals, an.ByOutcome[outcomeAck], an.ByOutcome[outcomeNack], an.ByOutcome[outcomeLost], an.ByOutcome[outcomeInvalid])
 	fmt.Fprintf(out, "duplicates:        %d: %d after a lost answer, %d re-sent after a 2xx (each attributed to a fault)\n",
 		an.DupAfterLost+an.Replays, an.DupAfterLost, an.Replays)
-	fmt.Fprintf(out, "longest head wait: %.1fs (%s; bound %v = %s)\n", an.HeadWait.Seconds(), an.HeadWaitOf, an.HeadBound, strings.Join(an.HeadParts, " + "))
-	fmt.Fprintf(out, "closest to bound:  %.1fs of %v (%s; slack %.1fs)\n", an.TightWait.Seconds(), an.TightBound, an.Tightest, an.TightSlack.Seconds())
 	fmt.Fprintf(out, "attempts:          highest %d of %d; %d attempt numbers re-used; %d events exhausted their attempts\n",
 		an.MaxAttempt, maxAttempts, an.AttemptRepeats, an.Exhausted)
 	fmt.Fprintf(out, "temporal:          %d delivery workflows running (%s); delivered counters sum %d; failed %d; cancelled %d\n",

@@ -134,14 +134,23 @@ type historyEvent struct {
 	EventType string    `json:"eventType"`
 
 	WorkflowTaskTimedOut *struct {
-		TimeoutType string `json:"timeoutType"`
+		ScheduledEventID string `json:"scheduledEventId"`
+		StartedEventID   string `json:"startedEventId"`
+		TimeoutType      string `json:"timeoutType"`
 	} `json:"workflowTaskTimedOutEventAttributes"`
 	ActivityTaskStarted *struct {
-		Attempt     int `json:"attempt"`
-		LastFailure *struct {
+		ScheduledEventID string `json:"scheduledEventId"`
+		Attempt          int    `json:"attempt"`
+		LastFailure      *struct {
 			Message string `json:"message"`
 		} `json:"lastFailure"`
 	} `json:"activityTaskStartedEventAttributes"`
+	TimerFired *struct {
+		StartedEventID string `json:"startedEventId"`
+	} `json:"timerFiredEventAttributes"`
+	TimerCanceled *struct {
+		StartedEventID string `json:"startedEventId"`
+	} `json:"timerCanceledEventAttributes"`
 	TimerStarted *struct {
 		StartToFireTimeout string `json:"startToFireTimeout"`
 	} `json:"timerStartedEventAttributes"`
