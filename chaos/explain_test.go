@@ -33,6 +33,19 @@ const (
 	mechFault     = "fault"
 )
 
+// Stretches the settings do not bound, shown beside the explanation: where
+// the rest of a wait went.
+const (
+	infoTaskQueued     = "workflow tasks queued"
+	infoTaskRunning    = "workflow tasks running"
+	infoActivityQueued = "deliveries queued"
+)
+
+// isInfo reports whether a span is shown but explains nothing.
+func isInfo(what string) bool {
+	return what == infoTaskQueued || what == infoTaskRunning || what == infoActivityQueued
+}
+
 // spans reads from a delivery workflow's history the time its key lost to
 // Temporal's and Herald's timeouts and back-offs:
 //
@@ -54,7 +67,17 @@ func spans(events []historyEvent) []span {
 	scheduled := map[string]time.Time{} // activity scheduled event id → time
 	var out []span
 	longest := slices.Max(schedule())
+	var taskScheduled, taskStarted time.Time
 	for _, ev := range events {
+		switch ev.EventType {
+		case "EVENT_TYPE_WORKFLOW_TASK_SCHEDULED":
+			taskScheduled = ev.EventTime
+		case "EVENT_TYPE_WORKFLOW_TASK_STARTED":
+			taskStarted = ev.EventTime
+			out = append(out, span{taskScheduled, ev.EventTime, infoTaskQueued})
+		case "EVENT_TYPE_WORKFLOW_TASK_COMPLETED":
+			out = append(out, span{taskStarted, ev.EventTime, infoTaskRunning})
+		}
 		switch {
 		case ev.WorkflowTaskTimedOut != nil:
 			a := ev.WorkflowTaskTimedOut
@@ -65,6 +88,10 @@ func spans(events []historyEvent) []span {
 			}
 		case ev.EventType == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED":
 			scheduled[ev.EventID] = ev.EventTime
+		case ev.ActivityTaskStarted != nil && ev.ActivityTaskStarted.Attempt == 1:
+			if from, ok := scheduled[ev.ActivityTaskStarted.ScheduledEventID]; ok {
+				out = append(out, span{from, ev.EventTime, infoActivityQueued})
+			}
 		case ev.ActivityTaskStarted != nil && ev.ActivityTaskStarted.Attempt > 1:
 			a := ev.ActivityTaskStarted
 			from, ok := scheduled[a.ScheduledEventID]
@@ -102,6 +129,10 @@ type explanation struct {
 	By          map[string]time.Duration // per mechanism (they may overlap)
 	Count       map[string]int
 	Unexplained time.Duration // wait − covered
+	// Info is the time in stretches the settings do not bound (tasks
+	// waiting in their queues, workflow tasks running), which may overlap
+	// the covered time and each other.
+	Info map[string]time.Duration
 }
 
 // Bound is what the settings allow this wait: the base wait plus the time
@@ -118,8 +149,14 @@ func (x explanation) String() string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d× %.1fs", k, x.Count[k], x.By[k].Seconds()))
 	}
-	return fmt.Sprintf("explained %.1fs (%s), unexplained %.1fs against the base %v",
-		x.Covered.Seconds(), strings.Join(parts, ", "), x.Unexplained.Seconds(), baseWait)
+	var info []string
+	for _, k := range []string{infoTaskQueued, infoTaskRunning, infoActivityQueued} {
+		if d := x.Info[k]; d > 0 {
+			info = append(info, fmt.Sprintf("%s %.1fs", k, d.Seconds()))
+		}
+	}
+	return fmt.Sprintf("explained %.1fs (%s), unexplained %.1fs against the base %v; meanwhile %s",
+		x.Covered.Seconds(), strings.Join(parts, ", "), x.Unexplained.Seconds(), baseWait, strings.Join(info, ", "))
 }
 
 // explain measures how much of w the spans (of its key's history, and the
@@ -131,11 +168,15 @@ func explain(w headWait, hist []span, faults []fault) explanation {
 			all = append(all, span{f.Start, f.End, mechFault})
 		}
 	}
-	x := explanation{Wait: w, By: map[string]time.Duration{}, Count: map[string]int{}}
+	x := explanation{Wait: w, By: map[string]time.Duration{}, Count: map[string]int{}, Info: map[string]time.Duration{}}
 	var in []span
 	for _, s := range all {
 		from, to := maxTime(s.From, w.Start), minTime(s.To, w.Ack)
 		if !to.After(from) {
+			continue
+		}
+		if isInfo(s.What) {
+			x.Info[s.What] += to.Sub(from)
 			continue
 		}
 		in = append(in, span{from, to, s.What})
