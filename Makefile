@@ -23,7 +23,8 @@ build:
 bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
 
-## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~5 min
+## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~5 min.
+##        Its own Temporal dev server runs with default settings; HERALD_CHAOS_EAGER=1 make chaos turns eager activity execution on
 chaos:
 	scripts/temporal.sh install >/dev/null
 	$(GO) test -tags chaos -count=1 -v -timeout 30m ./chaos/

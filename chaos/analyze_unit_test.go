@@ -33,7 +33,7 @@ func arr(n int, o outcome, attempt int, start, end float64) arrival {
 }
 
 func TestAnalyze(t *testing.T) {
-	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true}
+	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true, Kind: kindWorker}
 	pgRestart := fault{Name: "pg", Start: at(3.5), End: at(5)}
 	tests := []struct {
 		name     string
@@ -96,11 +96,8 @@ func TestAnalyze(t *testing.T) {
 		{name: "content that does not match the published event", events: 2,
 			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), {Sub: "s", Key: "k", EventID: "e2", N: 5, Attempt: 1, Outcome: outcomeAck, Start: at(2), End: at(3)}},
 			want:     []string{"content"}},
-		{name: "an event stuck at the head of its key too long", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+maxHeadWait.Seconds()+1, 1+maxHeadWait.Seconds()+2)},
-			want:     []string{"liveness"}},
-		{name: "a wait within the bound is not a liveness problem", events: 2,
-			arrivals: []arrival{arr(1, outcomeAck, 2, 40, 41), arr(2, outcomeAck, 1, 41+maxHeadWait.Seconds()-2, 41+maxHeadWait.Seconds()-1)}},
+		{name: "a wait longer than the base is listed for explainWaits", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 1+baseWait.Seconds()+1, 1+baseWait.Seconds()+2)}},
 		{name: "exhausted attempts are counted for the audit check", events: 1,
 			arrivals: func() []arrival {
 				var as []arrival
@@ -137,7 +134,7 @@ func TestAnalyze(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	f := fault{Name: "kill", Start: at(9), End: at(10), LosesAnswers: true}
+	f := fault{Name: "kill", Start: at(9), End: at(10), LosesAnswers: true, Kind: kindWorker}
 	evs := []published{
 		{Key: "a", N: 1, ID: "a1", Seq: 1, At: at(1)},
 		{Key: "b", N: 1, ID: "b1", Seq: 2, At: at(5)},
@@ -191,5 +188,86 @@ func TestProblemsCapKeepsCount(t *testing.T) {
 	out := p.done()
 	if len(out) != maxProblemsPerCheck+2 || out[len(out)-1] != "order: 3 more" || p.total() != maxProblemsPerCheck+4 {
 		t.Fatalf("problems: %q, total %d", out, p.total())
+	}
+}
+
+func TestBounds(t *testing.T) {
+	if got := retries(4); got != 3700*time.Millisecond {
+		t.Errorf("retries(4) = %v, want 3.7s (200ms+500ms+1s+2s)", got)
+	}
+	for _, tc := range []struct{ down, want time.Duration }{
+		{2 * time.Second, 5 * time.Second},   // back before the first look-up again
+		{14 * time.Second, 10 * time.Second}, // 5 s, then the 10 s step under way
+		{31 * time.Second, 20 * time.Second}, // 5 + 10, then 20
+		{5 * time.Minute, time.Minute},       // capped at the re-check interval
+	} {
+		if got := lookupWait(tc.down); got != tc.want {
+			t.Errorf("lookupWait(%v) = %v, want %v", tc.down, got, tc.want)
+		}
+	}
+	kill := fault{Start: at(0), End: at(2), Kind: kindWorker}
+	if got, _ := kill.explains(1); got != heartbeatTimeout+400*time.Millisecond+stickyTimeout {
+		t.Errorf("a kill explains %v, want the heartbeat timeout + 400ms + the sticky timeout", got)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	w := headWait{Sub: "s", Key: "k", N: 2, Start: at(10), Ack: at(60)}
+	// A heartbeat timeout of 32 s and a sticky timeout of 5 s leave 13 s.
+	hist := []span{{at(12), at(44), mechHeartbeat}, {at(44), at(49), mechSticky}}
+	x := explain(w, hist, nil)
+	if x.Covered != 37*time.Second || x.Unexplained != 13*time.Second || x.Unexplained > baseWait {
+		t.Errorf("covered %v, unexplained %v; want 37s and 13s (within the base)", x.Covered, x.Unexplained)
+	}
+	// Overlapping spans count once.
+	x = explain(w, append(hist, span{at(20), at(30), mechTaskTO}), nil)
+	if x.Covered != 37*time.Second {
+		t.Errorf("overlapping spans: covered %v, want 37s", x.Covered)
+	}
+	// Nothing explains a 50 s wait.
+	if x = explain(w, nil, nil); x.Unexplained != 50*time.Second {
+		t.Errorf("no spans: unexplained %v, want 50s", x.Unexplained)
+	}
+	// A fault covers its own duration, on the keys it can hold up only.
+	other := fault{Start: at(15), End: at(45), Kind: kindSubscriber, Rule: rule{Match: func(_, key string) bool { return key != "k" }}}
+	mine := fault{Start: at(15), End: at(45), Kind: kindWorker}
+	if x = explain(w, nil, []fault{other}); x.Covered != 0 {
+		t.Errorf("a fault on other keys covered %v", x.Covered)
+	}
+	if x = explain(w, nil, []fault{mine}); x.Covered != 30*time.Second {
+		t.Errorf("a fault on the key covered %v, want 30s", x.Covered)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	ev := func(id string, sec float64, typ string) historyEvent {
+		return historyEvent{EventID: id, EventTime: at(sec), EventType: "EVENT_TYPE_" + typ}
+	}
+	sticky := ev("3", 6, "WORKFLOW_TASK_TIMED_OUT")
+	sticky.WorkflowTaskTimedOut = &struct {
+		ScheduledEventID string `json:"scheduledEventId"`
+		StartedEventID   string `json:"startedEventId"`
+		TimeoutType      string `json:"timeoutType"`
+	}{ScheduledEventID: "2", TimeoutType: "TIMEOUT_TYPE_SCHEDULE_TO_START"}
+	started := ev("5", 45, "ACTIVITY_TASK_STARTED")
+	started.ActivityTaskStarted = &struct {
+		ScheduledEventID string `json:"scheduledEventId"`
+		Attempt          int    `json:"attempt"`
+		LastFailure      *struct {
+			Message string `json:"message"`
+		} `json:"lastFailure"`
+	}{ScheduledEventID: "4", Attempt: 2, LastFailure: &struct {
+		Message string `json:"message"`
+	}{Message: "activity Heartbeat timeout"}}
+	got := spans([]historyEvent{ev("2", 1, "WORKFLOW_TASK_SCHEDULED"), sticky, ev("4", 10, "ACTIVITY_TASK_SCHEDULED"), started})
+	// One failed attempt covers at most its heartbeat timeout and the longest retry delay (34 s).
+	want := []span{{at(1), at(6), mechSticky}, {at(11), at(45), mechHeartbeat}}
+	if len(got) != len(want) {
+		t.Fatalf("spans = %v, want %v", got, want)
+	}
+	for i := range want {
+		if !got[i].From.Equal(want[i].From) || !got[i].To.Equal(want[i].To) || got[i].What != want[i].What {
+			t.Errorf("span %d = %v, want %v", i, got[i], want[i])
+		}
 	}
 }

@@ -35,7 +35,7 @@ func TestChaos(t *testing.T) {
 	r.killAndRestart(w1, "SIGKILL worker w1 mid-delivery, restart (1)")
 
 	r.at(18 * time.Second)
-	r.inject("restart PostgreSQL (fast shutdown, start)", false, func() string {
+	r.inject(fault{Name: "restart PostgreSQL (fast shutdown, start)", Kind: kindPostgres}, func() string {
 		start := time.Now()
 		if err := r.env.stopPostgres(); err != nil {
 			t.Fatalf("stop PostgreSQL: %v", err)
@@ -47,7 +47,9 @@ func TestChaos(t *testing.T) {
 	})
 
 	r.at(30 * time.Second)
-	r.inject("restart Temporal while a third of the keys retry (500 on attempts 1-4)", true, func() string {
+	// The Temporal restart holds up every key; the 500s add their retries.
+	r.inject(fault{Name: "restart Temporal while a third of the keys retry (500 on attempts 1-4)", LosesAnswers: true,
+		Kind: kindTemporal, Rule: rule{Mode: modeFail, UpTo: 4}}, func() string {
 		r.rec.setRule("temporal", rule{Mode: modeFail, Match: keysOf(3, 0), UpTo: 4})
 		defer r.rec.clearRule("temporal")
 		time.Sleep(1500 * time.Millisecond)
@@ -71,12 +73,12 @@ func TestChaos(t *testing.T) {
 	w2Start := time.Since(r.t0)
 	w2 := r.env.startWorker("w2", "HERALD_DB_MAX_CONNS=2")
 	r.at(75 * time.Second)
-	r.inject("two workers, then SIGTERM the relay leader w1 mid-delivery", true, func() string {
+	r.inject(fault{Name: "two workers, then SIGTERM the relay leader w1 mid-delivery", LosesAnswers: true, Kind: kindWorker}, func() string {
 		if !w1.leader() || w2.leader() {
 			t.Errorf("before the hand-over: w1 leader %v, w2 leader %v; want w1 alone", w1.leader(), w2.leader())
 		}
 		var exit string
-		r.midDelivery("handover", func() { exit = r.stopGracefully(w1, gracefulLimit) })
+		n := r.midDelivery("handover", func() { exit = r.stopGracefully(w1, gracefulLimit) })
 		start := time.Now()
 		for !w2.leader() {
 			if time.Since(start) > 15*time.Second {
@@ -85,7 +87,7 @@ func TestChaos(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		return fmt.Sprintf("%s; w2 led the relay %.1fs later", exit, time.Since(start).Seconds())
+		return fmt.Sprintf("%d deliveries in flight; %s; w2 led the relay %.1fs later", n, exit, time.Since(start).Seconds())
 	})
 	r.note("pool exhaustion: w2 runs with HERALD_DB_MAX_CONNS=2 from %.0fs to the end, alone from %.0fs",
 		w2Start.Seconds(), time.Since(r.t0).Seconds())
@@ -99,7 +101,7 @@ func TestChaos(t *testing.T) {
 	r.at(120 * time.Second)
 	r.subscriberFault("subscriber: slow answers, 0.3-0.9s (every key)", rule{Mode: modeSlow, Match: allKeys, UpTo: maxAttempts}, 8*time.Second)
 	r.at(130 * time.Second)
-	r.inject("subscriber: refuse connections for 6s (listener closed, same port re-opened)", true, func() string {
+	r.inject(fault{Name: "subscriber: refuse connections for 6s (listener closed, same port re-opened)", LosesAnswers: true, Kind: kindRefuse}, func() string {
 		r.rec.refuse()
 		time.Sleep(6 * time.Second)
 		if err := r.rec.listen(); err != nil {
@@ -109,11 +111,11 @@ func TestChaos(t *testing.T) {
 	})
 
 	r.at(140 * time.Second)
-	r.inject("SIGTERM worker w2 mid-delivery, restart", true, func() string {
+	r.inject(fault{Name: "SIGTERM worker w2 mid-delivery, restart", LosesAnswers: true, Kind: kindWorker}, func() string {
 		var exit string
-		r.midDelivery("graceful", func() { exit = r.stopGracefully(w2, gracefulLimit) })
+		n := r.midDelivery("graceful", func() { exit = r.stopGracefully(w2, gracefulLimit) })
 		r.env.restart(w2)
-		return exit
+		return fmt.Sprintf("%d deliveries in flight; %s", n, exit)
 	})
 
 	settled := r.settle(4 * time.Minute)
@@ -139,7 +141,8 @@ func TestDatabaseOutage(t *testing.T) {
 	r.rec.setRule("retrying", rule{Mode: modeFail, Match: allKeys, UpTo: 3})
 	r.at(10 * time.Second)
 	var back time.Time
-	r.inject("PostgreSQL stopped for 30s while keys retry (500 on attempts 1-3 from 2s before)", false, func() string {
+	r.inject(fault{Name: "PostgreSQL stopped for 30s while keys retry (500 on attempts 1-3 from 2s before)", Kind: kindPostgres,
+		Rule: rule{Mode: modeFail, UpTo: 3}}, func() string {
 		if err := r.env.stopPostgres(); err != nil {
 			t.Fatalf("stop PostgreSQL: %v", err)
 		}

@@ -74,7 +74,9 @@ func buildWorker() (string, error) {
 
 // env is one private Herald installation: a PostgreSQL cluster and a Temporal
 // dev server in a temporary directory, a signing key, and the worker binary.
-// Nothing is shared with make test's services, since the suite restarts them.
+// Nothing is shared with make test's services, since the suite restarts them;
+// the Temporal dev server is the suite's own (temporal_test.go), so that
+// HERALD_CHAOS_EAGER, not the project's scripts, sets its configuration.
 type env struct {
 	t            *testing.T
 	dir          string
@@ -84,6 +86,7 @@ type env struct {
 	temporalAddr string
 	keyDir       string
 	bin          string
+	temporal     *temporalServer
 	keys         *signing.KeySet
 	store        *store.Store
 
@@ -110,9 +113,10 @@ func newEnv(t *testing.T) *env {
 	if err := seedPort(e.pgDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := seedPort(e.temporalDir); err != nil {
+	if e.temporal, err = newTemporalServer(e.temporalDir, eagerActivities()); err != nil {
 		t.Fatal(err)
 	}
+	e.temporalAddr = e.temporal.addr()
 	binCh := make(chan error, 1)
 	go func() { // builds while the services start
 		var err error
@@ -123,10 +127,7 @@ func newEnv(t *testing.T) *env {
 	var pgErr, tErr error
 	wg.Add(2)
 	go func() { defer wg.Done(); e.dbURL, pgErr = e.script("pg.sh", "start", e.pgDir) }()
-	go func() {
-		defer wg.Done()
-		e.temporalAddr, tErr = e.script("temporal.sh", "start", e.temporalDir, "--headless")
-	}()
+	go func() { defer wg.Done(); tErr = e.temporal.start() }()
 	wg.Wait()
 	if err := <-binCh; err != nil {
 		t.Fatal(err)
@@ -177,22 +178,18 @@ func (e *env) startPostgres() error {
 }
 
 func (e *env) stopTemporal() error {
-	_, err := e.script("temporal.sh", "stop", e.temporalDir)
-	return err
+	e.temporal.stop()
+	return nil
 }
 
 // startTemporal starts the stopped dev server again on its port and data.
 func (e *env) startTemporal() error {
-	var a string
 	var err error
 	for range 3 {
-		if a, err = e.script("temporal.sh", "start", e.temporalDir, "--headless"); err == nil {
+		if err = e.temporal.start(); err == nil {
 			break
 		}
 		time.Sleep(time.Second)
-	}
-	if err == nil && a != e.temporalAddr {
-		err = fmt.Errorf("Temporal came back at %s, not %s", a, e.temporalAddr)
 	}
 	return err
 }
@@ -207,7 +204,9 @@ func (e *env) close() {
 	if e.store != nil {
 		e.store.Close()
 	}
-	_ = e.stopTemporal()
+	if e.temporal != nil {
+		e.temporal.stop()
+	}
 	_ = e.stopPostgres()
 	if e.t.Failed() || os.Getenv("HERALD_CHAOS_KEEP") != "" {
 		e.t.Logf("kept the run's directory with every log: %s", e.dir)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type run struct {
 	notes  []string // conditions of the run, for the summary
 
 	streamDone chan error
+	load       string // the machine's load average when the stream started
 }
 
 // newRun starts the services, the subscriber and applies the manifests; the
@@ -61,6 +63,7 @@ func newRun(t *testing.T, keys int, rate float64) *run {
 // startStream publishes in the background for d.
 func (r *run) startStream(d time.Duration) {
 	r.t0 = time.Now()
+	r.load = load()
 	r.streamDone = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
@@ -74,12 +77,12 @@ func (r *run) at(d time.Duration) {
 	}
 }
 
-// inject runs fn as a fault and records its window; fn returns a note for the
-// summary.
-func (r *run) inject(name string, losesAnswers bool, fn func() string) {
+// inject runs fn as the fault f (its name, kind, rule and whether it loses
+// answers) and records its window; fn returns a note for the summary.
+func (r *run) inject(f fault, fn func() string) {
 	r.t.Helper()
-	f := fault{Name: name, Start: time.Now(), LosesAnswers: losesAnswers}
-	r.t.Logf("%s: fault %q", rel(f.Start, r.t0), name)
+	f.Start = time.Now()
+	r.t.Logf("%s: fault %q", rel(f.Start, r.t0), f.Name)
 	f.Note = fn()
 	f.End = time.Now()
 	r.mu.Lock()
@@ -98,7 +101,7 @@ func (r *run) note(format string, args ...any) {
 // Herald misses (late or reset) are recorded as lost, not as 2xx, so the
 // fault does not count as one that loses answers.
 func (r *run) subscriberFault(name string, ru rule, d time.Duration) {
-	r.inject(name, false, func() string {
+	r.inject(fault{Name: name, Kind: kindSubscriber, Rule: ru}, func() string {
 		r.rec.setRule(name, ru)
 		time.Sleep(d)
 		r.rec.clearRule(name)
@@ -109,7 +112,7 @@ func (r *run) subscriberFault(name string, ru rule, d time.Duration) {
 // killAndRestart SIGKILLs a worker in the middle of deliveries and starts it
 // again. Slow answers for a moment make sure some deliveries are in flight.
 func (r *run) killAndRestart(w *workerProc, name string) {
-	r.inject(name, true, func() string {
+	r.inject(fault{Name: name, LosesAnswers: true, Kind: kindWorker}, func() string {
 		n := r.midDelivery(name, func() { w.kill() })
 		time.Sleep(time.Second)
 		r.env.restart(w)
@@ -348,16 +351,101 @@ func (r *run) verify(title string, settled time.Duration) {
 	if h.Undispatched != 0 {
 		problems = append(problems, fmt.Sprintf("relay: %d events still undispatched", h.Undispatched))
 	}
+	xs, histErrs := r.explainWaits(an.Waits, faults)
+	longest := explanation{Wait: headWait{}, Unexplained: an.HeadWait}
+	var over []explanation
+	for _, x := range xs {
+		if x.Wait.name() == an.HeadWaitOf {
+			longest = x
+		}
+		if x.Unexplained > baseWait {
+			over = append(over, x)
+		}
+	}
+	slices.SortFunc(over, func(a, b explanation) int { return int(b.Unexplained - a.Unexplained) })
+	for i, x := range over {
+		if i == maxProblemsPerCheck {
+			problems = append(problems, fmt.Sprintf("liveness: %d more", len(over)-i))
+			break
+		}
+		problems = append(problems, fmt.Sprintf("liveness: %s waited %.1fs at the head of its key (%s to %s), more than its bound %.1fs: %s",
+			x.Wait.name(), x.Wait.Ack.Sub(x.Wait.Start).Seconds(), rel(x.Wait.Start, r.t0), rel(x.Wait.Ack, r.t0), x.Bound().Seconds(), x))
+	}
 
 	var b strings.Builder
 	writeSummary(&b, title, an, h, r.stream, settled, an.Violations+len(problems), r.t0)
+	bound := baseWait
+	if longest.Wait.Sub != "" {
+		bound = longest.Bound()
+	}
+	fmt.Fprintf(&b, "longest head wait: %.1fs (%s); bound %.1fs = base %v + what its history shows lost to settings", an.HeadWait.Seconds(), an.HeadWaitOf, bound.Seconds(), baseWait)
+	if longest.Wait.Sub != "" {
+		fmt.Fprintf(&b, ": %s", longest)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "waits over base:   %d head waits longer than %v, %d of them beyond their bound%s\n", len(an.Waits), baseWait, len(over), histErrs)
 	for _, n := range notes {
 		fmt.Fprintf(&b, "note:              %s\n", n)
 	}
+	fmt.Fprintf(&b, "server:            %s\n", serverConfig())
+	fmt.Fprintf(&b, "machine load:      %s at the start, %s at the end (1, 5, 15 min; %d CPUs)\n", r.load, load(), runtime.NumCPU())
+	failures := r.env.persistenceFailures()
+	total := 0
+	var kinds []string
+	for why, n := range failures {
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%d %s", n, why))
+	}
+	slices.Sort(kinds)
+	fmt.Fprintf(&b, "server writes:     %d workflow-state writes failed in the dev server (%s)\n", total, strings.Join(kinds, ", "))
+	b.WriteString(derivation(faults, an.MaxAttempt))
+	r.explainWait(&b, longest)
 	b.WriteString("\n")
 	fmt.Fprint(os.Stdout, b.String())
 	for _, p := range slices.Concat(an.Problems, problems) {
 		r.t.Error(p)
+	}
+}
+
+// explainWaits reads the history of every key with a head wait longer than
+// the base wait and measures how much of each wait the settings explain.
+// It returns a note on histories it could not read.
+func (r *run) explainWaits(waits []headWait, faults []fault) ([]explanation, string) {
+	hist := map[subKey][]span{}
+	var failed []string
+	var out []explanation
+	for _, w := range waits {
+		sk := subKey{w.Sub, w.Key}
+		if _, ok := hist[sk]; !ok {
+			evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
+			if err != nil {
+				failed = append(failed, err.Error())
+			}
+			hist[sk] = spans(evs)
+		}
+		out = append(out, explain(w, hist[sk], faults))
+	}
+	if len(failed) > 0 {
+		return out, fmt.Sprintf(" (%d histories unreadable: %s)", len(failed), failed[0])
+	}
+	return out, ""
+}
+
+// explainWait prints the longest wait's timeline from its delivery
+// workflow's history (kept in the run's directory).
+func (r *run) explainWait(b *strings.Builder, x explanation) {
+	w := x.Wait
+	if w.Sub == "" {
+		return
+	}
+	evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
+	if err != nil {
+		fmt.Fprintf(b, "history of %s: %v\n", w.name(), err)
+		return
+	}
+	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; histories in the run's directory):\n", w.name(), w.Ack.Sub(w.Start).Seconds(), rel(w.Start, r.t0), rel(w.Ack, r.t0))
+	for _, line := range timeline(evs, w.Start, w.Ack, r.t0) {
+		fmt.Fprintf(b, "  %s\n", line)
 	}
 }
 
@@ -416,7 +504,6 @@ func writeSummary(out io.Writer, title string, an analysis, h herald, s *stream,
 		an.Arrivals, an.ByOutcome[outcomeAck], an.ByOutcome[outcomeNack], an.ByOutcome[outcomeLost], an.ByOutcome[outcomeInvalid])
 	fmt.Fprintf(out, "duplicates:        %d: %d after a lost answer, %d re-sent after a 2xx (each attributed to a fault)\n",
 		an.DupAfterLost+an.Replays, an.DupAfterLost, an.Replays)
-	fmt.Fprintf(out, "longest head wait: %.1fs (%s; bound %v)\n", an.HeadWait.Seconds(), an.HeadWaitOf, maxHeadWait)
 	fmt.Fprintf(out, "attempts:          highest %d of %d; %d attempt numbers re-used; %d events exhausted their attempts\n",
 		an.MaxAttempt, maxAttempts, an.AttemptRepeats, an.Exhausted)
 	fmt.Fprintf(out, "temporal:          %d delivery workflows running (%s); delivered counters sum %d; failed %d; cancelled %d\n",
