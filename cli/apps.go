@@ -21,6 +21,8 @@ func runApps(inv *invocation, args []string) error {
 		return runAppsShow(inv, rest)
 	case "remove":
 		return runAppsRemove(inv, rest)
+	case "token":
+		return runAppsToken(inv, rest)
 	case "":
 		if len(rest) > 0 && isHelpFlag(rest[0]) {
 			c, _ := lookupCommand("apps")
