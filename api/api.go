@@ -150,6 +150,10 @@ func (h *Handler) publish(ctx context.Context, cred store.TokenCredential, items
 		req := it.req
 		req.Via, req.Token = publish.ViaHTTP, cred.Name
 		rej := it.rej
+		if rej == nil && cred.AppRemoved {
+			rej = &publish.Rejection{Code: publish.CodeUnknownApp,
+				Message: fmt.Sprintf("app %q, whose token this is, was removed", cred.App)}
+		}
 		if rej == nil && req.App != "" && req.App != cred.App {
 			rej = &publish.Rejection{Code: publish.CodeTypeNotOwned,
 				Message: fmt.Sprintf("the token belongs to app %q, which may not publish as app %q", cred.App, req.App)}

@@ -41,6 +41,9 @@ type TokenCredential struct {
 	App  string
 	Name string
 	Hash []byte
+	// AppRemoved: the app was removed (`starter apps remove`) after the
+	// token was created; it may publish nothing.
+	AppRemoved bool
 }
 
 const apiTokenColumns = `id, app, name, created_at, created_by, revoked_at, COALESCE(revoked_by, '') AS revoked_by`
@@ -145,8 +148,9 @@ func (s *Store) LiveAPIToken(ctx context.Context, id string) (TokenCredential, e
 		return TokenCredential{}, fmt.Errorf("token: %w", ErrNotFound)
 	}
 	var c TokenCredential
-	err := s.Pool.QueryRow(ctx, `SELECT id, app, name, hash FROM api_tokens
-		WHERE id = $1 AND revoked_at IS NULL`, id).Scan(&c.ID, &c.App, &c.Name, &c.Hash)
+	err := s.Pool.QueryRow(ctx, `SELECT t.id, t.app, t.name, t.hash, a.removed_at IS NOT NULL
+		FROM api_tokens t JOIN apps a ON a.id = t.app
+		WHERE t.id = $1 AND t.revoked_at IS NULL`, id).Scan(&c.ID, &c.App, &c.Name, &c.Hash, &c.AppRemoved)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TokenCredential{}, fmt.Errorf("token: %w", ErrNotFound)
 	}
