@@ -29,9 +29,9 @@ func runApps(inv *invocation, args []string) error {
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("apps", "apps: missing subcommand (apply, list, show or remove)")
+		return usagef("apps", "apps: missing subcommand (apply, list, show, remove or token)")
 	default:
-		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show or remove)", sub)
+		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show, remove or token)", sub)
 	}
 }
 
