@@ -48,6 +48,9 @@ func TestPublishOneEvent(t *testing.T) {
 	if app, via, name := eventRow(t, s.store, acc[0].ID); app != "contacts" || via != publish.ViaHTTP || name != "crm" {
 		t.Fatalf("event row: app %q via %q token %q", app, via, name)
 	}
+	if out := s.starter("events", "show", acc[0].ID); !strings.Contains(out, "published    http (token crm)") {
+		t.Fatalf("events show:\n%s", out)
+	}
 	// The media type may carry parameters.
 	wantAccepted(t, s.post(token, "application/json; charset=utf-8", person("", "person-2", 2)), 1)
 

@@ -306,6 +306,10 @@ type StoredEvent struct {
 	State        string     `db:"state"`
 	ReceivedAt   time.Time  `db:"received_at"`
 	DispatchedAt *time.Time `db:"dispatched_at"` // nil until dispatched
+	// PublishedVia and PublishedToken say how the event came (NewEvent.Via,
+	// Token); empty for events recorded before Herald kept them.
+	PublishedVia   string `db:"published_via"`
+	PublishedToken string `db:"published_token"`
 }
 
 // GetEvent returns the accepted or dispatched event with the given id, or
@@ -317,7 +321,8 @@ func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
 	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
-		       received_at, dispatched_at
+		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
+		       coalesce(published_token, '') AS published_token
 		FROM events
 		WHERE id = $1 AND state <> 'rejected'`, u.String())
 	if err != nil {
