@@ -134,7 +134,8 @@ func TestOnlyOwnEvents(t *testing.T) {
 		WHERE state = 'rejected' AND code = 'type_not_owned' AND published_via = 'http' AND published_token = 'crm'`).Scan(&n)
 	if err != nil || n != 2 {
 		t.Fatalf("recorded rejections: %d (%v)", n, err)
-	}	// A removed app publishes nothing, whatever its tokens.
+	}
+	// A removed app publishes nothing, whatever its tokens.
 	s.starter("apps", "remove", "contacts")
 	wantProblem(t, s.post(token, "application/json", person("", "person-2", 2)), http.StatusForbidden, publish.CodeUnknownApp)
 }
