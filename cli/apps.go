@@ -21,15 +21,17 @@ func runApps(inv *invocation, args []string) error {
 		return runAppsShow(inv, rest)
 	case "remove":
 		return runAppsRemove(inv, rest)
+	case "token":
+		return runAppsToken(inv, rest)
 	case "":
 		if len(rest) > 0 && isHelpFlag(rest[0]) {
 			c, _ := lookupCommand("apps")
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("apps", "apps: missing subcommand (apply, list, show or remove)")
+		return usagef("apps", "apps: missing subcommand (apply, list, show, remove or token)")
 	default:
-		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show or remove)", sub)
+		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show, remove or token)", sub)
 	}
 }
 

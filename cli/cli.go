@@ -58,8 +58,10 @@ func init() {
 		{name: "migrate", group: groupSetup, synopsis: []string{"migrate [--runtime-role ROLE]"},
 			summary: "create or upgrade Herald's database schema", run: runMigrate},
 		{name: "apps", group: groupSetup,
-			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]"},
-			summary:  "apply manifests (files or directories), list, show and remove apps", run: runApps},
+			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]",
+				"apps token create APP [--name N] [--actor A]", "apps token list [APP]", "apps token revoke APP NAME|ID [--actor A]"},
+			summary: "apply manifests (files or directories), list, show and remove apps; " +
+				"create, list and revoke their tokens for the publishing API", run: runApps},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},

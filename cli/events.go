@@ -36,6 +36,10 @@ type eventJSON struct {
 	State        string          `json:"state"`
 	DispatchedAt *time.Time      `json:"dispatchedAt,omitempty"`
 	Envelope     json.RawMessage `json:"envelope"`
+
+	// PublishedVia is library, cli or http; PublishedToken the API token's name.
+	PublishedVia   string `json:"publishedVia,omitempty"`
+	PublishedToken string `json:"publishedToken,omitempty"`
 }
 
 // eventShowJSON is the JSON of events show.
@@ -75,7 +79,7 @@ func runEventsShow(inv *invocation, args []string) error {
 	out := eventShowJSON{
 		Event: eventJSON{ID: ev.ID, Seq: ev.Seq, Type: ev.Type, Version: ev.Version, SourceApp: ev.SourceApp,
 			Subject: ev.Subject, ReceivedAt: ev.ReceivedAt, State: ev.State, DispatchedAt: ev.DispatchedAt,
-			Envelope: json.RawMessage(ev.Envelope)},
+			Envelope: json.RawMessage(ev.Envelope), PublishedVia: ev.PublishedVia, PublishedToken: ev.PublishedToken},
 		Outcomes: nonNil(outcomes),
 	}
 	if inv.json {
@@ -92,6 +96,13 @@ func printEvent(w io.Writer, out eventShowJSON) {
 	fmt.Fprintf(w, "  seq          %d\n", ev.Seq)
 	fmt.Fprintf(w, "  type         %s@%d\n", ev.Type, ev.Version)
 	fmt.Fprintf(w, "  source app   %s\n", ev.SourceApp)
+	if ev.PublishedVia != "" {
+		via := ev.PublishedVia
+		if ev.PublishedToken != "" {
+			via += " (token " + cleanCell(ev.PublishedToken) + ")"
+		}
+		fmt.Fprintf(w, "  published    %s\n", via)
+	}
 	fmt.Fprintf(w, "  subject      %s\n", cleanCell(ev.Subject))
 	fmt.Fprintf(w, "  received     %s\n", formatTime(ev.ReceivedAt))
 	state := ev.State

@@ -76,7 +76,7 @@ func runPublish(inv *invocation, args []string) error {
 		return err
 	}
 	defer st.Close()
-	res, err := publish.New(st, publish.Options{}).Publish(inv.ctx, req)
+	res, err := publish.New(st, publish.Options{Via: publish.ViaCLI}).Publish(inv.ctx, req)
 	if rej, ok := publish.IsRejection(err); ok {
 		return inv.reportRejection(rej)
 	}
@@ -182,7 +182,7 @@ func publishFile(inv *invocation, path string) error {
 		bar = newProgressBar(inv.stderr, size, counter)
 		progress = bar.update
 	}
-	sum, streamErr := publish.New(st, publish.Options{}).PublishStream(inv.ctx, counter, 0, progress)
+	sum, streamErr := publish.New(st, publish.Options{Via: publish.ViaCLI}).PublishStream(inv.ctx, counter, 0, progress)
 	if bar != nil {
 		bar.clear()
 	}

@@ -35,6 +35,7 @@ type Common struct {
 type Worker struct {
 	Common
 	HTTPAddr        string        `env:"HERALD_HTTP_ADDR"`
+	APIAddr         string        `env:"HERALD_API_ADDR"` // the publishing API (POST /v1/events); empty: off
 	SigningKey      string        `env:"HERALD_SIGNING_KEY"`
 	AllowNetworks   string        `env:"HERALD_ALLOW_NETWORKS"`
 	RetrySchedule   string        `env:"HERALD_RETRY_SCHEDULE"`

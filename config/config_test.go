@@ -17,6 +17,9 @@ func TestLoadWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if w.APIAddr != "" {
+		t.Fatalf("the publishing API is on by default: %q", w.APIAddr)
+	}
 	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
 		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
 		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" {
@@ -61,7 +64,8 @@ func TestLoadWorkerRejects(t *testing.T) {
 func TestEnvNames(t *testing.T) {
 	names := EnvNames(Worker{})
 	for _, want := range []string{"HERALD_DATABASE_URL", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "HERALD_HTTP_ADDR",
-		"HERALD_SIGNING_KEY", "HERALD_ALLOW_NETWORKS", "HERALD_RETRY_SCHEDULE", "HERALD_DELIVERY_TIMEOUT", "HERALD_LOG_LEVEL"} {
+		"HERALD_SIGNING_KEY", "HERALD_ALLOW_NETWORKS", "HERALD_RETRY_SCHEDULE", "HERALD_DELIVERY_TIMEOUT", "HERALD_LOG_LEVEL",
+		"HERALD_API_ADDR"} {
 		found := false
 		for _, n := range names {
 			found = found || n == want

@@ -38,6 +38,9 @@ type Options struct {
 	CacheTTL time.Duration
 	// Logger reports rejections that could not be recorded; nil logs nothing.
 	Logger *zap.Logger
+	// Via is recorded with each event as how it reached Herald (ViaCLI,
+	// ViaHTTP, ...); empty means ViaLibrary. A request's own Via wins.
+	Via string
 }
 
 // Request is one event to publish.
@@ -51,6 +54,9 @@ type Request struct {
 	Data    json.RawMessage
 	// Time is the event's time; zero means now.
 	Time time.Time
+	// Via overrides Options.Via for this request; Token is the name of the
+	// API token it came with (HTTP). Both are recorded with the event.
+	Via, Token string
 }
 
 // Result describes an accepted event.
@@ -76,11 +82,12 @@ type Publisher struct {
 	now           func() time.Time
 	log           *zap.Logger
 	cache         *lookupCache
+	via           string
 }
 
 // New returns a Publisher writing to st.
 func New(st *store.Store, opts Options) *Publisher {
-	p := &Publisher{store: st, maxEventBytes: opts.MaxEventBytes, now: opts.Now, log: opts.Logger}
+	p := &Publisher{store: st, maxEventBytes: opts.MaxEventBytes, now: opts.Now, log: opts.Logger, via: opts.Via}
 	if p.maxEventBytes <= 0 {
 		p.maxEventBytes = DefaultMaxEventBytes
 	}
@@ -177,12 +184,14 @@ func (p *Publisher) check(ctx context.Context, r Request) (store.NewEvent, *Reje
 		in.newID = id.String()
 	}
 	ev, rej := validateRequest(r, in)
+	ev.Via, ev.Token = p.origin(r)
 	return ev, rej, nil
 }
 
 // record stores a rejection; failing to do so does not change the answer
 // the publisher gets, so it is only logged.
 func (p *Publisher) record(ctx context.Context, r Request, rej *Rejection) {
+	via, token := p.origin(r)
 	err := p.store.RecordRejection(ctx, store.Rejection{
 		ID:        r.ID,
 		SourceApp: r.App,
@@ -191,6 +200,8 @@ func (p *Publisher) record(ctx context.Context, r Request, rej *Rejection) {
 		Subject:   r.Subject,
 		Code:      rej.Code,
 		Reason:    rej.Message,
+		Via:       via,
+		Token:     token,
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		p.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))

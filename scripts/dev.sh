@@ -17,6 +17,7 @@ mkdir -p "$state"
 
 worker_addr=127.0.0.1:8088
 subscriber_addr=127.0.0.1:8089 # the example manifests point here
+api_addr=127.0.0.1:8090        # the publishing API (POST /v1/events)
 
 stop_all() {
   for p in worker subscriber; do
@@ -29,7 +30,7 @@ stop_all() {
 if [ "${1:-}" = "stop" ]; then stop_all; exit 0; fi
 
 port_busy() { (exec 3<>"/dev/tcp/${1%:*}/${1#*:}") 2>/dev/null; }
-for a in "$worker_addr" "$subscriber_addr"; do
+for a in "$worker_addr" "$subscriber_addr" "$api_addr"; do
   if port_busy "$a"; then
     echo "make dev: $a is already in use (a previous make dev? run: scripts/dev.sh stop)" >&2
     exit 1
@@ -86,7 +87,7 @@ echo "== example subscriber on $subscriber_addr (fails subject person-3 with 422
 echo $! >"$state/subscriber.pid"
 
 echo "== Herald worker on $worker_addr"
-HERALD_HTTP_ADDR=$worker_addr HERALD_SIGNING_KEY="$state/keys" \
+HERALD_HTTP_ADDR=$worker_addr HERALD_API_ADDR=$api_addr HERALD_SIGNING_KEY="$state/keys" \
   HERALD_RETRY_SCHEDULE=${HERALD_RETRY_SCHEDULE:-1s,2s,4s} \
   "$bin/workers" >"$state/worker.log" 2>&1 &
 echo $! >"$state/worker.pid"
@@ -111,6 +112,14 @@ for i in 1 2 3; do
     --data "{\"invoiceId\":\"invoice-$i\",\"personId\":\"person-$i\",\"amount\":$((i * 1250)),\"currency\":\"EUR\"}" >/dev/null
 done
 "$starter" publish --app contacts --type contacts.person.updated --version 1 --subject person-1 --data '{"name":42}' || true
+
+echo "== publishing over HTTP with a token of contacts (kept in .dev/api-token, never shown)"
+"$starter" apps token revoke contacts dev >/dev/null 2>&1 || true # a token left by a previous run
+(umask 077; "$starter" apps token create contacts --name dev 2>/dev/null >"$state/api-token")
+curl -fsS -H "Authorization: Bearer $(cat "$state/api-token")" -H 'Content-Type: application/json' \
+  --data '{"type":"contacts.person.updated","version":1,"subject":"person-6","data":{"id":"person-6","name":"Person 6 (HTTP)"}}' \
+  "http://$api_addr/v1/events"
+echo
 sleep 5
 
 echo
@@ -131,10 +140,16 @@ cat <<MSG
 Herald is running.
   Temporal UI:   ${ui_url:-"(your Temporal's UI)"}  — list stuck keys with the query  HeraldStatus="failed"
   Worker:        http://$worker_addr/readyz  /metrics  /.well-known/jwks.json
+  Publish API:   POST http://$api_addr/v1/events  (token of contacts in .dev/api-token; see api/openapi.yaml)
   Logs:          .dev/worker.log  .dev/subscriber.log  (received events: .dev/received.ndjson)
 
 In another terminal:
   export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS PATH=\$PWD/.dev/bin:\$PATH
+
+Publish over HTTP (202 with the accepted id; refusals are application/problem+json):
+  curl -H "Authorization: Bearer \$(cat .dev/api-token)" -H 'Content-Type: application/json' \\
+    --data '{"type":"contacts.person.updated","version":1,"subject":"person-7","data":{"id":"person-7","name":"Seven"}}' \\
+    http://$api_addr/v1/events
 
 The subscriber rejects subject person-3 (422), so that key holds as failed.
   starter status                                        # relay lag, rejections, keys per status, worker readiness

@@ -43,6 +43,7 @@ type Service struct {
 	worker   worker.Worker
 	listener net.Listener
 	server   *http.Server
+	api      *apiServer // nil when HERALD_API_ADDR is empty
 
 	metricsCloser io.Closer
 }
@@ -128,6 +129,11 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	s.server = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if err := s.newAPI(); err != nil {
+		_ = s.listener.Close()
+		s.close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -139,6 +145,7 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 // Temporal worker (which lets running activities finish).
 func (s *Service) Run(ctx context.Context) error {
 	defer s.close()
+	defer s.closeAPIListener()
 	if err := s.worker.Start(); err != nil {
 		return fmt.Errorf("start Temporal worker: %w", err)
 	}
@@ -159,6 +166,7 @@ func (s *Service) Run(ctx context.Context) error {
 			httpErr <- err
 		}
 	}()
+	s.serveAPI(&wg, httpErr)
 	s.log.Info("worker running", zap.String("http", s.Addr()), zap.String("temporal", s.cfg.TemporalAddress),
 		zap.String("taskQueue", workflows.TaskQueue), zap.Strings("signingKeys", s.Keys.Kids()))
 
@@ -170,6 +178,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("stopping")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	s.stopAPI(shutdownCtx)
 	_ = s.server.Shutdown(shutdownCtx)
 	stopRelay()
 	wg.Wait()

@@ -34,6 +34,9 @@ type NewEvent struct {
 	Subject     string
 	Envelope    []byte // the CloudEvent JSON delivered byte for byte
 	ContentHash string // identifies the content for idempotent re-publishing
+	// Via and Token record how the event reached Herald (events.published_via,
+	// published_token); empty values are stored as NULL.
+	Via, Token string
 }
 
 // InsertedEvent is the outcome of one NewEvent passed to InsertEvents.
@@ -138,13 +141,14 @@ func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 // content hash.
 func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
 	const insert = `
-		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted')
+		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
+		                    published_via, published_token)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''))
 		ON CONFLICT (id) WHERE state <> 'rejected' DO NOTHING
 		RETURNING seq`
 	b := &pgx.Batch{}
 	for _, ev := range evs {
-		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash)
+		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token)
 	}
 	br := tx.SendBatch(ctx, b)
 	var existing []int
@@ -197,6 +201,8 @@ type Rejection struct {
 	Subject   string // recorded as NULL when empty
 	Code      string
 	Reason    string // cut to 1000 characters
+	Via       string // as NewEvent.Via
+	Token     string // as NewEvent.Token
 }
 
 // RecordRejection appends a rejected event (state 'rejected') to the log, so
@@ -221,10 +227,10 @@ func (s *Store) RecordRejection(ctx context.Context, r Rejection) error {
 		reason = string([]rune(reason)[:maxReasonRunes])
 	}
 	_, err := s.Pool.Exec(ctx, `
-		INSERT INTO events (id, source_app, type, version, subject, state, code, reason)
-		VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7)`,
+		INSERT INTO events (id, source_app, type, version, subject, state, code, reason, published_via, published_token)
+		VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7, NULLIF($8, ''), NULLIF($9, ''))`,
 		id, storableText(r.SourceApp, maxRejectedFieldBytes), storableText(r.Type, maxRejectedFieldBytes),
-		version, subject, storableText(r.Code, maxRejectedFieldBytes), reason)
+		version, subject, storableText(r.Code, maxRejectedFieldBytes), reason, r.Via, r.Token)
 	if err != nil {
 		return fmt.Errorf("record rejection %s: %w", r.Code, err)
 	}
@@ -300,6 +306,10 @@ type StoredEvent struct {
 	State        string     `db:"state"`
 	ReceivedAt   time.Time  `db:"received_at"`
 	DispatchedAt *time.Time `db:"dispatched_at"` // nil until dispatched
+	// PublishedVia and PublishedToken say how the event came (NewEvent.Via,
+	// Token); empty for events recorded before Herald kept them.
+	PublishedVia   string `db:"published_via"`
+	PublishedToken string `db:"published_token"`
 }
 
 // GetEvent returns the accepted or dispatched event with the given id, or
@@ -311,7 +321,8 @@ func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
 	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
-		       received_at, dispatched_at
+		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
+		       coalesce(published_token, '') AS published_token
 		FROM events
 		WHERE id = $1 AND state <> 'rejected'`, u.String())
 	if err != nil {

@@ -1,0 +1,260 @@
+// Package api is Herald's publishing API: POST /v1/events, one event or a
+// batch (a JSON array or NDJSON), authenticated with per-app bearer tokens
+// (`starter apps token create`). It validates and records events with the
+// same publisher as `starter publish`, and answers refusals as RFC 9457
+// problem details carrying the publisher's rejection codes (SPEC §3, §11).
+// The worker serves it on HERALD_API_ADDR; see api/openapi.yaml.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"herald/publish"
+	"herald/store"
+)
+
+// EventsPath is the one path the API serves.
+const EventsPath = "/v1/events"
+
+// Limits of a request.
+const (
+	// MaxBatchEvents is the most events one request may carry.
+	MaxBatchEvents = 1000
+	// DefaultMaxBodyBytes caps a request body: 16 MiB.
+	DefaultMaxBodyBytes = 16 << 20
+)
+
+// Options configure a Handler. The zero value gives the defaults.
+type Options struct {
+	// MaxBodyBytes caps a request body; zero or less means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxBatchEvents caps the events of one request; zero or less means
+	// MaxBatchEvents.
+	MaxBatchEvents int
+	// Logger reports failures; nil logs nothing. Tokens and event data are
+	// never logged.
+	Logger *zap.Logger
+}
+
+// Handler serves the publishing API.
+type Handler struct {
+	store     *store.Store
+	publisher *publish.Publisher
+	maxBody   int64
+	maxEvents int
+	log       *zap.Logger
+}
+
+// New returns the API handler, publishing to st.
+func New(st *store.Store, opts Options) *Handler {
+	h := &Handler{store: st, maxBody: opts.MaxBodyBytes, maxEvents: opts.MaxBatchEvents, log: opts.Logger}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.maxEvents <= 0 {
+		h.maxEvents = MaxBatchEvents
+	}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log})
+	return h
+}
+
+// ServeHTTP answers POST /v1/events; anything else is a problem (404, 405).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != EventsPath {
+		writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "the API serves POST "+EventsPath+" only"))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, newProblem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, EventsPath+" accepts POST only"))
+		return
+	}
+	cred, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	items, batch, err := readEvents(r, h.maxEvents)
+	var bad *errBody
+	if errors.As(err, &bad) {
+		writeProblem(w, newProblem(bad.status, bad.code, bad.msg))
+		return
+	}
+	if err != nil {
+		h.fail(w, "read request", err)
+		return
+	}
+	accepted, problems, err := h.publish(r.Context(), cred, items)
+	if err != nil {
+		h.fail(w, "publish", err)
+		return
+	}
+	if len(problems) == 0 {
+		writeJSON(w, http.StatusAccepted, AcceptedResponse{Accepted: accepted})
+		return
+	}
+	writeProblem(w, batchProblem(batch, len(items), accepted, problems))
+}
+
+// authenticate finds the live token of the request's bearer credentials, or
+// answers 401 with a WWW-Authenticate challenge.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.TokenCredential, bool) {
+	token, given := bearer(r.Header.Get("Authorization"))
+	deny := func(detail string) (store.TokenCredential, bool) {
+		challenge := `Bearer realm="herald"`
+		if given {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		writeProblem(w, newProblem(http.StatusUnauthorized, CodeUnauthorized, detail))
+		return store.TokenCredential{}, false
+	}
+	if !given {
+		return deny("send an app's token as Authorization: Bearer <token> (starter apps token create APP)")
+	}
+	id, ok := tokenID(token)
+	if !ok {
+		return deny("the bearer token is not a Herald API token")
+	}
+	cred, err := h.store.LiveAPIToken(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !tokenMatches(token, cred.Hash)) {
+		return deny("the bearer token is unknown or revoked")
+	}
+	if err != nil {
+		h.fail(w, "authenticate", err)
+		return store.TokenCredential{}, false
+	}
+	return cred, true
+}
+
+// publish records the readable events of items as the token's app, and
+// returns the accepted ones and the refused ones, each with its position.
+func (h *Handler) publish(ctx context.Context, cred store.TokenCredential, items []item) ([]Accepted, []EventProblem, error) {
+	var problems []EventProblem
+	reject := func(i int, rej *publish.Rejection) {
+		problems = append(problems, EventProblem{Index: i, Line: items[i].line, Code: rej.Code,
+			Status: statusOf(rej.Code), Detail: rej.Message, Errors: rej.Errors})
+	}
+	reqs := make([]publish.Request, 0, len(items))
+	index := make([]int, 0, len(items))
+	for i, it := range items {
+		req := it.req
+		req.Via, req.Token = publish.ViaHTTP, cred.Name
+		rej := it.rej
+		if rej == nil && cred.AppRemoved {
+			rej = &publish.Rejection{Code: publish.CodeUnknownApp,
+				Message: fmt.Sprintf("app %q, whose token this is, was removed", cred.App)}
+		}
+		if rej == nil && req.App != "" && req.App != cred.App {
+			rej = &publish.Rejection{Code: publish.CodeTypeNotOwned,
+				Message: fmt.Sprintf("the token belongs to app %q, which may not publish as app %q", cred.App, req.App)}
+		}
+		if rej != nil {
+			reject(i, rej)
+			h.record(ctx, cred, req, rej)
+			continue
+		}
+		req.App = cred.App
+		reqs = append(reqs, req)
+		index = append(index, i)
+	}
+	outs, err := h.publisher.PublishBatch(ctx, reqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var accepted []Accepted
+	for j, o := range outs {
+		if o.Rejection != nil {
+			reject(index[j], o.Rejection)
+			continue
+		}
+		accepted = append(accepted, Accepted{Index: index[j], ID: o.Result.ID, Seq: o.Result.Seq, Duplicate: o.Result.Duplicate})
+	}
+	sortProblems(problems)
+	return accepted, problems, nil
+}
+
+// record stores a rejection the publisher did not see (an unreadable event,
+// another app's), so that `starter status` lists it like any other.
+func (h *Handler) record(ctx context.Context, cred store.TokenCredential, req publish.Request, rej *publish.Rejection) {
+	app := req.App
+	if app == "" {
+		app = cred.App
+	}
+	err := h.store.RecordRejection(ctx, store.Rejection{ID: req.ID, SourceApp: app, Type: req.Type, Version: req.Version,
+		Subject: req.Subject, Code: rej.Code, Reason: rej.Message, Via: publish.ViaHTTP, Token: cred.Name})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))
+	}
+}
+
+// sortProblems orders problems by position (insertion sort: they come in
+// two runs that are each sorted already).
+func sortProblems(ps []EventProblem) {
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].Index < ps[j-1].Index; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// batchProblem is the answer to a request with refused events: a single
+// event's own problem, or for a batch one problem listing each refused event
+// (and the accepted ones, which are recorded: a batch is settled per event).
+// Its status and code are the events' own when they all agree, else 422 and
+// events_rejected.
+func batchProblem(batch bool, total int, accepted []Accepted, problems []EventProblem) Problem {
+	first := problems[0]
+	status, code := first.Status, first.Code
+	for _, p := range problems[1:] {
+		if p.Status != status {
+			status = http.StatusUnprocessableEntity
+		}
+		if p.Code != code {
+			code = CodeEventsRejected
+		}
+	}
+	p := newProblem(status, code, first.Detail)
+	p.Events = problems
+	p.Accepted = accepted
+	if !batch {
+		p.Errors = first.Errors
+		return p
+	}
+	p.Detail = fmt.Sprintf("%d of %d events refused, %d accepted; see events for each refusal", len(problems), total, len(accepted))
+	return p
+}
+
+// fail answers 500 for a failure of Herald itself, logging it.
+func (h *Handler) fail(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the client went away
+	}
+	h.log.Error("api: "+what, zap.Error(err))
+	writeProblem(w, newProblem(http.StatusInternalServerError, CodeInternal, "Herald failed to handle the request; try again"))
+}
+
+// Server timeouts: a client must send its headers promptly and its body
+// within ReadTimeout, however slowly it trickles.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 60 * time.Second
+	WriteTimeout      = 60 * time.Second
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 16 << 10
+)
+
+// NewServer returns an http.Server for h with the API's timeouts.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+}

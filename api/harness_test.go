@@ -1,0 +1,204 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"herald/cli"
+	"herald/internal/testenv"
+	"herald/service"
+	"herald/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// server is a running worker with the publishing API on, in its own schema
+// and Temporal namespace, with the example manifests applied.
+type server struct {
+	t     *testing.T
+	svc   *service.Service
+	env   map[string]string
+	base  string // http://host:port of the API
+	store *store.Store
+}
+
+func startServer(t *testing.T) *server {
+	t.Helper()
+	cfg := testenv.WorkerConfig(t)
+	cfg.APIAddr = "127.0.0.1:0"
+	cfg.DBMaxConns = 6
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	if err != nil {
+		cancel()
+		t.Fatalf("start the worker: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.Run(ctx); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	s := &server{t: t, svc: svc, base: "http://" + svc.APIAddr(), store: svc.Store,
+		env: map[string]string{"HERALD_DATABASE_URL": cfg.DatabaseURL, "USER": "tester"}}
+	s.starter("apps", "apply", filepath.Join(testenv.RepoRoot(), "examples", "manifests"))
+	return s
+}
+
+// run runs starter and returns its exit code and output.
+func (s *server) run(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := cli.Run(context.Background(), args, strings.NewReader(""), &out, &errOut,
+		func(k string) string { return s.env[k] })
+	return code, out.String(), errOut.String()
+}
+
+// starter runs starter and fails the test unless it exits 0.
+func (s *server) starter(args ...string) string {
+	s.t.Helper()
+	code, out, errOut := s.run(args...)
+	if code != 0 {
+		s.t.Fatalf("starter %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// token creates a token of app named name and returns it.
+func (s *server) token(app, name string) string {
+	s.t.Helper()
+	var created struct {
+		Token string `json:"token"`
+		Name  string `json:"name"`
+	}
+	if err := json.Unmarshal([]byte(s.starter("apps", "token", "create", app, "--name", name, "--json")), &created); err != nil {
+		s.t.Fatal(err)
+	}
+	if !strings.HasPrefix(created.Token, "hrld_") || created.Name != name {
+		s.t.Fatalf("created token: %+v", created)
+	}
+	return created.Token
+}
+
+// answer is one response of the API, its body read.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends body to POST /v1/events.
+func (s *server) post(token, contentType, body string) answer {
+	s.t.Helper()
+	return s.do(http.MethodPost, "/v1/events", token, contentType, strings.NewReader(body))
+}
+
+func (s *server) do(method, path, token, contentType string, body io.Reader) answer {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	checkAnswer(s.t, method, path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// problem is the part of a problem+json answer the tests look at.
+type problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+	Detail   string `json:"detail"`
+	Errors   []struct{ Pointer, Message string }
+	Events   []eventProblem `json:"events"`
+	Accepted []accepted     `json:"accepted"`
+}
+
+type eventProblem struct {
+	Index  int    `json:"index"`
+	Line   int    `json:"line"`
+	Code   string `json:"code"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+type accepted struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id"`
+	Seq       int64  `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// wantProblem checks a's status and media type and decodes the problem.
+func wantProblem(t *testing.T, a answer, status int, code string) problem {
+	t.Helper()
+	if a.status != status {
+		t.Fatalf("status %d, want %d: %s", a.status, status, a.body)
+	}
+	if ct := a.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p problem
+	if err := json.Unmarshal(a.body, &p); err != nil {
+		t.Fatalf("problem: %v: %s", err, a.body)
+	}
+	if p.Status != status || p.Code != code || p.Type != "urn:herald:problem:"+code || p.Title == "" {
+		t.Fatalf("problem %+v, want status %d code %s", p, status, code)
+	}
+	return p
+}
+
+// wantAccepted checks a 202 and returns its accepted events.
+func wantAccepted(t *testing.T, a answer, n int) []accepted {
+	t.Helper()
+	if a.status != http.StatusAccepted {
+		t.Fatalf("status %d, want 202: %s", a.status, a.body)
+	}
+	var r struct {
+		Accepted []accepted `json:"accepted"`
+	}
+	if err := json.Unmarshal(a.body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Accepted) != n {
+		t.Fatalf("%d accepted, want %d: %s", len(r.Accepted), n, a.body)
+	}
+	for i, acc := range r.Accepted {
+		if acc.ID == "" || acc.Seq <= 0 {
+			t.Fatalf("accepted[%d] = %+v", i, acc)
+		}
+	}
+	return r.Accepted
+}
