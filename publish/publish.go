@@ -94,7 +94,7 @@ func New(st *store.Store, opts Options) *Publisher {
 	if ttl == 0 {
 		ttl = DefaultCacheTTL
 	}
-	p.cache = newLookupCache(st, ttl, p.now)
+	p.cache = newLookupCache(ttl, p.now)
 	return p
 }
 
@@ -124,7 +124,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 	evs := make([]store.NewEvent, 0, len(rs))
 	index := make([]int, 0, len(rs))
 	for i, r := range rs {
-		ev, rej, err := p.check(ctx, r)
+		ev, rej, err := p.check(ctx, p.store.Pool, r)
 		if err != nil {
 			return nil, err
 		}
@@ -154,17 +154,17 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 	return outs, nil
 }
 
-// check looks up what validation needs, in the order of the checks, and
-// validates r.
-func (p *Publisher) check(ctx context.Context, r Request) (store.NewEvent, *Rejection, error) {
+// check looks up what validation needs, in the order of the checks, on q
+// (the pool, or the caller's transaction for PublishTx), and validates r.
+func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (store.NewEvent, *Rejection, error) {
 	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes}
-	known, err := p.cache.appExists(ctx, r.App)
+	known, err := p.cache.appExists(ctx, q, r.App)
 	if err != nil {
 		return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
 	}
 	in.appKnown = known
 	if known && ownsType(r.App, r.Type) && r.Version >= MinVersion && r.Version <= MaxVersion {
-		in.decl, err = p.cache.declaration(ctx, r.Type, r.Version)
+		in.decl, err = p.cache.declaration(ctx, q, r.Type, r.Version)
 		if err != nil {
 			return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
 		}
