@@ -15,6 +15,8 @@ func runApps(inv *invocation, args []string) error {
 	switch sub {
 	case "apply":
 		return runAppsApply(inv, rest)
+	case "diff":
+		return runAppsDiff(inv, rest)
 	case "list":
 		return runAppsList(inv, rest)
 	case "show":
@@ -27,9 +29,9 @@ func runApps(inv *invocation, args []string) error {
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("apps", "apps: missing subcommand (apply, list, show or remove)")
+		return usagef("apps", "apps: missing subcommand (apply, diff, list, show or remove)")
 	default:
-		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show or remove)", sub)
+		return usagef("apps", "apps: unknown subcommand %q (want apply, diff, list, show or remove)", sub)
 	}
 }
 

@@ -58,7 +58,7 @@ func init() {
 		{name: "migrate", group: groupSetup, synopsis: []string{"migrate [--runtime-role ROLE]"},
 			summary: "create or upgrade Herald's database schema", run: runMigrate},
 		{name: "apps", group: groupSetup,
-			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]"},
+			synopsis: []string{"apps apply PATH... [--actor A] [--allow-breaking --reason R]", "apps diff PATH...", "apps list", "apps show APP", "apps remove APP [--actor A]"},
 			summary:  "apply manifests (files or directories), list, show and remove apps", run: runApps},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR)", run: runKeys},
