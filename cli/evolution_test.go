@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,5 +106,47 @@ func TestAppsDiff(t *testing.T) {
 	bad := writeFile(t, dir, "bad.json", `{"app": "Bad"}`)
 	if r := run(t, e, "apps", "diff", bad); r.code != ExitInvalid || !strings.Contains(r.stderr, "starter apps diff: invalid manifests") {
 		t.Errorf("diff of an invalid manifest: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+func TestDeprecatedVersion(t *testing.T) {
+	t.Parallel()
+	e := appliedEnv(t)
+	raw, err := os.ReadFile(filepath.Join(examplesDir(), "contacts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["events"].([]any)[0].(map[string]any)["deprecated"] = true
+	b, _ := json.Marshal(doc)
+	path := writeFile(t, t.TempDir(), "contacts.json", string(b))
+	r := mustRun(t, e, "apps", "diff", path)
+	wantContains(t, "stdout", r.stdout, "declarations changed: contacts.person.updated@1")
+	mustRun(t, e, "apps", "apply", path)
+
+	r = mustRun(t, e, personUpdated("person-1", `{"id":"p1","name":"Ann"}`)...)
+	wantContains(t, "stdout", r.stdout, "accepted: event ")
+	wantContains(t, "stderr", r.stderr, "warning: contacts.person.updated@1 is deprecated")
+	out := decode[acceptedJSON](t, mustRun(t, e, personUpdated("person-2", `{"id":"p2","name":"Bo"}`, "--json")...).stdout)
+	if !out.Accepted || !out.Deprecated {
+		t.Errorf("publish --json = %+v, want accepted and deprecated", out)
+	}
+	other := mustRun(t, e, "publish", "--app", "contacts", "--type", "contacts.person.deleted", "--version", "1",
+		"--subject", "person-1", "--data", `{"id":"p1"}`, "--json")
+	if decode[acceptedJSON](t, other.stdout).Deprecated || other.stderr != "" {
+		t.Errorf("a current version is reported deprecated: %s %s", other.stdout, other.stderr)
+	}
+
+	r = mustRun(t, e, "catalog")
+	wantContains(t, "catalog", r.stdout, "deprecated versions and the subscribers still on them:",
+		"contacts.person.updated@1: audit-log, billing")
+	catalog := decode[[]store.CatalogEntry](t, mustRun(t, e, "catalog", "--json").stdout)
+	for _, c := range catalog {
+		if c.Deprecated != (c.Type == "contacts.person.updated") {
+			t.Errorf("catalog %s@%d deprecated = %v", c.Type, c.Version, c.Deprecated)
+		}
 	}
 }

@@ -47,9 +47,10 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 		return nil, nil
 	}
 	evs := make([]store.NewEvent, len(rs))
+	deprecated := make([]bool, len(rs))
 	var refused []error
 	for i, r := range rs {
-		ev, rej, err := p.check(ctx, tx, r)
+		ev, dep, rej, err := p.check(ctx, tx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +59,7 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
 		}
-		evs[i] = ev
+		evs[i], deprecated[i] = ev, dep
 	}
 	if len(refused) > 0 {
 		return nil, errors.Join(refused...)
@@ -82,7 +83,7 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
 		}
-		out[i] = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate}
+		out[i] = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
 	}
 	if len(refused) > 0 {
 		if err := sp.Rollback(ctx); err != nil {

@@ -419,3 +419,31 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 
 // errRollback makes pgx.BeginFunc roll a transaction back on purpose.
 var errRollback = errors.New("roll back on purpose")
+
+func TestPublishDeprecatedVersion(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	e.exec(`UPDATE declarations SET deprecated = true WHERE type = 'contacts.blob.stored' AND version = 1`)
+	p := e.publisher(publish.Options{})
+	blob := publish.Request{App: "contacts", Type: "contacts.blob.stored", Version: 1, Subject: "b", Data: []byte(`{}`)}
+
+	res, err := p.Publish(e.ctx, blob)
+	if err != nil {
+		t.Fatalf("publishing a deprecated version: %v", err)
+	}
+	if !res.Deprecated {
+		t.Errorf("Result = %+v, want Deprecated", res)
+	}
+	plain, err := p.Publish(e.ctx, person("p", "Ada"))
+	if err != nil || plain.Deprecated {
+		t.Errorf("Publish of a current version = %+v, %v", plain, err)
+	}
+	tx := e.begin()
+	out, err := p.PublishTx(e.ctx, tx, person("p", "Bob"), blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Deprecated || !out[1].Deprecated {
+		t.Errorf("PublishTx results = %+v, want only the second deprecated", out)
+	}
+}

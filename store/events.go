@@ -356,6 +356,7 @@ type DeclaredEvent struct {
 	Subject    string          `db:"subject"`
 	DataSchema json.RawMessage `db:"data_schema"`
 	Place      json.RawMessage `db:"place"` // nil when the event is not resource-scoped
+	Deprecated bool            `db:"deprecated"`
 }
 
 // LookupDeclaration returns the un-retired declaration of typ@version, or
@@ -371,7 +372,7 @@ func LookupDeclarationIn(ctx context.Context, q Querier, typ string, version int
 		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
 	}
 	rows, err := q.Query(ctx, `
-		SELECT type, version, app, subject, data_schema, place
+		SELECT type, version, app, subject, data_schema, place, deprecated
 		FROM declarations
 		WHERE type = $1 AND version = $2 AND retired_at IS NULL`, typ, version)
 	if err != nil {

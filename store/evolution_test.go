@@ -197,3 +197,41 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+func TestDeprecatedDeclaration(t *testing.T) {
+	s := openSyncStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo(personUpdated, 1)))
+
+	dep := decl("person.updated", 1)
+	dep.Deprecated = true
+	res := mustApply(t, s, contactsManifest(dep, decl("person.updated", 2)))
+	if res.DeclarationsUpdated != 1 || res.DeclarationsAdded != 1 {
+		t.Errorf("deprecating = %+v, want 1 updated, 1 added", res)
+	}
+	d, err := s.LookupDeclaration(ctx, personUpdated, 1)
+	if err != nil || !d.Deprecated {
+		t.Fatalf("LookupDeclaration = %+v, %v; want deprecated", d, err)
+	}
+	if states(t, s)[billingSub] != "active/" {
+		t.Error("deprecating a version changed its subscription's state")
+	}
+	catalog, err := s.Catalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range catalog {
+		want := e.Version == 1
+		if e.Type == personUpdated && e.Deprecated != want {
+			t.Errorf("catalog %s@%d deprecated = %v", e.Type, e.Version, e.Deprecated)
+		}
+		if e.Type == personUpdated && e.Version == 1 && (len(e.Subscribers) != 1 || e.Subscribers[0].App != "billing") {
+			t.Errorf("subscribers of the deprecated version = %+v", e.Subscribers)
+		}
+	}
+	// Undeprecating is an update too.
+	if res := mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.updated", 2))); res.DeclarationsUpdated != 1 {
+		t.Errorf("undeprecating = %+v", res)
+	}
+}

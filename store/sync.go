@@ -347,22 +347,22 @@ func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts
 			place = string(e.Place)
 		}
 		args := []any{typ, e.Version, m.App, e.Name, e.Subject, e.Title, e.Description,
-			e.IsAutomation(), place, string(e.DataSchema)}
+			e.IsAutomation(), place, string(e.DataSchema), e.Deprecated}
 
 		var retired, changed, schemaChanged bool
 		var storedSchema json.RawMessage
 		err := tx.QueryRow(ctx, `
 			SELECT retired_at IS NOT NULL,
-			       (subject, title, description, automation, place, data_schema)
-			         IS DISTINCT FROM ($5::text, $6::text, $7::text, $8::boolean, $9::jsonb, $10::jsonb),
+			       (subject, title, description, automation, place, data_schema, deprecated)
+			         IS DISTINCT FROM ($5::text, $6::text, $7::text, $8::boolean, $9::jsonb, $10::jsonb, $11::boolean),
 			       data_schema IS DISTINCT FROM $10::jsonb, data_schema
 			  FROM declarations WHERE type = $1 AND version = $2 AND app = $3 AND name = $4
 			   FOR UPDATE`, args...).Scan(&retired, &changed, &schemaChanged, &storedSchema)
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO declarations (type, version, app, name, subject, title, description,
-				                          automation, place, data_schema)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb)`, args...); err != nil {
+				                          automation, place, data_schema, deprecated)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11)`, args...); err != nil {
 				return fmt.Errorf("declare %s: %w", key, err)
 			}
 			res.DeclarationsAdded++
@@ -386,7 +386,7 @@ func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE declarations SET subject = $5, title = $6, description = $7, automation = $8,
-			       place = $9::jsonb, data_schema = $10::jsonb, retired_at = NULL, updated_at = now()
+			       place = $9::jsonb, data_schema = $10::jsonb, deprecated = $11, retired_at = NULL, updated_at = now()
 			 WHERE type = $1 AND version = $2 AND app = $3 AND name = $4`, args...); err != nil {
 			return fmt.Errorf("update declaration %s: %w", key, err)
 		}
