@@ -120,3 +120,30 @@ func TestBreakingChangesRefusesInvalidJSON(t *testing.T) {
 		t.Error("no error for an invalid previous schema")
 	}
 }
+
+// FuzzBreakingChanges checks that any pair of JSON documents is compared
+// without a panic, and that a schema compared with itself shows no change
+// that is not merely unproven.
+func FuzzBreakingChanges(f *testing.F) {
+	f.Add(`{"type":"object","required":["a"],"properties":{"a":{"type":"string","maxLength":3}}}`, `{"type":"object"}`)
+	f.Add(`{"$defs":{"N":{"properties":{"n":{"$ref":"#/$defs/N"}}}},"$ref":"#/$defs/N"}`, `{"$ref":"#"}`)
+	f.Add(`{"prefixItems":[{"enum":[1,2]}],"items":false}`, `{"prefixItems":[{"const":1.0}],"multipleOf":0}`)
+	f.Add(`true`, `false`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !json.Valid([]byte(a)) || !json.Valid([]byte(b)) {
+			return
+		}
+		if _, err := BreakingChanges(json.RawMessage(a), json.RawMessage(b)); err != nil {
+			t.Fatalf("valid JSON refused: %v", err)
+		}
+		same, err := BreakingChanges(json.RawMessage(a), json.RawMessage(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range same {
+			if !c.Unproven {
+				t.Errorf("a schema compared with itself: %s", c)
+			}
+		}
+	})
+}
