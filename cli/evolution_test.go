@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"herald/publish"
 	"herald/store"
 )
 
@@ -138,6 +139,16 @@ func TestDeprecatedVersion(t *testing.T) {
 		"--subject", "person-1", "--data", `{"id":"p1"}`, "--json")
 	if decode[acceptedJSON](t, other.stdout).Deprecated || other.stderr != "" {
 		t.Errorf("a current version is reported deprecated: %s %s", other.stdout, other.stderr)
+	}
+
+	file := writeFile(t, t.TempDir(), "events.ndjson",
+		`{"app":"contacts","type":"contacts.person.updated","version":1,"subject":"person-3","data":{"id":"p3","name":"Cy"}}`+"\n"+
+			`{"app":"contacts","type":"contacts.person.deleted","version":1,"subject":"person-3","data":{"id":"p3"}}`+"\n")
+	r = mustRun(t, e, "publish", "--file", file)
+	wantContains(t, "stderr", r.stderr, "warning: 1 event of deprecated versions accepted")
+	sum := decode[publish.Summary](t, mustRun(t, e, "publish", "--file", file, "--json").stdout)
+	if sum.Accepted != 2 || sum.Deprecated != 1 {
+		t.Errorf("publish --file --json = %+v, want 2 accepted, 1 deprecated", sum)
 	}
 
 	r = mustRun(t, e, "catalog")

@@ -202,6 +202,10 @@ func publishFile(inv *invocation, path string) error {
 		}
 	} else {
 		printLineRejections(inv.stderr, sum)
+		if sum.Deprecated > 0 {
+			fmt.Fprintf(inv.stderr, "warning: %s of deprecated versions accepted; publish newer versions when you can (starter catalog)\n",
+				plural(sum.Deprecated, "event"))
+		}
 		printSummary(inv.stdout, sum)
 	}
 	if streamErr != nil {
