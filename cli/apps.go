@@ -131,6 +131,8 @@ func printApp(w io.Writer, app store.AppDetail) error {
 				status = "retired " + formatTime(*d.RetiredAt)
 			case len(d.Place) > 0 && string(d.Place) != "null":
 				status = "declared (resource-scoped)"
+			case d.Deprecated:
+				status = "deprecated"
 			}
 			t.row("  "+d.Type+"@"+strconv.Itoa(d.Version), d.Subject, dash(d.Title), status, formatTime(d.UpdatedAt))
 		}

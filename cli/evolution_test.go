@@ -151,6 +151,9 @@ func TestDeprecatedVersion(t *testing.T) {
 		t.Errorf("publish --file --json = %+v, want 2 accepted, 1 deprecated", sum)
 	}
 
+	r = mustRun(t, e, "apps", "show", "contacts")
+	wantContains(t, "apps show", r.stdout, "deprecated")
+
 	r = mustRun(t, e, "catalog")
 	wantContains(t, "catalog", r.stdout, "deprecated versions and the subscribers still on them:",
 		"contacts.person.updated@1: audit-log, billing")
