@@ -47,6 +47,16 @@ func schemaTypes(m map[string]any) map[string]bool {
 // matter.
 func (c *comparer) compareTypes(om, nm map[string]any, ptr string) typeSet {
 	ot, nt := schemaTypes(om), schemaTypes(nm)
+	if values, finite := allowedValues(om); finite {
+		// Only the types of the values the old enum or const allowed matter.
+		of := map[string]bool{}
+		for _, v := range values {
+			if t := valueType(v); ot[t] {
+				of[t] = true
+			}
+		}
+		ot = of
+	}
 	var lost []string
 	for _, name := range jsonTypes {
 		if ot[name] && !nt[name] {
@@ -67,6 +77,28 @@ func (c *comparer) compareTypes(om, nm map[string]any, ptr string) typeSet {
 	return typeSet{
 		null: ot["null"], boolean: ot["boolean"], number: ot["number"] || ot["integer"],
 		str: ot["string"], array: ot["array"], object: ot["object"],
+	}
+}
+
+// valueType is the JSON type of a decoded value, "integer" for a number
+// without a fractional part.
+func valueType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		if r, ok := ratOf(x); ok && r.IsInt() {
+			return "integer"
+		}
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	default:
+		return "object"
 	}
 }
 
