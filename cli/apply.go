@@ -18,10 +18,18 @@ import (
 // apps apply.
 const resolveTimeout = 3 * time.Second
 
-// applyOutput is the JSON of a successful apps apply.
+// applyOutput is the JSON of apps apply.
 type applyOutput struct {
 	Apps     []store.ApplyResult `json:"apps"`
 	Warnings []endpointWarning   `json:"warnings"`
+	// Refused names the app whose breaking schema changes stopped the apply.
+	Refused *refusedApply `json:"refused,omitempty"`
+}
+
+// refusedApply is an app's apply refused for breaking dataSchema changes.
+type refusedApply struct {
+	App             string                   `json:"app"`
+	BreakingChanges []store.DeclarationBreak `json:"breakingChanges"`
 }
 
 // manifestProblem is one problem of an invalid manifest, for JSON output.
@@ -37,6 +45,9 @@ type manifestProblem struct {
 func runAppsApply(inv *invocation, args []string) error {
 	fs := inv.newFlags("apps apply")
 	actor := fs.String("actor", "", "name recorded in the audit trail (default: the OS user)")
+	allowBreaking := fs.Bool("allow-breaking", false,
+		"apply dataSchema changes that may reject data the current schema accepts (needs --reason; audited)")
+	reason := fs.String("reason", "", "why breaking changes are allowed, recorded in the audit trail")
 	paths, err := inv.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -44,9 +55,15 @@ func runAppsApply(inv *invocation, args []string) error {
 	if len(paths) == 0 {
 		return usagef("apps", "apps apply: missing PATH (a manifest file or a directory of them)")
 	}
+	if *allowBreaking && strings.TrimSpace(*reason) == "" {
+		return usagef("apps", "apps apply: --allow-breaking needs --reason R (recorded in the audit trail)")
+	}
+	if !*allowBreaking && *reason != "" {
+		return usagef("apps", "apps apply: --reason is only used with --allow-breaking")
+	}
 	manifests, err := manifest.Load(paths...)
 	if err != nil {
-		return inv.reportInvalidManifests(err)
+		return inv.reportInvalidManifests("apps apply", "nothing was applied", err)
 	}
 	st, err := inv.openStore()
 	if err != nil {
@@ -58,7 +75,14 @@ func runAppsApply(inv *invocation, args []string) error {
 	out := applyOutput{Apps: []store.ApplyResult{}}
 	var applyErr error
 	for _, m := range manifests {
-		res, err := st.ApplyManifest(inv.ctx, m, who)
+		res, err := st.ApplyManifestWith(inv.ctx, m,
+			store.ApplyOptions{Actor: who, AllowBreaking: *allowBreaking, Reason: *reason})
+		var breaking *store.BreakingChangeError
+		if errors.As(err, &breaking) {
+			out.Refused = &refusedApply{App: breaking.App, BreakingChanges: breaking.Breaks}
+			applyErr = fmt.Errorf("%w\nto apply it anyway (audited): starter apps apply ... --allow-breaking --reason R", err)
+			break
+		}
 		if err != nil {
 			applyErr = err
 			break
@@ -93,8 +117,9 @@ func runAppsApply(inv *invocation, args []string) error {
 }
 
 // reportInvalidManifests prints every problem of every manifest Load
-// refused and ends the command with ExitInvalid.
-func (inv *invocation) reportInvalidManifests(err error) error {
+// refused and ends the command (cmd, "apps apply") with ExitInvalid; outcome
+// says what became of the others.
+func (inv *invocation) reportInvalidManifests(cmd, outcome string, err error) error {
 	problems := manifestProblems(err)
 	if inv.json {
 		if werr := writeJSON(inv.stdout, struct {
@@ -105,7 +130,7 @@ func (inv *invocation) reportInvalidManifests(err error) error {
 		}
 		return &reportedError{code: ExitInvalid}
 	}
-	fmt.Fprintln(inv.stderr, "starter apps apply: invalid manifests, nothing was applied:")
+	fmt.Fprintf(inv.stderr, "starter %s: invalid manifests, %s:\n", cmd, outcome)
 	for _, line := range strings.Split(err.Error(), "\n") {
 		fmt.Fprintln(inv.stderr, "  "+line)
 	}
@@ -141,6 +166,20 @@ func printApplyResult(w io.Writer, res store.ApplyResult) {
 	}
 	fmt.Fprintf(w, "%s: applied\n", res.App)
 	printChanges(w, res)
+	if len(res.BreakingChanges) > 0 {
+		fmt.Fprintln(w, "  breaking dataSchema changes applied (--allow-breaking, audited):")
+		printBreakingChanges(w, res.BreakingChanges)
+	}
+}
+
+// printBreakingChanges lists each declaration's breaking changes.
+func printBreakingChanges(w io.Writer, breaks []store.DeclarationBreak) {
+	for _, b := range breaks {
+		fmt.Fprintf(w, "    %s\n", b.Declaration)
+		for _, c := range b.Changes {
+			fmt.Fprintf(w, "      %s\n", c)
+		}
+	}
 }
 
 // printChanges lists the counts and state changes of an apply or remove.

@@ -15,6 +15,8 @@ func runApps(inv *invocation, args []string) error {
 	switch sub {
 	case "apply":
 		return runAppsApply(inv, rest)
+	case "diff":
+		return runAppsDiff(inv, rest)
 	case "list":
 		return runAppsList(inv, rest)
 	case "show":
@@ -29,9 +31,9 @@ func runApps(inv *invocation, args []string) error {
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("apps", "apps: missing subcommand (apply, list, show, remove or token)")
+		return usagef("apps", "apps: missing subcommand (apply, diff, list, show, remove or token)")
 	default:
-		return usagef("apps", "apps: unknown subcommand %q (want apply, list, show, remove or token)", sub)
+		return usagef("apps", "apps: unknown subcommand %q (want apply, diff, list, show, remove or token)", sub)
 	}
 }
 
@@ -131,6 +133,8 @@ func printApp(w io.Writer, app store.AppDetail) error {
 				status = "retired " + formatTime(*d.RetiredAt)
 			case len(d.Place) > 0 && string(d.Place) != "null":
 				status = "declared (resource-scoped)"
+			case d.Deprecated:
+				status = "deprecated"
 			}
 			t.row("  "+d.Type+"@"+strconv.Itoa(d.Version), d.Subject, dash(d.Title), status, formatTime(d.UpdatedAt))
 		}

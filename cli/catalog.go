@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"herald/store"
 )
@@ -49,7 +50,37 @@ func runCatalog(inv *invocation, args []string) error {
 			}
 		}
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printDeprecatedSubscribers(inv, entries)
+	return nil
+}
+
+// printDeprecatedSubscribers lists, under the catalog, who still subscribes
+// to a deprecated version (cancelled subscriptions left out).
+func printDeprecatedSubscribers(inv *invocation, entries []store.CatalogEntry) {
+	header := false
+	for _, e := range entries {
+		if !e.Deprecated || e.Retired {
+			continue
+		}
+		var still []string
+		for _, s := range e.Subscribers {
+			if s.State != store.StateCancelled {
+				still = append(still, s.App)
+			}
+		}
+		if !header {
+			fmt.Fprintln(inv.stdout, "\ndeprecated versions and the subscribers still on them:")
+			header = true
+		}
+		who := "no subscribers left"
+		if len(still) > 0 {
+			who = strings.Join(still, ", ")
+		}
+		fmt.Fprintf(inv.stdout, "  %s@%d: %s\n", e.Type, e.Version, who)
+	}
 }
 
 // catalogStatus says whether a declaration can be published and subscribed to.
@@ -59,6 +90,8 @@ func catalogStatus(e store.CatalogEntry) string {
 		return "retired"
 	case e.Place:
 		return "declared (resource-scoped)"
+	case e.Deprecated:
+		return "deprecated"
 	default:
 		return "declared"
 	}

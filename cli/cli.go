@@ -58,9 +58,9 @@ func init() {
 		{name: "migrate", group: groupSetup, synopsis: []string{"migrate [--runtime-role ROLE]"},
 			summary: "create or upgrade Herald's database schema", run: runMigrate},
 		{name: "apps", group: groupSetup,
-			synopsis: []string{"apps apply PATH... [--actor A]", "apps list", "apps show APP", "apps remove APP [--actor A]",
+			synopsis: []string{"apps apply PATH... [--actor A] [--allow-breaking --reason R]", "apps diff PATH...", "apps list", "apps show APP", "apps remove APP [--actor A]",
 				"apps token create APP [--name N] [--actor A]", "apps token list [APP]", "apps token revoke APP NAME|ID [--actor A]"},
-			summary: "apply manifests (files or directories), list, show and remove apps; " +
+			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
 				"create, list and revoke their tokens for the publishing API", run: runApps},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},

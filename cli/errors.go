@@ -57,6 +57,7 @@ func exitCode(err error) int {
 		invalid     *invalidError
 		state       *store.StateError
 		badManifest *manifest.ValidationError
+		breaking    *store.BreakingChangeError
 	)
 	switch {
 	case err == nil:
@@ -64,7 +65,7 @@ func exitCode(err error) int {
 	case errors.As(err, &reported):
 		return reported.code
 	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &state),
-		errors.As(err, &badManifest), errors.Is(err, store.ErrNotFound):
+		errors.As(err, &badManifest), errors.As(err, &breaking), errors.Is(err, store.ErrNotFound):
 		return ExitInvalid
 	}
 	if _, ok := publish.IsRejection(err); ok {

@@ -28,6 +28,9 @@ type acceptedJSON struct {
 	ID        string `json:"id"`
 	Seq       int64  `json:"seq"`
 	Duplicate bool   `json:"duplicate"`
+	// Deprecated: the version is marked deprecated in its manifest; the
+	// event was accepted all the same.
+	Deprecated bool `json:"deprecated"`
 }
 
 // rejectedJSON is the JSON answer to a rejected single-event publish.
@@ -83,8 +86,13 @@ func runPublish(inv *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
+	if res.Deprecated {
+		fmt.Fprintf(inv.stderr, "warning: %s@%d is deprecated; the event was accepted, but publish a newer version when you can\n",
+			req.Type, req.Version)
+	}
 	if inv.json {
-		return writeJSON(inv.stdout, acceptedJSON{Accepted: true, ID: res.ID, Seq: res.Seq, Duplicate: res.Duplicate})
+		return writeJSON(inv.stdout, acceptedJSON{Accepted: true, ID: res.ID, Seq: res.Seq, Duplicate: res.Duplicate,
+			Deprecated: res.Deprecated})
 	}
 	if res.Duplicate {
 		fmt.Fprintf(inv.stdout, "already accepted: event %s (seq %d) has the same id and content; nothing new recorded\n", res.ID, res.Seq)
@@ -194,6 +202,10 @@ func publishFile(inv *invocation, path string) error {
 		}
 	} else {
 		printLineRejections(inv.stderr, sum)
+		if sum.Deprecated > 0 {
+			fmt.Fprintf(inv.stderr, "warning: %s of deprecated versions accepted; publish newer versions when you can (starter catalog)\n",
+				plural(sum.Deprecated, "event"))
+		}
 		printSummary(inv.stdout, sum)
 	}
 	if streamErr != nil {

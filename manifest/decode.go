@@ -84,7 +84,7 @@ func joinField(parent, name string) string {
 
 var (
 	manifestFields     = []string{"app", "endpoint", "deliveryPath", "events", "subscribes"}
-	eventFields        = []string{"name", "version", "subject", "title", "description", "automation", "place", "dataSchema"}
+	eventFields        = []string{"name", "version", "subject", "title", "description", "automation", "place", "dataSchema", "deprecated"}
 	subscriptionFields = []string{"type", "version", "filter"}
 )
 
@@ -129,6 +129,11 @@ func decodeEvent(raw json.RawMessage, field string, ps *problems) Event {
 	}
 	if v, ok := fields["place"]; ok && !isNull(v) {
 		ev.Place = compact(v)
+	}
+	if v, ok := fields["deprecated"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &ev.Deprecated); err != nil {
+			ps.add(joinField(field, "deprecated"), "must be true or false")
+		}
 	}
 	if v, ok := fields["dataSchema"]; ok && !isNull(v) {
 		ev.DataSchema = compact(v)

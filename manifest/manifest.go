@@ -33,6 +33,9 @@ type Event struct {
 	Automation  *bool           `json:"automation,omitempty"`
 	Place       json.RawMessage `json:"place,omitempty"`
 	DataSchema  json.RawMessage `json:"dataSchema"`
+	// Deprecated marks a version publishers should move off: publishing it
+	// still works and says so, and the catalog lists who still subscribes.
+	Deprecated bool `json:"deprecated,omitempty"`
 }
 
 // Subscription names an event type and version the app wants delivered.

@@ -192,6 +192,7 @@ func TestParseRejects(t *testing.T) {
 		{name: "unknown top-level field", mutate: func(d map[string]any) { d["colour"] = "blue" }, field: "colour", msg: `unknown field "colour"`},
 		{name: "case-folded field", mutate: func(d map[string]any) { d["App"] = "x" }, field: "App", msg: `unknown field "App"`},
 		{name: "unknown event field", mutate: func(d map[string]any) { event(d, 1)["schema"] = map[string]any{} }, field: "events[1].schema", msg: `unknown field "schema"`},
+		{name: "deprecated not a boolean", mutate: func(d map[string]any) { event(d, 0)["deprecated"] = "yes" }, field: "events[0].deprecated", msg: "must be true or false"},
 		{name: "unknown subscription field", mutate: func(d map[string]any) { subscription(d, 0)["versoin"] = 1 }, field: "subscribes[0].versoin", msg: "unknown field"},
 		{name: "odd field name", mutate: func(d map[string]any) { d["a b"] = 1 }, field: `["a b"]`, msg: "unknown field"},
 		{name: "duplicate field", raw: strings.Replace(valid, `{"app":"contacts"`, `{"app":"contacts","app":"billing"`, 1), field: "app", msg: "more than once"},
@@ -415,5 +416,32 @@ func TestSplitEventType(t *testing.T) {
 		if app != tt.app || name != tt.name || ok != tt.ok {
 			t.Errorf("SplitEventType(%q) = %q, %q, %v; want %q, %q, %v", tt.in, app, name, ok, tt.app, tt.name, tt.ok)
 		}
+	}
+}
+
+func TestParseDeprecated(t *testing.T) {
+	doc := validDoc()
+	event(doc, 0)["deprecated"] = true
+	m, err := Parse("test.json", render(t, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Events[0].Deprecated || m.Events[1].Deprecated {
+		t.Errorf("deprecated = %v, %v; want true, false", m.Events[0].Deprecated, m.Events[1].Deprecated)
+	}
+	plain, err := Parse("test.json", render(t, validDoc()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Hash() == m.Hash() {
+		t.Error("marking a version deprecated does not change the manifest's hash")
+	}
+	event(doc, 0)["deprecated"] = false
+	notDeprecated, err := Parse("test.json", render(t, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notDeprecated.Hash() != plain.Hash() {
+		t.Error(`"deprecated": false changes the hash of an otherwise equal manifest`)
 	}
 }

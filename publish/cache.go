@@ -15,9 +15,8 @@ import (
 // short while. Only hits are kept: an app or declaration created a moment ago
 // is seen at once, while a removal or retirement is seen within the TTL.
 type lookupCache struct {
-	store *store.Store
-	ttl   time.Duration // negative: no caching
-	now   func() time.Time
+	ttl time.Duration // negative: no caching
+	now func() time.Time
 
 	mu    sync.Mutex
 	apps  map[string]time.Time // app → expiry
@@ -34,13 +33,14 @@ type cachedDecl struct {
 	expires time.Time
 }
 
-func newLookupCache(st *store.Store, ttl time.Duration, now func() time.Time) *lookupCache {
-	return &lookupCache{store: st, ttl: ttl, now: now,
+func newLookupCache(ttl time.Duration, now func() time.Time) *lookupCache {
+	return &lookupCache{ttl: ttl, now: now,
 		apps: map[string]time.Time{}, decls: map[declKey]cachedDecl{}}
 }
 
-// appExists reports whether app is applied and not removed.
-func (c *lookupCache) appExists(ctx context.Context, app string) (bool, error) {
+// appExists reports whether app is applied and not removed, asking q on a
+// miss.
+func (c *lookupCache) appExists(ctx context.Context, q store.Querier, app string) (bool, error) {
 	now := c.now()
 	c.mu.Lock()
 	expires, ok := c.apps[app]
@@ -48,7 +48,7 @@ func (c *lookupCache) appExists(ctx context.Context, app string) (bool, error) {
 	if ok && now.Before(expires) {
 		return true, nil
 	}
-	found, err := c.store.AppExists(ctx, app)
+	found, err := store.AppExistsIn(ctx, q, app)
 	if err != nil {
 		return false, err
 	}
@@ -63,8 +63,8 @@ func (c *lookupCache) appExists(ctx context.Context, app string) (bool, error) {
 }
 
 // declaration returns the un-retired declaration of typ@version with its
-// compiled schema, or nil when there is none.
-func (c *lookupCache) declaration(ctx context.Context, typ string, version int) (*declared, error) {
+// compiled schema, or nil when there is none, asking q on a miss.
+func (c *lookupCache) declaration(ctx context.Context, q store.Querier, typ string, version int) (*declared, error) {
 	key := declKey{typ, version}
 	now := c.now()
 	c.mu.Lock()
@@ -73,7 +73,7 @@ func (c *lookupCache) declaration(ctx context.Context, typ string, version int) 
 	if ok && now.Before(hit.expires) {
 		return hit.decl, nil
 	}
-	d, err := c.store.LookupDeclaration(ctx, typ, version)
+	d, err := store.LookupDeclarationIn(ctx, q, typ, version)
 	if errors.Is(err, store.ErrNotFound) {
 		c.mu.Lock()
 		delete(c.decls, key)

@@ -66,6 +66,9 @@ type Result struct {
 	// Duplicate: the same id and content were already accepted; Seq is the
 	// stored event's and nothing new was recorded.
 	Duplicate bool
+	// Deprecated: the manifest marks this version deprecated. The event is
+	// accepted all the same; publishers should move to a newer version.
+	Deprecated bool
 }
 
 // Outcome is the fate of one request of a batch: a Result when Rejection is
@@ -101,7 +104,7 @@ func New(st *store.Store, opts Options) *Publisher {
 	if ttl == 0 {
 		ttl = DefaultCacheTTL
 	}
-	p.cache = newLookupCache(st, ttl, p.now)
+	p.cache = newLookupCache(ttl, p.now)
 	return p
 }
 
@@ -130,8 +133,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 	outs := make([]Outcome, len(rs))
 	evs := make([]store.NewEvent, 0, len(rs))
 	index := make([]int, 0, len(rs))
+	deprecated := make([]bool, len(rs))
 	for i, r := range rs {
-		ev, rej, err := p.check(ctx, r)
+		ev, dep, rej, err := p.check(ctx, p.store.Pool, r)
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +146,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 		}
 		evs = append(evs, ev)
 		index = append(index, i)
+		deprecated[i] = dep
 	}
 	inserted, err := p.store.InsertEvents(ctx, evs)
 	if err != nil {
@@ -156,36 +161,37 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 			p.record(ctx, rs[i], rej)
 			continue
 		}
-		outs[i].Result = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate}
+		outs[i].Result = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
 	}
 	return outs, nil
 }
 
-// check looks up what validation needs, in the order of the checks, and
-// validates r.
-func (p *Publisher) check(ctx context.Context, r Request) (store.NewEvent, *Rejection, error) {
+// check looks up what validation needs, in the order of the checks, on q
+// (the pool, or the caller's transaction for PublishTx), and validates r.
+// deprecated reports a valid request for a deprecated version.
+func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (ev store.NewEvent, deprecated bool, rej *Rejection, err error) {
 	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes}
-	known, err := p.cache.appExists(ctx, r.App)
+	known, err := p.cache.appExists(ctx, q, r.App)
 	if err != nil {
-		return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
+		return store.NewEvent{}, false, nil, fmt.Errorf("publish: %w", err)
 	}
 	in.appKnown = known
 	if known && ownsType(r.App, r.Type) && r.Version >= MinVersion && r.Version <= MaxVersion {
-		in.decl, err = p.cache.declaration(ctx, r.Type, r.Version)
+		in.decl, err = p.cache.declaration(ctx, q, r.Type, r.Version)
 		if err != nil {
-			return store.NewEvent{}, nil, fmt.Errorf("publish: %w", err)
+			return store.NewEvent{}, false, nil, fmt.Errorf("publish: %w", err)
 		}
 	}
 	if r.ID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
-			return store.NewEvent{}, nil, fmt.Errorf("publish: generate event id: %w", err)
+			return store.NewEvent{}, false, nil, fmt.Errorf("publish: generate event id: %w", err)
 		}
 		in.newID = id.String()
 	}
-	ev, rej := validateRequest(r, in)
+	ev, rej = validateRequest(r, in)
 	ev.Via, ev.Token = p.origin(r)
-	return ev, rej, nil
+	return ev, rej == nil && in.decl.Deprecated, rej, nil
 }
 
 // record stores a rejection; failing to do so does not change the answer

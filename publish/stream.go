@@ -31,6 +31,8 @@ type Summary struct {
 	Accepted int `json:"accepted"`
 	// Duplicates counts lines whose id and content were already accepted.
 	Duplicates int `json:"duplicates"`
+	// Deprecated counts accepted lines of versions marked deprecated.
+	Deprecated int `json:"deprecated"`
 	// Rejected counts every refused line.
 	Rejected int `json:"rejected"`
 	// Rejections lists the first MaxSummaryRejections refused lines.
@@ -77,6 +79,9 @@ func (p *Publisher) PublishStream(ctx context.Context, r io.Reader, batchSize in
 			sum.Accepted++
 			if o.Result.Duplicate {
 				sum.Duplicates++
+			}
+			if o.Result.Deprecated {
+				sum.Deprecated++
 			}
 		}
 		batch, lines = batch[:0], lines[:0]

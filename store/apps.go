@@ -34,6 +34,7 @@ type Declaration struct {
 	// Place is nil unless the event is resource-scoped.
 	Place      json.RawMessage `db:"place" json:"place,omitempty"`
 	DataSchema json.RawMessage `db:"data_schema" json:"dataSchema"`
+	Deprecated bool            `db:"deprecated" json:"deprecated,omitempty"`
 	CreatedAt  time.Time       `db:"created_at" json:"createdAt"`
 	UpdatedAt  time.Time       `db:"updated_at" json:"updatedAt"`
 	// RetiredAt is set while the declaration is retired.
@@ -83,7 +84,7 @@ func (s *Store) GetApp(ctx context.Context, id string) (AppDetail, error) {
 				return err
 			}
 			rows, err = tx.Query(ctx, `SELECT type, version, app, name, subject, title, description,
-			       automation, place, data_schema, created_at, updated_at, retired_at
+			       automation, place, data_schema, deprecated, created_at, updated_at, retired_at
 			  FROM declarations WHERE app = $1 ORDER BY type, version`, id)
 			if err != nil {
 				return err

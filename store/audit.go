@@ -13,18 +13,21 @@ import (
 
 // Audit actions (SPEC §7).
 const (
-	ActionAppApplied               = "app.applied"
-	ActionAppRemoved               = "app.removed"
-	ActionDeclarationRetired       = "declaration.retired"
-	ActionDeclarationRestored      = "declaration.restored"
-	ActionSubscriptionFirstSeen    = "subscription.first_seen"
-	ActionSubscriptionStateChanged = "subscription.state_changed"
-	ActionDeliveryFailed           = "delivery.failed"
-	ActionDeliveryRedelivered      = "delivery.redelivered"
-	ActionDeliveryCancelled        = "delivery.cancelled"
-	ActionDeliveryRearmed          = "delivery.rearmed"
-	ActionDeliveryPaused           = "delivery.paused"
-	ActionDeliveryResumed          = "delivery.resumed"
+	ActionAppApplied          = "app.applied"
+	ActionAppRemoved          = "app.removed"
+	ActionDeclarationRetired  = "declaration.retired"
+	ActionDeclarationRestored = "declaration.restored"
+	// ActionDeclarationBreakingChange records a dataSchema change applied
+	// with --allow-breaking: the changes and the reason.
+	ActionDeclarationBreakingChange = "declaration.breaking_change"
+	ActionSubscriptionFirstSeen     = "subscription.first_seen"
+	ActionSubscriptionStateChanged  = "subscription.state_changed"
+	ActionDeliveryFailed            = "delivery.failed"
+	ActionDeliveryRedelivered       = "delivery.redelivered"
+	ActionDeliveryCancelled         = "delivery.cancelled"
+	ActionDeliveryRearmed           = "delivery.rearmed"
+	ActionDeliveryPaused            = "delivery.paused"
+	ActionDeliveryResumed           = "delivery.resumed"
 )
 
 // Audit target types.

@@ -19,7 +19,10 @@ type CatalogEntry struct {
 	// removed).
 	Retired bool `json:"retired"`
 	// Place is true for resource-scoped events, which cannot be subscribed to.
-	Place       bool                `json:"place"`
+	Place bool `json:"place"`
+	// Deprecated is true when the manifest marks this version deprecated;
+	// Subscribers then shows who still relies on it.
+	Deprecated  bool                `json:"deprecated"`
 	Subscribers []CatalogSubscriber `json:"subscribers"`
 }
 
@@ -44,6 +47,7 @@ func (s *Store) Catalog(ctx context.Context) ([]CatalogEntry, error) {
 		Title    string `db:"title"`
 		Retired  bool   `db:"retired"`
 		Place    bool   `db:"place"`
+		Deprec   bool   `db:"deprecated"`
 		SubID    string `db:"sub_id"`
 		SubApp   string `db:"sub_app"`
 		SubState string `db:"sub_state"`
@@ -54,7 +58,7 @@ func (s *Store) Catalog(ctx context.Context) ([]CatalogEntry, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT d.type, d.version, d.app, d.subject, d.title,
 		       d.retired_at IS NOT NULL OR a.removed_at IS NOT NULL AS retired,
-		       d.place IS NOT NULL AND d.place <> 'null'::jsonb AS place,
+		       d.place IS NOT NULL AND d.place <> 'null'::jsonb AS place, d.deprecated,
 		       COALESCE(s.id, '') AS sub_id, COALESCE(s.app, '') AS sub_app,
 		       COALESCE(s.state, '') AS sub_state, COALESCE(s.reason, '') AS sub_reason
 		  FROM declarations d
@@ -73,7 +77,7 @@ func (s *Store) Catalog(ctx context.Context) ([]CatalogEntry, error) {
 		if n := len(out); n == 0 || out[n-1].Type != r.Type || out[n-1].Version != r.Version {
 			out = append(out, CatalogEntry{
 				Type: r.Type, Version: r.Version, App: r.App, Subject: r.Subject, Title: r.Title,
-				Retired: r.Retired, Place: r.Place, Subscribers: []CatalogSubscriber{},
+				Retired: r.Retired, Place: r.Place, Deprecated: r.Deprec, Subscribers: []CatalogSubscriber{},
 			})
 		}
 		if r.SubID != "" {

@@ -51,47 +51,68 @@ type InsertedEvent struct {
 	Conflict bool
 }
 
-// InsertEvents appends evs to the event log in one transaction, in the order
-// given, and returns one InsertedEvent per input, in the same order.
+// InsertEvents appends evs to the event log in a transaction of its own, in
+// the order given, and returns one InsertedEvent per input, in the same order.
+// It is InsertEventsTx in a transaction that commits when it succeeds.
+func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEvent, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var out []InsertedEvent
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = InsertEventsTx(ctx, tx, evs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertEventsTx appends evs to the event log inside tx, which the caller
+// commits or rolls back: the events become visible to the relay only when tx
+// commits, and a rollback leaves no trace of them. It returns one
+// InsertedEvent per input, in the same order.
 //
-// Before inserting, the transaction takes a transaction-scoped advisory lock
-// per distinct ordering key (type, version, subject). Sequence numbers come
-// from a sequence, which hands them out at insert time, not at commit time:
-// without the lock two publishers of one key could take seq 10 and 11 and
-// commit 11 first, and a relay that had already moved past 11 would then see
-// 10 appear behind it. Holding the key's lock from before the first insert
-// until commit makes publishers of one key take their numbers one
-// transaction after another, so within a key seq order is commit order and
-// the relay may trust it. Locks are taken in ascending order of their lock
-// ids, so two transactions sharing several keys cannot deadlock.
+// It takes a pgx.Tx rather than a Querier because the ordering-key locks
+// below are transaction-scoped: on a bare connection they would be released
+// at once.
+//
+// Before inserting, it takes a transaction-scoped advisory lock per distinct
+// ordering key (type, version, subject). Sequence numbers come from a
+// sequence, which hands them out at insert time, not at commit time: without
+// the lock two publishers of one key could take seq 10 and 11 and commit 11
+// first, and a relay that had already moved past 11 would then see 10 appear
+// behind it. Holding the key's lock from before the first insert until commit
+// makes publishers of one key take their numbers one transaction after
+// another, so within a key seq order is commit order and the relay may trust
+// it. Locks are taken in ascending order of their lock ids, so two
+// transactions sharing several keys cannot deadlock. The locks are held until
+// tx ends, so a caller's long transaction holds up other publishers of the
+// same keys (and only those).
 //
 // An id that already names an accepted or dispatched event is not inserted
 // again: the same content hash reports Duplicate with the stored seq (also
 // within one call), a different one reports Conflict. A notification on
 // NotifyChannel, delivered at commit, wakes the relay when anything was
 // inserted.
-func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEvent, error) {
+func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
 	out := make([]InsertedEvent, len(evs))
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := lockOrderingKeys(ctx, tx, evs); err != nil {
-			return err
-		}
-		inserted, err := insertEventRows(ctx, tx, evs, out)
-		if err != nil {
-			return err
-		}
-		if inserted > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
-				return fmt.Errorf("notify %s: %w", NotifyChannel, err)
-			}
-		}
-		return nil
-	})
+	if err := lockOrderingKeys(ctx, tx, evs); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	inserted, err := insertEventRows(ctx, tx, evs, out)
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	if inserted > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
+			return nil, fmt.Errorf("insert events: notify %s: %w", NotifyChannel, err)
+		}
 	}
 	return out, nil
 }
@@ -346,16 +367,23 @@ type DeclaredEvent struct {
 	Subject    string          `db:"subject"`
 	DataSchema json.RawMessage `db:"data_schema"`
 	Place      json.RawMessage `db:"place"` // nil when the event is not resource-scoped
+	Deprecated bool            `db:"deprecated"`
 }
 
 // LookupDeclaration returns the un-retired declaration of typ@version, or
 // ErrNotFound.
 func (s *Store) LookupDeclaration(ctx context.Context, typ string, version int) (DeclaredEvent, error) {
+	return LookupDeclarationIn(ctx, s.Pool, typ, version)
+}
+
+// LookupDeclarationIn is LookupDeclaration on q, a pool or a caller's
+// transaction.
+func LookupDeclarationIn(ctx context.Context, q Querier, typ string, version int) (DeclaredEvent, error) {
 	if version < 1 || version > maxVersion || !queryableText(typ) {
 		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
 	}
-	rows, err := s.Pool.Query(ctx, `
-		SELECT type, version, app, subject, data_schema, place
+	rows, err := q.Query(ctx, `
+		SELECT type, version, app, subject, data_schema, place, deprecated
 		FROM declarations
 		WHERE type = $1 AND version = $2 AND retired_at IS NULL`, typ, version)
 	if err != nil {
@@ -373,11 +401,16 @@ func (s *Store) LookupDeclaration(ctx context.Context, typ string, version int) 
 
 // AppExists reports whether app has been applied and not removed.
 func (s *Store) AppExists(ctx context.Context, app string) (bool, error) {
+	return AppExistsIn(ctx, s.Pool, app)
+}
+
+// AppExistsIn is AppExists on q, a pool or a caller's transaction.
+func AppExistsIn(ctx context.Context, q Querier, app string) (bool, error) {
 	if !queryableText(app) {
 		return false, nil
 	}
 	var ok bool
-	err := s.Pool.QueryRow(ctx,
+	err := q.QueryRow(ctx,
 		`SELECT EXISTS (SELECT 1 FROM apps WHERE id = $1 AND removed_at IS NULL)`, app).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("look up app %s: %w", app, err)

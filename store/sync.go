@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,6 +35,72 @@ type ApplyResult struct {
 	// StateChanges lists every subscription whose state or reason changed,
 	// of any app, in the order they were written.
 	StateChanges []StateChange `json:"stateChanges,omitempty"`
+
+	// BreakingChanges lists the declarations whose changed dataSchema may
+	// reject data the stored one accepted: applied only with AllowBreaking,
+	// and reported by DiffManifests.
+	BreakingChanges []DeclarationBreak `json:"breakingChanges,omitempty"`
+
+	// Details names what changed; only DiffManifests fills it.
+	Details *ApplyDetails `json:"details,omitempty"`
+}
+
+// ApplyDetails names the declarations ("<type>@<version>") and
+// subscriptions an apply adds, changes, retires, restores or cancels.
+type ApplyDetails struct {
+	DeclarationsAdded      []string `json:"declarationsAdded"`
+	DeclarationsChanged    []string `json:"declarationsChanged"`
+	DeclarationsRetired    []string `json:"declarationsRetired"`
+	DeclarationsRestored   []string `json:"declarationsRestored"`
+	SubscriptionsAdded     []string `json:"subscriptionsAdded"`
+	SubscriptionsRestored  []string `json:"subscriptionsRestored"`
+	SubscriptionsCancelled []string `json:"subscriptionsCancelled"`
+}
+
+// DeclarationBreak is one declaration's breaking schema changes.
+type DeclarationBreak struct {
+	Declaration string                  `json:"declaration"` // "<type>@<version>"
+	Changes     []manifest.SchemaChange `json:"changes"`
+}
+
+// ApplyOptions adjust ApplyManifestWith.
+type ApplyOptions struct {
+	// Actor is recorded in the audit rows; empty means ActorSystem.
+	Actor string
+	// AllowBreaking applies dataSchema changes that may reject data the
+	// stored schema accepted (manifest.BreakingChanges), which are refused
+	// otherwise. Reason is then required; both go into the audit trail.
+	AllowBreaking bool
+	Reason        string
+	// dryRun reports breaking changes instead of refusing them and fills
+	// Details; DiffManifests sets it and rolls back.
+	dryRun bool
+}
+
+// BreakingChangeError refuses an apply whose changed dataSchemas may reject
+// data the stored ones accepted.
+type BreakingChangeError struct {
+	App    string
+	Breaks []DeclarationBreak
+}
+
+// Error names each declaration and change and says how to proceed.
+func (e *BreakingChangeError) Error() string {
+	var b strings.Builder
+	b.WriteString("breaking dataSchema changes refused")
+	for _, d := range e.Breaks {
+		typ, version, _ := strings.Cut(d.Declaration, "@")
+		next := version
+		if v, err := strconv.Atoi(version); err == nil {
+			next = strconv.Itoa(v + 1)
+		}
+		fmt.Fprintf(&b, "\n  %s: the new dataSchema may reject events the current one accepts; "+
+			"declare the changed schema as %s@%s and keep %s as it is:", d.Declaration, typ, next, d.Declaration)
+		for _, c := range d.Changes {
+			fmt.Fprintf(&b, "\n    %s", c)
+		}
+	}
+	return b.String()
 }
 
 // StateChange is one subscription's move from one state and reason to another.
@@ -55,66 +122,126 @@ type StateChange struct {
 // touching any, so concurrent applies of different apps queue instead of
 // deadlocking, and end as if run one after the other.
 func (s *Store) ApplyManifest(ctx context.Context, m *manifest.Manifest, actor string) (ApplyResult, error) {
+	return s.ApplyManifestWith(ctx, m, ApplyOptions{Actor: actor})
+}
+
+// ApplyManifestWith is ApplyManifest with options. Without AllowBreaking, a
+// changed dataSchema of an existing (event, version) that may reject data
+// the stored one accepted fails the apply with a *BreakingChangeError and
+// nothing is written; with it, each such declaration gets a
+// declaration.breaking_change audit row with the changes and the reason.
+func (s *Store) ApplyManifestWith(ctx context.Context, m *manifest.Manifest, opts ApplyOptions) (ApplyResult, error) {
 	if m == nil || m.App == "" {
 		return ApplyResult{}, errors.New("apply manifest: no app named")
 	}
-	hash := m.Hash()
-	doc, err := json.Marshal(m)
-	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply manifest %s: encode: %w", m.App, err)
+	if opts.AllowBreaking && strings.TrimSpace(opts.Reason) == "" {
+		return ApplyResult{}, fmt.Errorf("apply manifest %s: allowing breaking changes needs a reason", m.App)
 	}
 	var res ApplyResult
-	err = s.WithTx(ctx, func(tx pgx.Tx) error {
-		res = ApplyResult{App: m.App}
-		if err := lockApp(ctx, tx, m.App); err != nil {
-			return err
-		}
-		var stored string
-		var removed bool
-		err := tx.QueryRow(ctx, `SELECT content_hash, removed_at IS NOT NULL FROM apps WHERE id = $1`,
-			m.App).Scan(&stored, &removed)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read app: %w", err)
-		}
-		if err == nil && stored == hash && !removed {
-			res.Unchanged = true
-			return nil
-		}
-		if err := lockSubscriptionStates(ctx, tx); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
-			VALUES ($1, $2, $3, $4::jsonb, $5)
-			ON CONFLICT (id) DO UPDATE SET
-				endpoint = EXCLUDED.endpoint, delivery_path = EXCLUDED.delivery_path,
-				manifest = EXCLUDED.manifest, content_hash = EXCLUDED.content_hash,
-				applied_at = now(), removed_at = NULL`,
-			m.App, m.Endpoint, m.Path(), string(doc), hash); err != nil {
-			return fmt.Errorf("save app: %w", err)
-		}
-		if err := syncDeclarations(ctx, tx, m, actor, &res); err != nil {
-			return err
-		}
-		restore, err := syncSubscriptions(ctx, tx, m, actor, &res)
-		if err != nil {
-			return err
-		}
-		if err := recomputeStates(ctx, tx, actor, restore, &res); err != nil {
-			return err
-		}
-		meta := res.auditMetadata()
-		meta["hash"] = hash
-		if m.Source != "" {
-			meta["source"] = m.Source
-		}
-		return AppendAudit(ctx, tx, AuditEntry{
-			Action: ActionAppApplied, Actor: actor,
-			TargetType: TargetApp, TargetID: m.App, Metadata: meta,
-		})
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = applyManifestTx(ctx, tx, m, opts)
+		return err
 	})
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("apply manifest %s: %w", m.App, err)
+	}
+	return res, nil
+}
+
+// errDryRun rolls back the transaction of DiffManifests.
+var errDryRun = errors.New("dry run")
+
+// DiffManifests reports what applying ms, in order, would change, and changes
+// nothing: it applies them in one transaction and rolls it back. Breaking
+// schema changes are reported (ApplyResult.BreakingChanges), not refused,
+// and each result's Details names what changes. Like an apply, it waits for
+// applies of the same apps that are under way.
+func (s *Store) DiffManifests(ctx context.Context, ms []*manifest.Manifest) ([]ApplyResult, error) {
+	out := make([]ApplyResult, 0, len(ms))
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		for _, m := range ms {
+			if m == nil || m.App == "" {
+				return errors.New("no app named")
+			}
+			res, err := applyManifestTx(ctx, tx, m, ApplyOptions{Actor: ActorSystem, dryRun: true})
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.App, err)
+			}
+			out = append(out, res)
+		}
+		return errDryRun
+	})
+	if err != nil && !errors.Is(err, errDryRun) {
+		return nil, fmt.Errorf("diff manifests: %w", err)
+	}
+	return out, nil
+}
+
+// applyManifestTx is ApplyManifestWith in tx.
+func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts ApplyOptions) (ApplyResult, error) {
+	actor := opts.Actor
+	hash := m.Hash()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("encode: %w", err)
+	}
+	res := ApplyResult{App: m.App}
+	if opts.dryRun {
+		res.Details = &ApplyDetails{}
+	}
+	if err := lockApp(ctx, tx, m.App); err != nil {
+		return ApplyResult{}, err
+	}
+	var stored string
+	var removed bool
+	err = tx.QueryRow(ctx, `SELECT content_hash, removed_at IS NOT NULL FROM apps WHERE id = $1`,
+		m.App).Scan(&stored, &removed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return ApplyResult{}, fmt.Errorf("read app: %w", err)
+	}
+	if err == nil && stored == hash && !removed {
+		res.Unchanged = true
+		return res, nil
+	}
+	if err := lockSubscriptionStates(ctx, tx); err != nil {
+		return ApplyResult{}, err
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
+		VALUES ($1, $2, $3, $4::jsonb, $5)
+		ON CONFLICT (id) DO UPDATE SET
+			endpoint = EXCLUDED.endpoint, delivery_path = EXCLUDED.delivery_path,
+			manifest = EXCLUDED.manifest, content_hash = EXCLUDED.content_hash,
+			applied_at = now(), removed_at = NULL`,
+		m.App, m.Endpoint, m.Path(), string(doc), hash); err != nil {
+		return ApplyResult{}, fmt.Errorf("save app: %w", err)
+	}
+	if err := syncDeclarations(ctx, tx, m, opts, &res); err != nil {
+		return ApplyResult{}, err
+	}
+	restore, err := syncSubscriptions(ctx, tx, m, actor, &res)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	if err := recomputeStates(ctx, tx, actor, restore, &res); err != nil {
+		return ApplyResult{}, err
+	}
+	meta := res.auditMetadata()
+	meta["hash"] = hash
+	if m.Source != "" {
+		meta["source"] = m.Source
+	}
+	if len(res.BreakingChanges) > 0 {
+		meta["allowBreaking"] = true
+		meta["reason"] = opts.Reason
+		meta["breakingChanges"] = res.BreakingChanges
+	}
+	if err := AppendAudit(ctx, tx, AuditEntry{
+		Action: ActionAppApplied, Actor: actor,
+		TargetType: TargetApp, TargetID: m.App, Metadata: meta,
+	}); err != nil {
+		return ApplyResult{}, err
 	}
 	return res, nil
 }
@@ -145,9 +272,11 @@ func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, 
 		if err := lockSubscriptionStates(ctx, tx); err != nil {
 			return err
 		}
-		if res.DeclarationsRetired, err = retireDeclarations(ctx, tx, app, nil, actor); err != nil {
+		retired, err := retireDeclarations(ctx, tx, app, nil, actor)
+		if err != nil {
 			return err
 		}
+		res.DeclarationsRetired = len(retired)
 		if err := cancelSubscriptions(ctx, tx, app, nil, actor, &res); err != nil {
 			return err
 		}
@@ -206,7 +335,8 @@ func declarationKey(eventType string, version int) string {
 
 // syncDeclarations inserts, updates and restores the declarations of m's
 // events and retires the app's declarations m no longer lists.
-func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, actor string, res *ApplyResult) error {
+func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts ApplyOptions, res *ApplyResult) error {
+	actor := opts.Actor
 	keep := make([]string, 0, len(m.Events))
 	for _, e := range m.Events {
 		typ := manifest.EventType(m.App, e.Name)
@@ -217,23 +347,26 @@ func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, acto
 			place = string(e.Place)
 		}
 		args := []any{typ, e.Version, m.App, e.Name, e.Subject, e.Title, e.Description,
-			e.IsAutomation(), place, string(e.DataSchema)}
+			e.IsAutomation(), place, string(e.DataSchema), e.Deprecated}
 
-		var retired, changed bool
+		var retired, changed, schemaChanged bool
+		var storedSchema json.RawMessage
 		err := tx.QueryRow(ctx, `
 			SELECT retired_at IS NOT NULL,
-			       (subject, title, description, automation, place, data_schema)
-			         IS DISTINCT FROM ($5::text, $6::text, $7::text, $8::boolean, $9::jsonb, $10::jsonb)
+			       (subject, title, description, automation, place, data_schema, deprecated)
+			         IS DISTINCT FROM ($5::text, $6::text, $7::text, $8::boolean, $9::jsonb, $10::jsonb, $11::boolean),
+			       data_schema IS DISTINCT FROM $10::jsonb, data_schema
 			  FROM declarations WHERE type = $1 AND version = $2 AND app = $3 AND name = $4
-			   FOR UPDATE`, args...).Scan(&retired, &changed)
+			   FOR UPDATE`, args...).Scan(&retired, &changed, &schemaChanged, &storedSchema)
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO declarations (type, version, app, name, subject, title, description,
-				                          automation, place, data_schema)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb)`, args...); err != nil {
+				                          automation, place, data_schema, deprecated)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11)`, args...); err != nil {
 				return fmt.Errorf("declare %s: %w", key, err)
 			}
 			res.DeclarationsAdded++
+			res.detail(func(d *ApplyDetails) { d.DeclarationsAdded = append(d.DeclarationsAdded, key) })
 			continue
 		}
 		if err != nil {
@@ -242,17 +375,28 @@ func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, acto
 		if !retired && !changed {
 			continue
 		}
+		if schemaChanged {
+			changes, err := manifest.BreakingChanges(storedSchema, e.DataSchema)
+			if err != nil {
+				return fmt.Errorf("compare the dataSchema of %s: %w", key, err)
+			}
+			if len(changes) > 0 {
+				res.BreakingChanges = append(res.BreakingChanges, DeclarationBreak{Declaration: key, Changes: changes})
+			}
+		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE declarations SET subject = $5, title = $6, description = $7, automation = $8,
-			       place = $9::jsonb, data_schema = $10::jsonb, retired_at = NULL, updated_at = now()
+			       place = $9::jsonb, data_schema = $10::jsonb, deprecated = $11, retired_at = NULL, updated_at = now()
 			 WHERE type = $1 AND version = $2 AND app = $3 AND name = $4`, args...); err != nil {
 			return fmt.Errorf("update declaration %s: %w", key, err)
 		}
 		if changed {
 			res.DeclarationsUpdated++
+			res.detail(func(d *ApplyDetails) { d.DeclarationsChanged = append(d.DeclarationsChanged, key) })
 		}
 		if retired {
 			res.DeclarationsRestored++
+			res.detail(func(d *ApplyDetails) { d.DeclarationsRestored = append(d.DeclarationsRestored, key) })
 			if err := AppendAudit(ctx, tx, AuditEntry{
 				Action: ActionDeclarationRestored, Actor: actor,
 				TargetType: TargetDeclaration, TargetID: key,
@@ -262,15 +406,40 @@ func syncDeclarations(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, acto
 			}
 		}
 	}
-	n, err := retireDeclarations(ctx, tx, m.App, keep, actor)
-	res.DeclarationsRetired = n
+	if len(res.BreakingChanges) > 0 && !opts.dryRun {
+		if !opts.AllowBreaking {
+			return &BreakingChangeError{App: m.App, Breaks: res.BreakingChanges}
+		}
+		for _, b := range res.BreakingChanges {
+			if err := AppendAudit(ctx, tx, AuditEntry{
+				Action: ActionDeclarationBreakingChange, Actor: actor,
+				TargetType: TargetDeclaration, TargetID: b.Declaration,
+				Metadata: map[string]any{"app": m.App, "reason": opts.Reason, "changes": b.Changes},
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	retired, err := retireDeclarations(ctx, tx, m.App, keep, actor)
+	res.DeclarationsRetired = len(retired)
+	if res.Details != nil {
+		res.Details.DeclarationsRetired = append(res.Details.DeclarationsRetired, retired...)
+	}
 	return err
+}
+
+// detail records a named change with f when the result keeps details (a
+// dry run).
+func (r *ApplyResult) detail(f func(*ApplyDetails)) {
+	if r.Details != nil {
+		f(r.Details)
+	}
 }
 
 // retireDeclarations retires the live declarations of app whose
 // "type@version" is not in keep, writing one declaration.retired audit row
-// each, and returns how many it retired.
-func retireDeclarations(ctx context.Context, tx pgx.Tx, app string, keep []string, actor string) (int, error) {
+// each, and returns the retired ones' "type@version", sorted.
+func retireDeclarations(ctx context.Context, tx pgx.Tx, app string, keep []string, actor string) ([]string, error) {
 	if keep == nil {
 		keep = []string{}
 	}
@@ -279,11 +448,11 @@ func retireDeclarations(ctx context.Context, tx pgx.Tx, app string, keep []strin
 		 WHERE app = $1 AND retired_at IS NULL AND NOT (type || '@' || version = ANY($2::text[]))
 		RETURNING type || '@' || version`, app, keep)
 	if err != nil {
-		return 0, fmt.Errorf("retire declarations: %w", err)
+		return nil, fmt.Errorf("retire declarations: %w", err)
 	}
 	retired, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, fmt.Errorf("retire declarations: %w", err)
+		return nil, fmt.Errorf("retire declarations: %w", err)
 	}
 	slices.Sort(retired)
 	for _, key := range retired {
@@ -292,10 +461,10 @@ func retireDeclarations(ctx context.Context, tx pgx.Tx, app string, keep []strin
 			TargetType: TargetDeclaration, TargetID: key,
 			Metadata: map[string]any{"app": app},
 		}); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return len(retired), nil
+	return retired, nil
 }
 
 // syncSubscriptions creates m's new subscriptions, cancels the app's
@@ -334,9 +503,11 @@ func syncSubscriptions(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, act
 				return nil, err
 			}
 			res.SubscriptionsAdded++
+			res.detail(func(d *ApplyDetails) { d.SubscriptionsAdded = append(d.SubscriptionsAdded, id) })
 		case state == StateCancelled:
 			restore = append(restore, id)
 			res.SubscriptionsRestored++
+			res.detail(func(d *ApplyDetails) { d.SubscriptionsRestored = append(d.SubscriptionsRestored, id) })
 		}
 		if err := syncFilter(ctx, tx, id, sub.Filter, actor); err != nil {
 			return nil, err
@@ -413,6 +584,7 @@ func cancelSubscriptions(ctx context.Context, tx pgx.Tx, app string, keep map[st
 		}
 		res.StateChanges = append(res.StateChanges, c)
 		res.SubscriptionsCancelled++
+		res.detail(func(d *ApplyDetails) { d.SubscriptionsCancelled = append(d.SubscriptionsCancelled, sub.ID) })
 	}
 	return nil
 }

@@ -183,7 +183,7 @@ func TestDeclarationChangesUpdateInPlace(t *testing.T) {
 		{"title", changed(func(e *manifest.Event) { e.Title = "New title" }), 1, "active/"},
 		{"description", changed(func(e *manifest.Event) { e.Description = "More words" }), 1, "active/"},
 		{"subject", changed(func(e *manifest.Event) { e.Subject = "person" }), 1, "active/"},
-		{"schema", changed(func(e *manifest.Event) { e.DataSchema = json.RawMessage(`{"type":"object","required":["name"]}`) }), 1, "active/"},
+		{"schema (widened)", changed(func(e *manifest.Event) { e.DataSchema = json.RawMessage(`{"type":["object","null"]}`) }), 1, "active/"},
 		{"automation", changed(func(e *manifest.Event) { e.Automation = &no }), 1, "active/"},
 		{"place", withPlace(decl("person.updated", 1)), 1, "blocked/resource_events_unsupported"},
 		{"explicit null place", changed(func(e *manifest.Event) { e.Place = json.RawMessage(`null`) }), 0, "active/"},

@@ -1,0 +1,121 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/store"
+)
+
+// PublishTx validates rs and records them in the event log inside tx, the
+// caller's own transaction, so an app stores its change and the events about
+// it atomically (a transactional outbox): the relay sees the events only when
+// tx commits, and a rollback publishes nothing.
+//
+// tx must be a transaction on the database that holds Herald's schema, the
+// same database as the Publisher's store (the app's database with Herald's
+// schema migrated into it, or Herald's database holding the app's tables
+// too). The app and declaration look-ups run in tx, so PublishTx needs no
+// other connection while the caller holds one, except to record a rejection.
+//
+// It is all or nothing. When any request is refused, nothing is written in tx
+// and the error joins one *Rejection per refused request, each wrapped with
+// its position ("event 2 of 3: ..."); IsRejection finds the first. Rejections
+// are recorded in the event log on the Publisher's own connections, so they
+// stay visible to operators whatever becomes of tx (best effort: waiting at
+// most recordWait for a free connection). The inserts run under a
+// savepoint: after any error tx is as it was before the call and the caller
+// may still commit its other work, or roll back.
+//
+// PublishTx takes each event's ordering-key lock (type, version, subject) in
+// tx and holds it until tx ends, so that sequence order is commit order per
+// key. Keep transactions that publish short: a publisher of the same key
+// waits for them.
+//
+// It returns one Result per request, in order; a Duplicate result means the
+// same id and content were already accepted (by a committed transaction, or
+// earlier in this one).
+func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]Result, error) {
+	if tx == nil {
+		return nil, errors.New("publish in transaction: no transaction given")
+	}
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	evs := make([]store.NewEvent, len(rs))
+	deprecated := make([]bool, len(rs))
+	var refused []error
+	for i, r := range rs {
+		ev, dep, rej, err := p.check(ctx, tx, r)
+		if err != nil {
+			return nil, err
+		}
+		if rej != nil {
+			p.recordOutside(ctx, r, rej)
+			refused = append(refused, positioned(i, len(rs), rej))
+			continue
+		}
+		evs[i], deprecated[i] = ev, dep
+	}
+	if len(refused) > 0 {
+		return nil, errors.Join(refused...)
+	}
+
+	sp, err := tx.Begin(ctx) // a savepoint inside the caller's transaction
+	if err != nil {
+		return nil, fmt.Errorf("publish in transaction: savepoint: %w", err)
+	}
+	inserted, err := store.InsertEventsTx(ctx, sp, evs)
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return nil, fmt.Errorf("publish in transaction: %w", err)
+	}
+	out := make([]Result, len(rs))
+	for i, ins := range inserted {
+		if ins.Conflict {
+			rej := &Rejection{Code: CodeIDConflict,
+				Message: fmt.Sprintf("event id %s was already used for different content", ins.ID)}
+			p.recordOutside(ctx, rs[i], rej)
+			refused = append(refused, positioned(i, len(rs), rej))
+			continue
+		}
+		out[i] = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
+	}
+	if len(refused) > 0 {
+		if err := sp.Rollback(ctx); err != nil {
+			return nil, fmt.Errorf("publish in transaction: roll back to savepoint: %w", err)
+		}
+		return nil, errors.Join(refused...)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("publish in transaction: release savepoint: %w", err)
+	}
+	return out, nil
+}
+
+// recordWait bounds how long PublishTx waits for a connection of its own to
+// record a rejection. The caller holds one of the pool's connections in its
+// transaction, perhaps the last free one; recording is best effort and must
+// not hold the caller up for long.
+const recordWait = 2 * time.Second
+
+// recordOutside records a rejection on the Publisher's pool, outside the
+// caller's transaction, so it survives a rollback.
+func (p *Publisher) recordOutside(ctx context.Context, r Request, rej *Rejection) {
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
+	p.record(ctx, r, rej)
+}
+
+// positioned wraps the rejection of request i of n with its position when
+// there are several requests.
+func positioned(i, n int, rej *Rejection) error {
+	if n == 1 {
+		return rej
+	}
+	return fmt.Errorf("event %d of %d: %w", i+1, n, rej)
+}

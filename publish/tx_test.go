@@ -1,0 +1,449 @@
+package publish_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"herald/publish"
+	"herald/store"
+)
+
+// appTable gives the test app a table of its own beside Herald's, as an app
+// sharing the database would have.
+func (e *env) appTable() {
+	e.t.Helper()
+	e.exec(`CREATE TABLE people (id text PRIMARY KEY, name text NOT NULL)`)
+}
+
+// begin starts a transaction on e's database, rolled back at the end of the
+// test unless committed.
+func (e *env) begin() pgx.Tx {
+	e.t.Helper()
+	tx, err := e.store.Pool.Begin(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// savePerson is the app's own change, made in tx.
+func savePerson(t *testing.T, ctx context.Context, tx pgx.Tx, id, name string) {
+	t.Helper()
+	if _, err := tx.Exec(ctx, `INSERT INTO people (id, name) VALUES ($1, $2)`, id, name); err != nil {
+		t.Fatalf("save person: %v", err)
+	}
+}
+
+// undispatched returns the ids of the events the relay would claim now.
+func (e *env) undispatched() []string {
+	e.t.Helper()
+	pending, err := e.store.Undispatched(e.ctx, 1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ids := make([]string, len(pending))
+	for i, p := range pending {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func (e *env) countRows(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.store.Pool.QueryRow(e.ctx, sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func TestPublishTxRollbackPublishesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	p := e.publisher(publish.Options{})
+
+	tx := e.begin()
+	savePerson(t, e.ctx, tx, "person-1", "Ada")
+	res, err := p.PublishTx(e.ctx, tx, person("person-1", "Ada"))
+	if err != nil {
+		t.Fatalf("PublishTx: %v", err)
+	}
+	if len(res) != 1 || res[0].Seq == 0 || res[0].Duplicate {
+		t.Fatalf("PublishTx = %+v", res)
+	}
+	var inTx int
+	if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM events WHERE id = $1`, res[0].ID).Scan(&inTx); err != nil {
+		t.Fatal(err)
+	}
+	if inTx != 1 {
+		t.Errorf("the transaction sees %d rows of its event, want 1", inTx)
+	}
+	if got := e.undispatched(); len(got) != 0 {
+		t.Errorf("the relay sees %v before the transaction ended", got)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.undispatched(); len(got) != 0 {
+		t.Errorf("the relay sees %v after a rollback", got)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events`); n != 0 {
+		t.Errorf("%d event rows after a rollback, want 0", n)
+	}
+	if n := e.countRows(`SELECT count(*) FROM people`); n != 0 {
+		t.Errorf("%d people after a rollback, want 0", n)
+	}
+}
+
+func TestPublishTxCommitPublishesOnce(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	p := e.publisher(publish.Options{})
+
+	// The relay's wake-up must come with the commit, not before.
+	listener, err := e.store.Pool.Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(e.ctx, "LISTEN "+store.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	// The channel is database-wide and other tests publish too: only a
+	// notification from this transaction's connection counts.
+	notified := func(wait time.Duration, pid uint32) bool {
+		ctx, cancel := context.WithTimeout(e.ctx, wait)
+		defer cancel()
+		for {
+			n, err := listener.Conn().WaitForNotification(ctx)
+			if err != nil {
+				return false
+			}
+			if n.PID == pid {
+				return true
+			}
+		}
+	}
+
+	id := uuid.NewString()
+	req := person("person-1", "Ada")
+	req.ID = id
+	tx := e.begin()
+	pid := tx.Conn().PgConn().PID()
+	savePerson(t, e.ctx, tx, "person-1", "Ada")
+	res, err := p.PublishTx(e.ctx, tx, req)
+	if err != nil {
+		t.Fatalf("PublishTx: %v", err)
+	}
+	if notified(200*time.Millisecond, pid) {
+		t.Error("the relay was notified before the commit")
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !notified(5*time.Second, pid) {
+		t.Error("no notification after the commit")
+	}
+	if got := e.undispatched(); len(got) != 1 || got[0] != id {
+		t.Fatalf("the relay sees %v after the commit, want [%s]", got, id)
+	}
+	stored, err := e.store.GetEvent(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Seq != res[0].Seq || stored.SourceApp != "contacts" || stored.State != "accepted" {
+		t.Errorf("stored event = seq %d, source %s, state %s; want seq %d from contacts, accepted",
+			stored.Seq, stored.SourceApp, stored.State, res[0].Seq)
+	}
+	if !strings.Contains(string(stored.Envelope), `"source":"app:contacts"`) {
+		t.Errorf("envelope %s does not name the publishing app", stored.Envelope)
+	}
+
+	// Publishing the same event again, in a later transaction (an app that
+	// retries after an unclear commit), records nothing new.
+	tx2 := e.begin()
+	again, err := p.PublishTx(e.ctx, tx2, req)
+	if err != nil {
+		t.Fatalf("PublishTx again: %v", err)
+	}
+	if !again[0].Duplicate || again[0].Seq != res[0].Seq {
+		t.Errorf("PublishTx again = %+v, want a duplicate of seq %d", again[0], res[0].Seq)
+	}
+	if err := tx2.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, id); n != 1 {
+		t.Errorf("%d rows of the event, want exactly 1", n)
+	}
+	if n := e.countRows(`SELECT count(*) FROM people`); n != 1 {
+		t.Errorf("%d people, want 1", n)
+	}
+}
+
+func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	p := e.publisher(publish.Options{})
+
+	tx := e.begin()
+	savePerson(t, e.ctx, tx, "person-1", "Ada")
+	bad := person("person-1", "Ada")
+	bad.Subject = ""
+	_, err := p.PublishTx(e.ctx, tx, person("person-1", "Ada"), bad)
+	rej, ok := publish.IsRejection(err)
+	if !ok || rej.Code != publish.CodeSubjectInvalid {
+		t.Fatalf("PublishTx = %v, want a subject_invalid rejection", err)
+	}
+	if !strings.HasPrefix(err.Error(), "event 2 of 2: subject_invalid: ") {
+		t.Errorf("error %q does not name the refused event's position", err)
+	}
+	var inTx int
+	if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM events WHERE state <> 'rejected'`).Scan(&inTx); err != nil {
+		t.Fatalf("the transaction is no longer usable: %v", err)
+	}
+	if inTx != 0 {
+		t.Errorf("%d events written in the transaction although one was refused", inTx)
+	}
+	// The rejection is recorded outside the transaction, so operators see
+	// it even though the app rolls back.
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("rejected"); n != 1 {
+		t.Errorf("%d rejections recorded, want 1", n)
+	}
+
+	// id_conflict is found only by the insert: the savepoint takes the
+	// other events of the call back, and the app's own change stays.
+	taken := person("person-2", "Bob")
+	taken.ID = uuid.NewString()
+	if _, err := p.Publish(e.ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	reuse := person("person-3", "Cy")
+	reuse.ID = taken.ID
+	tx2 := e.begin()
+	savePerson(t, e.ctx, tx2, "person-3", "Cy")
+	_, err = p.PublishTx(e.ctx, tx2, person("person-3", "Cy"), reuse)
+	if rej, ok := publish.IsRejection(err); !ok || rej.Code != publish.CodeIDConflict {
+		t.Fatalf("PublishTx = %v, want id_conflict", err)
+	}
+	if err := tx2.Commit(e.ctx); err != nil {
+		t.Fatalf("commit after a refused publish: %v", err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM people WHERE id = 'person-3'`); n != 1 {
+		t.Errorf("the app's own row is gone (%d)", n)
+	}
+	if n := e.count("accepted"); n != 1 {
+		t.Errorf("%d accepted events, want only the first publish", n)
+	}
+}
+
+// TestPublishTxKeyWaitsForEarlierTransaction: a transaction that publishes a
+// key holds it until it ends, so a later publisher of the key, even one whose
+// transaction began first, takes the next sequence number only after the
+// first commits.
+func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	p := e.publisher(publish.Options{})
+
+	txB := e.begin() // begins first, publishes second
+	savePerson(t, e.ctx, txB, "person-b", "B")
+	txA := e.begin()
+	resA, err := p.PublishTx(e.ctx, txA, person("k", "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type answer struct {
+		res []publish.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := p.PublishTx(e.ctx, txB, person("k", "B"))
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		t.Fatalf("PublishTx of the same key returned (%+v, %v) while another transaction held it", a.res, a.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Another key is not held up.
+	other := e.begin()
+	if _, err := p.PublishTx(e.ctx, other, person("other", "O")); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := txA.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var b answer
+	select {
+	case b = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PublishTx still waits after the holder committed")
+	}
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.res[0].Seq <= resA[0].Seq {
+		t.Errorf("seq of the later commit %d is not after %d", b.res[0].Seq, resA[0].Seq)
+	}
+	if err := txB.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublishTxConcurrentTransactionsKeepCommitOrder runs transactions that
+// publish one key and do work of their own before committing, while an
+// observer polls like the relay: an event never becomes visible behind one
+// already seen, so the relay's sequence order is the commit order.
+func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	p := e.publisher(publish.Options{})
+	ctx := e.ctx
+
+	const workers, perWorker = 4, 15
+	stop := make(chan struct{})
+	observed := make(chan error, 1)
+	go func() {
+		seen := map[int64]bool{}
+		var maxSeen int64
+		for {
+			select {
+			case <-stop:
+				observed <- nil
+				return
+			default:
+			}
+			rows, err := e.store.Pool.Query(ctx,
+				`SELECT seq FROM events WHERE subject = 'k' AND state = 'accepted' ORDER BY seq`)
+			if err != nil {
+				observed <- err
+				return
+			}
+			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				observed <- err
+				return
+			}
+			pollMax := maxSeen
+			for _, q := range seqs {
+				if !seen[q] {
+					if q < maxSeen {
+						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
+						return
+					}
+					seen[q] = true
+				}
+				pollMax = max(pollMax, q)
+			}
+			maxSeen = pollMax
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				err := pgx.BeginFunc(ctx, e.store.Pool, func(tx pgx.Tx) error {
+					id := fmt.Sprintf("w%d-%d", w, i)
+					if _, err := tx.Exec(ctx, `INSERT INTO people (id, name) VALUES ($1, 'x')`, id); err != nil {
+						return err
+					}
+					if _, err := p.PublishTx(ctx, tx, person("k", id)); err != nil {
+						return err
+					}
+					// Work after publishing, so commits straggle.
+					_, err := tx.Exec(ctx, `SELECT pg_sleep($1)`, float64((w+i)%3)/1000)
+					if i%7 == 3 {
+						return errors.Join(err, errRollback)
+					}
+					return err
+				})
+				if err != nil && !errors.Is(err, errRollback) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publisher: %v", err)
+	}
+	if err := <-observed; err != nil {
+		t.Fatalf("observer: %v", err)
+	}
+
+	// Each committed transaction left its row and its event; rolled back
+	// ones left neither.
+	rolledBack := 0
+	for i := range perWorker {
+		if i%7 == 3 {
+			rolledBack++
+		}
+	}
+	want := workers * (perWorker - rolledBack)
+	if n := e.countRows(`SELECT count(*) FROM people`); n != want {
+		t.Errorf("%d people, want %d", n, want)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE subject = 'k' AND state = 'accepted'`); n != want {
+		t.Errorf("%d events of the key, want %d", n, want)
+	}
+	if n := e.countRows(`SELECT count(*) FROM people pp
+		WHERE NOT EXISTS (SELECT 1 FROM events ev WHERE convert_from(ev.envelope, 'UTF8')::jsonb -> 'data' ->> 'name' = pp.id)`); n != 0 {
+		t.Errorf("%d people committed without their event", n)
+	}
+}
+
+// errRollback makes pgx.BeginFunc roll a transaction back on purpose.
+var errRollback = errors.New("roll back on purpose")
+
+func TestPublishDeprecatedVersion(t *testing.T) {
+	e := newEnv(t)
+	e.appTable()
+	e.exec(`UPDATE declarations SET deprecated = true WHERE type = 'contacts.blob.stored' AND version = 1`)
+	p := e.publisher(publish.Options{})
+	blob := publish.Request{App: "contacts", Type: "contacts.blob.stored", Version: 1, Subject: "b", Data: []byte(`{}`)}
+
+	res, err := p.Publish(e.ctx, blob)
+	if err != nil {
+		t.Fatalf("publishing a deprecated version: %v", err)
+	}
+	if !res.Deprecated {
+		t.Errorf("Result = %+v, want Deprecated", res)
+	}
+	plain, err := p.Publish(e.ctx, person("p", "Ada"))
+	if err != nil || plain.Deprecated {
+		t.Errorf("Publish of a current version = %+v, %v", plain, err)
+	}
+	tx := e.begin()
+	out, err := p.PublishTx(e.ctx, tx, person("p", "Bob"), blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Deprecated || !out[1].Deprecated {
+		t.Errorf("PublishTx results = %+v, want only the second deprecated", out)
+	}
+}
