@@ -32,6 +32,8 @@ type Config struct {
 	// namespace with Herald's search attributes.
 	TemporalAddress string
 	Namespace       string
+	// Server names the Temporal server's configuration in the report.
+	Server ServerConfig
 	// ModuleRoot is the folder of go.mod; the worker is built from ./workers.
 	ModuleRoot string
 	// WorkDir holds the worker binary, its signing key and logs; empty means
@@ -94,13 +96,15 @@ func (c *Config) defaults() {
 type Report struct {
 	Started time.Time `json:"started"`
 	// Commit is the git commit measured, when known.
-	Commit          string        `json:"commit,omitempty"`
-	Finished        time.Time     `json:"finished"`
-	GoVersion       string        `json:"goVersion"`
-	CPUs            int           `json:"cpus"`
-	TemporalAddress string        `json:"temporalAddress"`
-	Namespace       string        `json:"namespace"`
-	Measurements    []Measurement `json:"measurements"`
+	Commit          string    `json:"commit,omitempty"`
+	Finished        time.Time `json:"finished"`
+	GoVersion       string    `json:"goVersion"`
+	CPUs            int       `json:"cpus"`
+	TemporalAddress string    `json:"temporalAddress"`
+	Namespace       string    `json:"namespace"`
+	// Server is the configuration of the Temporal server measured on.
+	Server       ServerConfig  `json:"server"`
+	Measurements []Measurement `json:"measurements"`
 }
 
 // Systems measured.
@@ -171,7 +175,7 @@ type bench struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace}
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server}
 	b := &bench{cfg: cfg, runID: randomHex(3)}
 	cleanup, err := b.setUp(ctx)
 	defer cleanup()

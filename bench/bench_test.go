@@ -68,10 +68,11 @@ func TestSmoke(t *testing.T) {
 	if err := writeTables(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(filepath.Join(dir, "r.json"), rep); err != nil {
+	suite := &Suite{Runs: []*Report{rep}}
+	if err := writeJSON(filepath.Join(dir, "r.json"), suite); err != nil {
 		t.Fatal(err)
 	}
-	if err := writePNG(filepath.Join(dir, "r.png"), rep); err != nil {
+	if err := writePNG(filepath.Join(dir, "r.png"), suite); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table.String())

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -96,24 +98,137 @@ func markdownTable(w io.Writer, rows [][]string) error {
 	return err
 }
 
-// readJSON reads a report written by writeJSON.
-func readJSON(path string) (*Report, error) {
+// Suite is what one invocation measured: a run per server configuration
+// (and per repetition), in the order measured.
+type Suite struct {
+	Runs []*Report `json:"runs"`
+}
+
+// writeSuite prints, when there are several runs, a summary with the median
+// figures of each server configuration, then every run's own tables headed
+// by its server settings.
+func writeSuite(w io.Writer, suite *Suite) error {
+	if len(suite.Runs) > 1 {
+		if _, err := fmt.Fprintf(w, "\nSummary: median of the runs of each server configuration (× ceiling: median of each run's own ratio)\n\n"); err != nil {
+			return err
+		}
+		if err := markdownTable(w, summaryRows(suite)); err != nil {
+			return err
+		}
+	}
+	for _, rep := range suite.Runs {
+		settings := rep.Server.Settings
+		if settings == "" {
+			settings = "settings not recorded"
+		}
+		if _, err := fmt.Fprintf(w, "\nTemporal %s: %s\nHerald commit %s, started %s, %d CPUs, Go %s\n\n",
+			rep.TemporalAddress, settings, rep.Commit, rep.Started.Format(time.RFC3339), rep.CPUs, rep.GoVersion); err != nil {
+			return err
+		}
+		if err := writeTables(w, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summaryRows are the rows (header first) of the summary: per server
+// configuration and shape, the median over runs of the ceiling's and
+// Herald's throughput, of Herald's ratio and latency percentiles, and the
+// total of lost, out of order and duplicate deliveries.
+func summaryRows(suite *Suite) [][]string {
+	rows := [][]string{{"server", "shape", "load", "runs", "ceiling deliveries/s", "Herald deliveries/s", "× ceiling",
+		"Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates"}}
+	type key struct{ server, shape string }
+	var order []key
+	type acc struct {
+		shape                            Shape
+		runs                             int
+		ceiling, herald, ratio, p50, p99 []float64
+		lost, ooo, dups                  int
+	}
+	accs := map[key]*acc{}
+	for _, rep := range suite.Runs {
+		for _, m := range rep.Measurements {
+			k := key{rep.Server.Name, m.Shape.Name}
+			a := accs[k]
+			if a == nil {
+				a = &acc{shape: m.Shape}
+				accs[k] = a
+				order = append(order, k)
+			}
+			a.lost += m.Lost
+			a.ooo += m.OutOfOrder
+			a.dups += m.Duplicates
+			switch m.System {
+			case SystemCeiling:
+				a.ceiling = append(a.ceiling, m.PerSecond)
+			case SystemHerald:
+				a.runs++
+				a.herald = append(a.herald, m.PerSecond)
+				a.p50 = append(a.p50, m.LatencyMS.P50)
+				a.p99 = append(a.p99, m.LatencyMS.P99)
+				if m.Ratio > 0 {
+					a.ratio = append(a.ratio, m.Ratio)
+				}
+			}
+		}
+	}
+	cell := func(vs []float64, format string) string {
+		if len(vs) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(format, median(vs))
+	}
+	for _, k := range order {
+		a := accs[k]
+		rows = append(rows, []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs),
+			cell(a.ceiling, "%.1f"), cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"),
+			cell(a.p50, "%.0f"), cell(a.p99, "%.0f"), fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
+	}
+	return rows
+}
+
+// median of vs (the mean of the middle two for an even count).
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// readJSON reads results written by writeJSON, or a single run's report as
+// earlier versions wrote it.
+func readJSON(path string) (*Suite, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
+	var suite Suite
+	if err := json.Unmarshal(b, &suite); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
-	return &rep, nil
+	if len(suite.Runs) == 0 {
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return nil, fmt.Errorf("read results %s: %w", path, err)
+		}
+		if len(rep.Measurements) == 0 {
+			return nil, fmt.Errorf("read results %s: no measurements", path)
+		}
+		suite.Runs = []*Report{&rep}
+	}
+	return &suite, nil
 }
 
-// writeJSON writes the report to path, indented.
-func writeJSON(path string, rep *Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
+// writeJSON writes the results to path, indented.
+func writeJSON(path string, suite *Suite) error {
+	b, err := json.MarshalIndent(suite, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
+		return fmt.Errorf("encode results: %w", err)
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
