@@ -42,8 +42,11 @@ type Config struct {
 
 	// Shapes are measured in order, each first on the ceiling, then on Herald.
 	Shapes []Shape
-	// HeraldOnly skips the ceiling (no ratios), for quicker runs.
+	// HeraldOnly skips the ceilings (no ratios), for quicker runs.
 	HeraldOnly bool
+	// Batched also measures the batched ceiling (one activity per drained
+	// batch of a key) before Herald, unless HeraldOnly.
+	Batched bool
 	// Steady, when it has keys, is the steady run, measured the same way.
 	Steady Shape
 
@@ -110,6 +113,7 @@ type Report struct {
 // Systems measured.
 const (
 	SystemCeiling = "ceiling"
+	SystemBatched = "batched"
 	SystemHerald  = "herald"
 )
 
@@ -126,6 +130,8 @@ type Measurement struct {
 	PerSecond float64 `json:"deliveriesPerSecond"`
 	// Ratio is Herald's PerSecond over the ceiling's for the same shape.
 	Ratio float64 `json:"ratioToCeiling,omitempty"`
+	// RatioBatched is Herald's PerSecond over the batched ceiling's.
+	RatioBatched float64 `json:"ratioToBatchedCeiling,omitempty"`
 	// LatencyMS is publish→delivery: from the return of Publish (Herald) or
 	// SignalWithStartWorkflow (ceiling) to the sink's first receipt.
 	LatencyMS  Latency `json:"latencyMs"`
@@ -169,8 +175,8 @@ type bench struct {
 	pids      map[string]int
 }
 
-// Run measures every shape of cfg on the ceiling (unless HeraldOnly) and on
-// Herald, then the steady run. It returns what was measured so far along
+// Run measures every shape of cfg on the ceiling, then the batched ceiling
+// (when Batched; neither when HeraldOnly), then on Herald, then the steady run. It returns what was measured so far along
 // with any error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
@@ -195,12 +201,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c Measurement
+		var c, bc Measurement
 		if !cfg.HeraldOnly {
-			if c, err = b.ceiling(ctx, sh); err != nil {
+			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 			}
 			rep.Measurements = append(rep.Measurements, c)
+			if cfg.Batched {
+				if bc, err = b.ceiling(ctx, sh, SystemBatched); err != nil {
+					return rep, fmt.Errorf("shape %s on the batched ceiling: %w", sh.Name, err)
+				}
+				rep.Measurements = append(rep.Measurements, bc)
+			}
 		}
 		h, err := b.herald(ctx, sh)
 		if err != nil {
@@ -208,6 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if sh.Rate == 0 && c.PerSecond > 0 {
 			h.Ratio = h.PerSecond / c.PerSecond
+		}
+		if sh.Rate == 0 && bc.PerSecond > 0 {
+			h.RatioBatched = h.PerSecond / bc.PerSecond
 		}
 		rep.Measurements = append(rep.Measurements, h)
 	}

@@ -45,6 +45,7 @@ type options struct {
 	pollers     int
 	sample      int
 	heraldOnly  bool
+	batched     bool
 	out         string
 	png         string
 	keep        bool
@@ -68,7 +69,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
 	fs.IntVar(&o.parallel, "parallel", 32, "the ceiling's signals in flight at once (Herald's relay default is 32)")
 	fs.IntVar(&o.pollers, "ceiling-pollers", 0, "workflow and activity task pollers of the ceiling's worker; 0 keeps the SDK defaults (the bare shape)")
-	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceiling: Herald's figures alone, without ratios")
+	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
+	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
 	fs.IntVar(&o.batch, "batch", 100, "events per PublishBatch call in bursts")
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")
@@ -119,7 +121,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench: -servers:", err)
 		return 2
 	}
-	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly,
+	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly, Batched: o.batched,
 		Progress: os.Stderr}
 	if o.shapes != "" {
 		if cfg.Shapes, err = selectShapes(o.shapes, o.scale); err != nil {

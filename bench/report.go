@@ -15,21 +15,32 @@ import (
 // terminal too): the results, the Temporal actions and task timings of the
 // sampled workflows, and the CPU time per delivery of each process.
 func writeTables(w io.Writer, rep *Report) error {
-	results := [][]string{{"shape", "system", "load", "deliveries", "seconds", "deliveries/s", "× ceiling",
-		"p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB"}}
+	header := []string{"shape", "system", "load", "deliveries", "seconds", "deliveries/s", "× ceiling"}
+	batched := hasSystem(rep, SystemBatched)
+	if batched {
+		header = append(header, "× batched")
+	}
+	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
 	for _, m := range rep.Measurements {
-		ratio, rss := "", ""
+		ratio, ratioBatched, rss := "", "", ""
 		if m.System == SystemHerald {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
 			}
+			if m.RatioBatched > 0 {
+				ratioBatched = fmt.Sprintf("%.2f×", m.RatioBatched)
+			}
 		}
-		results = append(results, []string{m.Shape.Name, m.System, m.Shape.String(),
+		row := []string{m.Shape.Name, m.System, m.Shape.String(),
 			fmt.Sprintf("%d/%d", m.Delivered, m.Deliveries), fmt.Sprintf("%.1f", m.Seconds),
-			fmt.Sprintf("%.1f", m.PerSecond), ratio,
+			fmt.Sprintf("%.1f", m.PerSecond), ratio}
+		if batched {
+			row = append(row, ratioBatched)
+		}
+		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss})
+			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
 		"SA upserts/event", "history events/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
@@ -66,6 +77,16 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// hasSystem reports whether rep measured system.
+func hasSystem(rep *Report, system string) bool {
+	for _, m := range rep.Measurements {
+		if m.System == system {
+			return true
+		}
+	}
+	return false
 }
 
 // markdownTable writes rows (the first is the header) with aligned columns.
@@ -137,15 +158,27 @@ func writeSuite(w io.Writer, suite *Suite) error {
 // Herald's throughput, of Herald's ratio and latency percentiles, and the
 // total of lost, out of order and duplicate deliveries.
 func summaryRows(suite *Suite) [][]string {
-	rows := [][]string{{"server", "shape", "load", "runs", "ceiling deliveries/s", "Herald deliveries/s", "× ceiling",
-		"Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates"}}
+	batched := false
+	for _, rep := range suite.Runs {
+		batched = batched || hasSystem(rep, SystemBatched)
+	}
+	header := []string{"server", "shape", "load", "runs", "ceiling deliveries/s"}
+	if batched {
+		header = append(header, "batched deliveries/s")
+	}
+	header = append(header, "Herald deliveries/s", "× ceiling")
+	if batched {
+		header = append(header, "× batched")
+	}
+	rows := [][]string{append(header, "Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates")}
 	type key struct{ server, shape string }
 	var order []key
 	type acc struct {
-		shape                            Shape
-		runs                             int
-		ceiling, herald, ratio, p50, p99 []float64
-		lost, ooo, dups                  int
+		shape                              Shape
+		runs                               int
+		ceiling, batched, herald, p50, p99 []float64
+		ratio, ratioBatched                []float64
+		lost, ooo, dups                    int
 	}
 	accs := map[key]*acc{}
 	for _, rep := range suite.Runs {
@@ -163,6 +196,8 @@ func summaryRows(suite *Suite) [][]string {
 			switch m.System {
 			case SystemCeiling:
 				a.ceiling = append(a.ceiling, m.PerSecond)
+			case SystemBatched:
+				a.batched = append(a.batched, m.PerSecond)
 			case SystemHerald:
 				a.runs++
 				a.herald = append(a.herald, m.PerSecond)
@@ -170,6 +205,9 @@ func summaryRows(suite *Suite) [][]string {
 				a.p99 = append(a.p99, m.LatencyMS.P99)
 				if m.Ratio > 0 {
 					a.ratio = append(a.ratio, m.Ratio)
+				}
+				if m.RatioBatched > 0 {
+					a.ratioBatched = append(a.ratioBatched, m.RatioBatched)
 				}
 			}
 		}
@@ -182,9 +220,16 @@ func summaryRows(suite *Suite) [][]string {
 	}
 	for _, k := range order {
 		a := accs[k]
-		rows = append(rows, []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs),
-			cell(a.ceiling, "%.1f"), cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"),
-			cell(a.p50, "%.0f"), cell(a.p99, "%.0f"), fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
+		row := []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs), cell(a.ceiling, "%.1f")}
+		if batched {
+			row = append(row, cell(a.batched, "%.1f"))
+		}
+		row = append(row, cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"))
+		if batched {
+			row = append(row, cell(a.ratioBatched, "%.2f×"))
+		}
+		rows = append(rows, append(row, cell(a.p50, "%.0f"), cell(a.p99, "%.0f"),
+			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)))
 	}
 	return rows
 }

@@ -71,8 +71,9 @@ func TestSuiteOutputs(t *testing.T) {
 		return &Report{Started: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, Server: server,
 			TemporalAddress: "127.0.0.1:7233", Measurements: []Measurement{
 				{Shape: StandardShapes[1], System: SystemCeiling, PerSecond: ceiling},
+				{Shape: StandardShapes[1], System: SystemBatched, PerSecond: 2 * ceiling},
 				{Shape: StandardShapes[1], System: SystemHerald, PerSecond: herald, Ratio: herald / ceiling,
-					LatencyMS: Latency{P50: p99 / 2, P99: p99}, Duplicates: dups},
+					RatioBatched: herald / ceiling / 2, LatencyMS: Latency{P50: p99 / 2, P99: p99}, Duplicates: dups},
 			}}
 	}
 	def, eager := ServerConfigs[0], ServerConfigs[1]
@@ -88,9 +89,10 @@ func TestSuiteOutputs(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		// default: ceiling 10, 20, 20; Herald 40, 40, 10; ratios 2, 4, 0.5; p99 900, 1500, 100.
-		"| default | B     | 200 keys × 5 | 3    | 20.0                 | 40.0                | 2.00×     | 450           | 900           | 0 / 0 / 1 ",
+		"| default | B     | 200 keys × 5 | 3    | 20.0                 | 40.0                 | 40.0                | 2.00×     | 1.00×     | 450           | 900           | 0 / 0 / 1 ",
 		// eager: ratios 2, 1.5, 3.
-		"| eager   | B     | 200 keys × 5 | 3    | 50.0                 | 100.0               | 2.00×     | 125           | 250           | 0 / 0 / 0 ",
+		"| eager   | B     | 200 keys × 5 | 3    | 50.0                 | 100.0                | 100.0               | 2.00×     | 1.00×     | 125           | 250           | 0 / 0 / 0 ",
+		"| × batched |",
 		"Temporal 127.0.0.1:7233: " + def.Settings,
 		"Temporal 127.0.0.1:7233: " + eager.Settings,
 	} {
@@ -120,7 +122,7 @@ func TestSuiteOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Runs) != 6 || back.Runs[1].Server.Name != "eager" || back.Runs[2].Measurements[1].Duplicates != 1 {
+	if len(back.Runs) != 6 || back.Runs[1].Server.Name != "eager" || back.Runs[2].Measurements[2].Duplicates != 1 {
 		t.Errorf("read back %d runs, second on %q", len(back.Runs), back.Runs[1].Server.Name)
 	}
 	old, err := json.Marshal(suite.Runs[0])
@@ -130,7 +132,7 @@ func TestSuiteOutputs(t *testing.T) {
 	if err := os.WriteFile(path, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if back, err = readJSON(path); err != nil || len(back.Runs) != 1 || len(back.Runs[0].Measurements) != 2 {
+	if back, err = readJSON(path); err != nil || len(back.Runs) != 1 || len(back.Runs[0].Measurements) != 3 {
 		t.Errorf("a single report reads back as %+v, %v", back, err)
 	}
 }
