@@ -84,7 +84,7 @@ func drawChart(rep *Report) *image.RGBA {
 	if server == "" {
 		server = "server settings not recorded"
 	}
-	c.text(30, 50, "Temporal "+server+". Same server and machine, one run; throughput counts deliveries (D: every event to 3 subscriptions).", colAxis)
+	c.text(30, 50, "Temporal "+server+"; one run, same machine; throughput in deliveries (D: 3 per event).", colAxis)
 	drawRatios(c, rep, 60, 560)
 	drawLatencies(c, rep, 660, 1170)
 	return c.img
