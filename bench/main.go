@@ -78,7 +78,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the database schema, the namespace, the worker logs and any server started here")
 	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")
-	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on); ignored when TEMPORAL_ADDRESS names a server")
+	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on); not with TEMPORAL_ADDRESS, which names the one server to use")
 	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating), and summarise with medians")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -163,3 +163,16 @@ func TestDurationLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlagsServers(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.servers != "default,eager" || o.serverFlag || o.repeat != 1 || !o.batched {
+		t.Errorf("defaults: %+v, %v; want both server configurations, once, with the batched ceiling", o, err)
+	}
+	if o, err = parseFlags([]string{"-servers", "eager", "-repeat", "3"}); err != nil || !o.serverFlag || o.repeat != 3 {
+		t.Errorf("-servers eager -repeat 3: %+v, %v", o, err)
+	}
+	if _, err = parseFlags([]string{"-repeat", "0"}); err == nil {
+		t.Error("-repeat 0 accepted")
+	}
+}
