@@ -19,7 +19,7 @@ test:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./workers ./starter ./examples/subscriber
 
-## bench: Herald against the bare Temporal ceiling (issue 6); BENCH_FLAGS="-shapes A -steady 0" etc.
+## bench: Herald against the bare Temporal ceiling on two dev servers: default settings, then eager activity execution on (issues 6, 13); BENCH_FLAGS="-servers default -shapes A -steady 0" etc.
 bench:
 	$(GO) run ./bench $(BENCH_FLAGS)
 

@@ -32,6 +32,8 @@ type Config struct {
 	// namespace with Herald's search attributes.
 	TemporalAddress string
 	Namespace       string
+	// Server names the Temporal server's configuration in the report.
+	Server ServerConfig
 	// ModuleRoot is the folder of go.mod; the worker is built from ./workers.
 	ModuleRoot string
 	// WorkDir holds the worker binary, its signing key and logs; empty means
@@ -40,8 +42,11 @@ type Config struct {
 
 	// Shapes are measured in order, each first on the ceiling, then on Herald.
 	Shapes []Shape
-	// HeraldOnly skips the ceiling (no ratios), for quicker runs.
+	// HeraldOnly skips the ceilings (no ratios), for quicker runs.
 	HeraldOnly bool
+	// Batched also measures the batched ceiling (one activity per drained
+	// batch of a key) before Herald, unless HeraldOnly.
+	Batched bool
 	// Steady, when it has keys, is the steady run, measured the same way.
 	Steady Shape
 
@@ -94,18 +99,21 @@ func (c *Config) defaults() {
 type Report struct {
 	Started time.Time `json:"started"`
 	// Commit is the git commit measured, when known.
-	Commit          string        `json:"commit,omitempty"`
-	Finished        time.Time     `json:"finished"`
-	GoVersion       string        `json:"goVersion"`
-	CPUs            int           `json:"cpus"`
-	TemporalAddress string        `json:"temporalAddress"`
-	Namespace       string        `json:"namespace"`
-	Measurements    []Measurement `json:"measurements"`
+	Commit          string    `json:"commit,omitempty"`
+	Finished        time.Time `json:"finished"`
+	GoVersion       string    `json:"goVersion"`
+	CPUs            int       `json:"cpus"`
+	TemporalAddress string    `json:"temporalAddress"`
+	Namespace       string    `json:"namespace"`
+	// Server is the configuration of the Temporal server measured on.
+	Server       ServerConfig  `json:"server"`
+	Measurements []Measurement `json:"measurements"`
 }
 
 // Systems measured.
 const (
 	SystemCeiling = "ceiling"
+	SystemBatched = "batched"
 	SystemHerald  = "herald"
 )
 
@@ -122,6 +130,8 @@ type Measurement struct {
 	PerSecond float64 `json:"deliveriesPerSecond"`
 	// Ratio is Herald's PerSecond over the ceiling's for the same shape.
 	Ratio float64 `json:"ratioToCeiling,omitempty"`
+	// RatioBatched is Herald's PerSecond over the batched ceiling's.
+	RatioBatched float64 `json:"ratioToBatchedCeiling,omitempty"`
 	// LatencyMS is publish→delivery: from the return of Publish (Herald) or
 	// SignalWithStartWorkflow (ceiling) to the sink's first receipt.
 	LatencyMS  Latency `json:"latencyMs"`
@@ -165,13 +175,13 @@ type bench struct {
 	pids      map[string]int
 }
 
-// Run measures every shape of cfg on the ceiling (unless HeraldOnly) and on
-// Herald, then the steady run. It returns what was measured so far along
+// Run measures every shape of cfg on the ceiling, then the batched ceiling
+// (when Batched; neither when HeraldOnly), then on Herald, then the steady run. It returns what was measured so far along
 // with any error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace}
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server}
 	b := &bench{cfg: cfg, runID: randomHex(3)}
 	cleanup, err := b.setUp(ctx)
 	defer cleanup()
@@ -191,12 +201,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c Measurement
+		var c, bc Measurement
 		if !cfg.HeraldOnly {
-			if c, err = b.ceiling(ctx, sh); err != nil {
+			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 			}
 			rep.Measurements = append(rep.Measurements, c)
+			if cfg.Batched {
+				if bc, err = b.ceiling(ctx, sh, SystemBatched); err != nil {
+					return rep, fmt.Errorf("shape %s on the batched ceiling: %w", sh.Name, err)
+				}
+				rep.Measurements = append(rep.Measurements, bc)
+			}
 		}
 		h, err := b.herald(ctx, sh)
 		if err != nil {
@@ -204,6 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if sh.Rate == 0 && c.PerSecond > 0 {
 			h.Ratio = h.PerSecond / c.PerSecond
+		}
+		if sh.Rate == 0 && bc.PerSecond > 0 {
+			h.RatioBatched = h.PerSecond / bc.PerSecond
 		}
 		rep.Measurements = append(rep.Measurements, h)
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// TestSmoke runs the benchmark's own code path (ceiling and Herald, the
+// TestSmoke runs the benchmark's own code path (both ceilings and Herald, the
 // worker as a separate process, the sink, a paced run) on tiny shapes against
 // the test services, and asserts only correctness: every delivery arrived,
 // once, in per-key order. No timing is asserted.
@@ -34,6 +34,7 @@ func TestSmoke(t *testing.T) {
 		Timeout:      90 * time.Second,
 		Grace:        300 * time.Millisecond,
 		PublishBatch: 5, // several batches even for tiny shapes
+		Batched:      true,
 		Progress:     &progress,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -43,8 +44,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 6; got != want {
-		t.Fatalf("%d measurements, want %d (ceiling and Herald for A, D, steady)", got, want)
+	if got, want := len(rep.Measurements), 9; got != want {
+		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, D, steady)", got, want)
 	}
 	for _, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
@@ -68,10 +69,11 @@ func TestSmoke(t *testing.T) {
 	if err := writeTables(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(filepath.Join(dir, "r.json"), rep); err != nil {
+	suite := &Suite{Runs: []*Report{rep}}
+	if err := writeJSON(filepath.Join(dir, "r.json"), suite); err != nil {
 		t.Fatal(err)
 	}
-	if err := writePNG(filepath.Join(dir, "r.png"), rep); err != nil {
+	if err := writePNG(filepath.Join(dir, "r.png"), suite); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table.String())

@@ -31,6 +31,12 @@ const (
 	ceilingSignal = "event"
 	// ceilingIdle completes a ceiling workflow that received nothing for this long.
 	ceilingIdle = 5 * time.Second
+
+	// BatchedWorkflowType is the registered name of the batched ceiling's
+	// workflow, which runs on the ceiling's worker.
+	BatchedWorkflowType = "BenchCeilingBatched"
+	// BatchedActivityName is the registered name of its activity.
+	BatchedActivityName = ceilingActivityPrefix + "PostBatch"
 )
 
 // CeilingInput starts a ceiling workflow: where its key's events go.
@@ -82,6 +88,56 @@ func CeilingWorkflow(ctx workflow.Context, in CeilingInput) error {
 	}
 }
 
+// CeilingBatch is the input of the batched ceiling's activity: the events of
+// one key drained from its signals, to POST in order.
+type CeilingBatch struct {
+	CeilingInput
+	Events []CeilingEvent `json:"events"`
+}
+
+// BatchedWorkflow is the batched ceiling: like CeilingWorkflow, one signal
+// per event, but each activity POSTs every event that has arrived since the
+// previous one (a drained batch of the key), in signal order. It is the
+// cheapest honest shape of Herald's own batching, without its validation,
+// storage, signing and audit.
+func BatchedWorkflow(ctx workflow.Context, in CeilingInput) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 60 * time.Second})
+	events := workflow.GetSignalChannel(ctx, ceilingSignal)
+	var batch []CeilingEvent
+	for {
+		for {
+			var ev CeilingEvent
+			if !events.ReceiveAsync(&ev) {
+				break
+			}
+			batch = append(batch, ev)
+		}
+		if len(batch) == 0 {
+			var ev CeilingEvent
+			got := false
+			timerCtx, cancel := workflow.WithCancel(ctx)
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, &ev)
+				got = true
+			})
+			sel.AddFuture(workflow.NewTimer(timerCtx, ceilingIdle), func(workflow.Future) {})
+			sel.Select(ctx)
+			cancel()
+			if !got && !events.ReceiveAsync(&ev) {
+				return nil
+			}
+			// Drain whatever else came with it before posting.
+			batch = append(batch, ev)
+			continue
+		}
+		if err := workflow.ExecuteActivity(ctx, BatchedActivityName, CeilingBatch{CeilingInput: in, Events: batch}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("post %d events from %s: %w", len(batch), batch[0].ID, err)
+		}
+		batch = nil
+	}
+}
+
 // CeilingActivities holds the ceiling activity's HTTP client.
 type CeilingActivities struct {
 	Client *http.Client
@@ -113,6 +169,17 @@ func (a *CeilingActivities) Post(ctx context.Context, in CeilingPost) error {
 	return nil
 }
 
+// PostBatch sends the events one after the other, as Post does each; the
+// first failure fails the whole batch, which Temporal retries whole.
+func (a *CeilingActivities) PostBatch(ctx context.Context, in CeilingBatch) error {
+	for _, ev := range in.Events {
+		if err := a.Post(ctx, CeilingPost{CeilingInput: in.CeilingInput, Event: ev}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startCeilingWorker runs the ceiling's workflow and activity in this
 // process. pollers, when positive, sets its workflow and activity task
 // pollers; zero keeps the SDK's defaults, which is the bare shape.
@@ -121,11 +188,13 @@ func startCeilingWorker(c client.Client, pollers int) (worker.Worker, error) {
 		MaxConcurrentWorkflowTaskPollers: pollers, MaxConcurrentActivityTaskPollers: pollers,
 	})
 	w.RegisterWorkflowWithOptions(CeilingWorkflow, workflow.RegisterOptions{Name: CeilingWorkflowType})
+	w.RegisterWorkflowWithOptions(BatchedWorkflow, workflow.RegisterOptions{Name: BatchedWorkflowType})
 	acts := &CeilingActivities{Client: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 		Timeout:   30 * time.Second,
 	}}
-	// Registered with a prefix, the method Post becomes CeilingActivityName.
+	// Registered with a prefix, the methods Post and PostBatch become
+	// CeilingActivityName and BatchedActivityName.
 	w.RegisterActivityWithOptions(acts, activity.RegisterOptions{Name: ceilingActivityPrefix})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start the ceiling worker: %w", err)
@@ -134,30 +203,35 @@ func startCeilingWorker(c client.Client, pollers int) (worker.Worker, error) {
 }
 
 // ceilingWorkflowID is the id of the ceiling workflow of one subscription
-// label and key.
+// label and key; the labels of the two ceilings differ.
 func ceilingWorkflowID(sub, key string) string { return "bench-ceiling:" + sub + ":" + key }
 
-// signalCeiling sends one event to its key's ceiling workflow, starting it
-// when needed.
-func signalCeiling(ctx context.Context, c client.Client, in CeilingInput, ev CeilingEvent) error {
+// signalCeiling sends one event to its key's workflow of the given type,
+// starting it when needed.
+func signalCeiling(ctx context.Context, c client.Client, workflowType string, in CeilingInput, ev CeilingEvent) error {
 	id := ceilingWorkflowID(in.Subscription, in.Key)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: CeilingTaskQueue}
-	if _, err := c.SignalWithStartWorkflow(ctx, id, ceilingSignal, ev, opts, CeilingWorkflowType, in); err != nil {
+	if _, err := c.SignalWithStartWorkflow(ctx, id, ceilingSignal, ev, opts, workflowType, in); err != nil {
 		return fmt.Errorf("signal-with-start %s: %w", id, err)
 	}
 	return nil
 }
 
-// ceiling measures a shape on the bare shape. Each (subscription, key) has
-// its own workflow; a key's signals go one after the other, different keys
-// in parallel (up to Parallel at once, like Herald's relay). A paced shape
+// ceiling measures a shape on the bare shape (system SystemCeiling) or the
+// batched ceiling (SystemBatched). Each (subscription, key) has its own
+// workflow; a key's signals go one after the other, different keys in
+// parallel (up to Parallel at once, like Herald's relay). A paced shape
 // sends each event when it is due.
-func (b *bench) ceiling(ctx context.Context, sh Shape) (Measurement, error) {
+func (b *bench) ceiling(ctx context.Context, sh Shape, system string) (Measurement, error) {
+	workflowType := CeilingWorkflowType
+	if system == SystemBatched {
+		workflowType = BatchedWorkflowType
+	}
 	var subs []string
 	for i := range sh.Subscriptions {
-		subs = append(subs, fmt.Sprintf("ceiling-%d", i+1))
+		subs = append(subs, fmt.Sprintf("%s-%d", system, i+1))
 	}
-	ph, err := newPhase(b.runID, sh, SystemCeiling, subs)
+	ph, err := newPhase(b.runID, sh, system, subs)
 	if err != nil {
 		return Measurement{}, err
 	}
@@ -172,7 +246,7 @@ func (b *bench) ceiling(ctx context.Context, sh Shape) (Measurement, error) {
 					return err
 				}
 				for _, sub := range ph.subs {
-					if err := signalCeiling(ctx, b.temporal, input(sub, ev.Key), CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
+					if err := signalCeiling(ctx, b.temporal, workflowType, input(sub, ev.Key), CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
 						return err
 					}
 					ph.stamp(sub, ev.ID, time.Now())
@@ -192,7 +266,7 @@ func (b *bench) ceiling(ctx context.Context, sh Shape) (Measurement, error) {
 		}
 		return forEachParallel(ctx, b.cfg.Parallel, seqs, func(ctx context.Context, in CeilingInput) error {
 			for _, ev := range byKey[in.Key] {
-				if err := signalCeiling(ctx, b.temporal, in, CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
+				if err := signalCeiling(ctx, b.temporal, workflowType, in, CeilingEvent{ID: ev.ID, N: ev.N}); err != nil {
 					return err
 				}
 				ph.stamp(in.Subscription, ev.ID, time.Now())

@@ -80,7 +80,11 @@ func drawChart(rep *Report) *image.RGBA {
 	c.rect(0, 0, chartW, chartH, colWhite)
 	c.bold(30, 30, fmt.Sprintf("Herald vs the bare Temporal shape (1 SignalWithStart + 1 activity per event) - %s, %d CPUs",
 		rep.Started.Format("2006-01-02 15:04 UTC"), rep.CPUs), colText)
-	c.text(30, 50, "Same Temporal server and machine, one run; throughput counts deliveries (D: every event to 3 subscriptions).", colAxis)
+	server := rep.Server.Settings
+	if server == "" {
+		server = "server settings not recorded"
+	}
+	c.text(30, 50, "Temporal "+server+"; one run, same machine; throughput in deliveries (D: 3 per event).", colAxis)
 	drawRatios(c, rep, 60, 560)
 	drawLatencies(c, rep, 660, 1170)
 	return c.img
@@ -221,13 +225,22 @@ func compactShape(s Shape) string {
 	return out
 }
 
-// writePNG renders the chart of rep to path.
-func writePNG(path string, rep *Report) error {
+// drawSuite stacks the charts of the suite's runs, one below the other.
+func drawSuite(suite *Suite) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, chartW, chartH*max(1, len(suite.Runs))))
+	for i, rep := range suite.Runs {
+		draw.Draw(img, image.Rect(0, i*chartH, chartW, (i+1)*chartH), drawChart(rep), image.Point{}, draw.Src)
+	}
+	return img
+}
+
+// writePNG renders the charts of the suite to path.
+func writePNG(path string, suite *Suite) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if err := encodeChart(f, rep); err != nil {
+	if err := encodeChart(f, suite); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -237,8 +250,8 @@ func writePNG(path string, rep *Report) error {
 	return nil
 }
 
-func encodeChart(w io.Writer, rep *Report) error {
-	if err := png.Encode(w, drawChart(rep)); err != nil {
+func encodeChart(w io.Writer, suite *Suite) error {
+	if err := png.Encode(w, drawSuite(suite)); err != nil {
 		return fmt.Errorf("encode chart: %w", err)
 	}
 	return nil

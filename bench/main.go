@@ -1,13 +1,16 @@
 // Command bench measures Herald's delivery throughput and latency against
 // the bare Temporal shape it is built on (issue 6): one SignalWithStart and
 // one activity doing one HTTP POST per event, on the same server, in the
-// same run. It starts or reuses PostgreSQL and Temporal like make test
-// (HERALD_DATABASE_URL, TEMPORAL_ADDRESS; TEMPORAL_NAMESPACE picks an
-// existing namespace instead of a fresh one), runs Herald's worker as a
-// separate process and a loopback sink that records arrivals and per-key
-// order, then prints a table, writes the figures as JSON and draws a PNG.
+// same run. It measures on each Temporal server configuration of -servers
+// (by default the server's defaults, then eager activity execution on),
+// starting a throwaway dev server for each, and a throwaway PostgreSQL; or on
+// the servers make test uses (HERALD_DATABASE_URL, TEMPORAL_ADDRESS;
+// TEMPORAL_NAMESPACE picks an existing namespace instead of a fresh one). It
+// runs Herald's worker as a separate process and a loopback sink that
+// records arrivals and per-key order, then prints tables per server, writes
+// the figures as JSON and draws a PNG.
 //
-//	go run ./bench [-shapes A,B,C,D] [-scale 1] [-steady 30s] [-out bench-results.json] [-png bench.png]
+//	go run ./bench [-servers default,eager] [-repeat 1] [-shapes A,B,C,D] [-scale 1] [-steady 30s] [-out bench-results.json] [-png bench.png]
 package main
 
 import (
@@ -42,11 +45,16 @@ type options struct {
 	pollers     int
 	sample      int
 	heraldOnly  bool
+	batched     bool
 	out         string
 	png         string
 	keep        bool
 	temporalPID int
 	render      string
+	servers     string
+	repeat      int
+	// serverFlag is set when -servers was given explicitly.
+	serverFlag bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -61,16 +69,23 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
 	fs.IntVar(&o.parallel, "parallel", 32, "the ceiling's signals in flight at once (Herald's relay default is 32)")
 	fs.IntVar(&o.pollers, "ceiling-pollers", 0, "workflow and activity task pollers of the ceiling's worker; 0 keeps the SDK defaults (the bare shape)")
-	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceiling: Herald's figures alone, without ratios")
+	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
+	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
 	fs.IntVar(&o.batch, "batch", 100, "events per PublishBatch call in bursts")
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")
 	fs.StringVar(&o.png, "png", "bench.png", "draw the chart to this PNG file; empty to skip")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database schema, the namespace, the worker logs and any server started here")
-	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of a local Temporal server to account its CPU (found by port when 0)")
+	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")
+	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on); not with TEMPORAL_ADDRESS, which names the one server to use")
+	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating), and summarise with medians")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.serverFlag = o.serverFlag || f.Name == "servers" })
+	if o.repeat < 1 {
+		return o, fmt.Errorf("-repeat must be at least 1")
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -88,15 +103,26 @@ func run(args []string) int {
 		return 2
 	}
 	if o.render != "" {
-		rep, err := readJSON(o.render)
+		suite, err := readJSON(o.render)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
 		}
-		return output(rep, options{png: o.png})
+		return output(suite, options{png: o.png})
 	}
-	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly,
-		Progress: os.Stderr, PIDs: map[string]int{"temporal": o.temporalPID}}
+	var servers []ServerConfig
+	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
+		if o.serverFlag {
+			fmt.Fprintln(os.Stderr, "bench: -servers starts dev servers of its own; unset TEMPORAL_ADDRESS to use it")
+			return 2
+		}
+		servers = []ServerConfig{givenServer(addr)}
+	} else if servers, err = selectServers(o.servers); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -servers:", err)
+		return 2
+	}
+	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly, Batched: o.batched,
+		Progress: os.Stderr}
 	if o.shapes != "" {
 		if cfg.Shapes, err = selectShapes(o.shapes, o.scale); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: -shapes:", err)
@@ -115,10 +141,10 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := runWithServices(ctx, cfg, o)
+	suite, err := runSuite(ctx, cfg, o, servers)
 	code := 0
-	if rep != nil && len(rep.Measurements) > 0 {
-		code = output(rep, o)
+	if len(suite.Runs) > 0 {
+		code = output(suite, o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -128,58 +154,90 @@ func run(args []string) int {
 }
 
 // output prints the tables and writes the JSON (-out) and chart (-png).
-func output(rep *Report, o options) int {
+func output(suite *Suite, o options) int {
 	code := 0
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		code = 1
 	}
-	fmt.Printf("\nHerald commit %s, started %s, %d CPUs, Go %s, Temporal %s\n\n",
-		rep.Commit, rep.Started.Format(time.RFC3339), rep.CPUs, rep.GoVersion, rep.TemporalAddress)
-	if err := writeTables(os.Stdout, rep); err != nil {
+	if err := writeSuite(os.Stdout, suite); err != nil {
 		fail(err)
 	}
 	if o.out != "" {
-		if err := writeJSON(o.out, rep); err != nil {
+		if err := writeJSON(o.out, suite); err != nil {
 			fail(err)
 		}
 	}
 	if o.png != "" {
-		if err := writePNG(o.png, rep); err != nil {
+		if err := writePNG(o.png, suite); err != nil {
 			fail(err)
 		}
 	}
 	return code
 }
 
-// runWithServices provides the services, a fresh schema and (unless
-// TEMPORAL_NAMESPACE names one) a fresh namespace, runs the benchmark and
-// cleans up.
-func runWithServices(ctx context.Context, cfg Config, o options) (*Report, error) {
+// runSuite provides PostgreSQL once and measures on every server
+// configuration, repeat times, alternating, each on a Temporal server of its
+// own (or the one TEMPORAL_ADDRESS names). It returns what was measured so
+// far along with any error.
+func runSuite(ctx context.Context, cfg Config, o options, servers []ServerConfig) (*Suite, error) {
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
-	svc, err := startServices(ctx, cfg.ModuleRoot, os.Getenv, progress)
-	if o.keep && err == nil {
-		// Keep the servers too, so the kept schema and namespace can be looked at.
-		for _, cmd := range svc.started {
-			progress("left running; stop it with: %s", cmd)
-		}
-		progress("database %s, Temporal %s", svc.DatabaseURL, svc.TemporalAddress)
-	} else {
-		defer svc.stop()
-	}
+	suite := &Suite{}
+	pg, err := startPostgres(ctx, cfg.ModuleRoot, os.Getenv, progress)
+	defer keepOrStop(pg, o.keep && err == nil, progress)
 	if err != nil {
-		return nil, err
+		return suite, err
 	}
-	for k, v := range svc.PIDs {
-		if cfg.PIDs[k] == 0 {
-			cfg.PIDs[k] = v
+	cfg.DatabaseURL = pg.DatabaseURL
+	for i := range o.repeat {
+		for _, sc := range servers {
+			if o.repeat > 1 {
+				progress("== %s, run %d of %d", sc.Settings, i+1, o.repeat)
+			}
+			rep, err := runOnServer(ctx, cfg, o, sc, progress)
+			if rep != nil && len(rep.Measurements) > 0 {
+				suite.Runs = append(suite.Runs, rep)
+			}
+			if err != nil {
+				return suite, fmt.Errorf("%s: %w", sc.Name, err)
+			}
 		}
 	}
-	cfg.TemporalAddress = svc.TemporalAddress
+	return suite, nil
+}
+
+// keepOrStop stops the servers started here, or with -keep says how to.
+func keepOrStop(s *services, keep bool, progress func(string, ...any)) {
+	if !keep {
+		s.stop()
+		return
+	}
+	// Keep the servers too, so the kept schema and namespace can be looked at.
+	for _, cmd := range s.started {
+		progress("left running; stop it with: %s", cmd)
+	}
+}
+
+// runOnServer provides the Temporal server of sc (unless TEMPORAL_ADDRESS
+// names one), a fresh schema and (unless TEMPORAL_NAMESPACE names one) a
+// fresh namespace, runs the benchmark and cleans up.
+func runOnServer(ctx context.Context, cfg Config, o options, sc ServerConfig, progress func(string, ...any)) (*Report, error) {
+	cfg.Server = sc
+	cfg.PIDs = map[string]int{"temporal": o.temporalPID}
+	cfg.TemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
+	if cfg.TemporalAddress == "" {
+		svc, err := startTemporal(ctx, cfg.ModuleRoot, sc, progress)
+		defer keepOrStop(svc, o.keep && err == nil, progress)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TemporalAddress = svc.TemporalAddress
+		cfg.PIDs["temporal"] = svc.PIDs["temporal"]
+	}
 	id := randomHex(4)
-	dbURL, dropSchema, err := createSchema(ctx, svc.DatabaseURL, "bench_"+id)
+	dbURL, dropSchema, err := createSchema(ctx, cfg.DatabaseURL, "bench_"+id)
 	if err != nil {
 		return nil, err
 	}
@@ -205,9 +263,9 @@ func runWithServices(ctx context.Context, cfg Config, o options) (*Report, error
 			return nil, fmt.Errorf("create work folder: %w", err)
 		}
 		cfg.WorkDir = dir
-		progress("keeping schema bench_%s, namespace %s and worker logs in %s", id, cfg.Namespace, dir)
+		progress("keeping schema bench_%s, namespace %s and worker logs in %s; database %s", id, cfg.Namespace, dir, dbURL)
 	}
-	progress("PostgreSQL schema bench_%s, Temporal %s namespace %s", id, cfg.TemporalAddress, cfg.Namespace)
+	progress("PostgreSQL schema bench_%s, Temporal %s (%s) namespace %s", id, cfg.TemporalAddress, sc.Settings, cfg.Namespace)
 	rep, err := Run(ctx, cfg)
 	rep.Commit = gitCommit(cfg.ModuleRoot)
 	return rep, err

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -13,21 +15,32 @@ import (
 // terminal too): the results, the Temporal actions and task timings of the
 // sampled workflows, and the CPU time per delivery of each process.
 func writeTables(w io.Writer, rep *Report) error {
-	results := [][]string{{"shape", "system", "load", "deliveries", "seconds", "deliveries/s", "× ceiling",
-		"p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB"}}
+	header := []string{"shape", "system", "load", "deliveries", "seconds", "deliveries/s", "× ceiling"}
+	batched := hasSystem(rep, SystemBatched)
+	if batched {
+		header = append(header, "× batched")
+	}
+	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
 	for _, m := range rep.Measurements {
-		ratio, rss := "", ""
+		ratio, ratioBatched, rss := "", "", ""
 		if m.System == SystemHerald {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
 			}
+			if m.RatioBatched > 0 {
+				ratioBatched = fmt.Sprintf("%.2f×", m.RatioBatched)
+			}
 		}
-		results = append(results, []string{m.Shape.Name, m.System, m.Shape.String(),
+		row := []string{m.Shape.Name, m.System, m.Shape.String(),
 			fmt.Sprintf("%d/%d", m.Delivered, m.Deliveries), fmt.Sprintf("%.1f", m.Seconds),
-			fmt.Sprintf("%.1f", m.PerSecond), ratio,
+			fmt.Sprintf("%.1f", m.PerSecond), ratio}
+		if batched {
+			row = append(row, ratioBatched)
+		}
+		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss})
+			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
 		"SA upserts/event", "history events/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
@@ -66,6 +79,16 @@ func writeTables(w io.Writer, rep *Report) error {
 	return nil
 }
 
+// hasSystem reports whether rep measured system.
+func hasSystem(rep *Report, system string) bool {
+	for _, m := range rep.Measurements {
+		if m.System == system {
+			return true
+		}
+	}
+	return false
+}
+
 // markdownTable writes rows (the first is the header) with aligned columns.
 func markdownTable(w io.Writer, rows [][]string) error {
 	widths := make([]int, len(rows[0]))
@@ -96,24 +119,161 @@ func markdownTable(w io.Writer, rows [][]string) error {
 	return err
 }
 
-// readJSON reads a report written by writeJSON.
-func readJSON(path string) (*Report, error) {
+// Suite is what one invocation measured: a run per server configuration
+// (and per repetition), in the order measured.
+type Suite struct {
+	Runs []*Report `json:"runs"`
+}
+
+// writeSuite prints, when there are several runs, a summary with the median
+// figures of each server configuration, then every run's own tables headed
+// by its server settings.
+func writeSuite(w io.Writer, suite *Suite) error {
+	if len(suite.Runs) > 1 {
+		if _, err := fmt.Fprintf(w, "\nSummary: median of the runs of each server configuration (× ceiling: median of each run's own ratio)\n\n"); err != nil {
+			return err
+		}
+		if err := markdownTable(w, summaryRows(suite)); err != nil {
+			return err
+		}
+	}
+	for _, rep := range suite.Runs {
+		settings := rep.Server.Settings
+		if settings == "" {
+			settings = "settings not recorded"
+		}
+		if _, err := fmt.Fprintf(w, "\nTemporal %s: %s\nHerald commit %s, started %s, %d CPUs, Go %s\n\n",
+			rep.TemporalAddress, settings, rep.Commit, rep.Started.Format(time.RFC3339), rep.CPUs, rep.GoVersion); err != nil {
+			return err
+		}
+		if err := writeTables(w, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summaryRows are the rows (header first) of the summary: per server
+// configuration and shape, the median over runs of the ceiling's and
+// Herald's throughput, of Herald's ratio and latency percentiles, and the
+// total of lost, out of order and duplicate deliveries.
+func summaryRows(suite *Suite) [][]string {
+	batched := false
+	for _, rep := range suite.Runs {
+		batched = batched || hasSystem(rep, SystemBatched)
+	}
+	header := []string{"server", "shape", "load", "runs", "ceiling deliveries/s"}
+	if batched {
+		header = append(header, "batched deliveries/s")
+	}
+	header = append(header, "Herald deliveries/s", "× ceiling")
+	if batched {
+		header = append(header, "× batched")
+	}
+	rows := [][]string{append(header, "Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates")}
+	type key struct{ server, shape string }
+	var order []key
+	type acc struct {
+		shape                              Shape
+		runs                               int
+		ceiling, batched, herald, p50, p99 []float64
+		ratio, ratioBatched                []float64
+		lost, ooo, dups                    int
+	}
+	accs := map[key]*acc{}
+	for _, rep := range suite.Runs {
+		for _, m := range rep.Measurements {
+			k := key{rep.Server.Name, m.Shape.Name}
+			a := accs[k]
+			if a == nil {
+				a = &acc{shape: m.Shape}
+				accs[k] = a
+				order = append(order, k)
+			}
+			a.lost += m.Lost
+			a.ooo += m.OutOfOrder
+			a.dups += m.Duplicates
+			switch m.System {
+			case SystemCeiling:
+				a.ceiling = append(a.ceiling, m.PerSecond)
+			case SystemBatched:
+				a.batched = append(a.batched, m.PerSecond)
+			case SystemHerald:
+				a.runs++
+				a.herald = append(a.herald, m.PerSecond)
+				a.p50 = append(a.p50, m.LatencyMS.P50)
+				a.p99 = append(a.p99, m.LatencyMS.P99)
+				if m.Ratio > 0 {
+					a.ratio = append(a.ratio, m.Ratio)
+				}
+				if m.RatioBatched > 0 {
+					a.ratioBatched = append(a.ratioBatched, m.RatioBatched)
+				}
+			}
+		}
+	}
+	cell := func(vs []float64, format string) string {
+		if len(vs) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(format, median(vs))
+	}
+	for _, k := range order {
+		a := accs[k]
+		row := []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs), cell(a.ceiling, "%.1f")}
+		if batched {
+			row = append(row, cell(a.batched, "%.1f"))
+		}
+		row = append(row, cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"))
+		if batched {
+			row = append(row, cell(a.ratioBatched, "%.2f×"))
+		}
+		rows = append(rows, append(row, cell(a.p50, "%.0f"), cell(a.p99, "%.0f"),
+			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)))
+	}
+	return rows
+}
+
+// median of vs (the mean of the middle two for an even count).
+func median(vs []float64) float64 {
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// readJSON reads results written by writeJSON, or a single run's report as
+// earlier versions wrote it.
+func readJSON(path string) (*Suite, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
+	var suite Suite
+	if err := json.Unmarshal(b, &suite); err != nil {
 		return nil, fmt.Errorf("read results %s: %w", path, err)
 	}
-	return &rep, nil
+	if len(suite.Runs) == 0 {
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return nil, fmt.Errorf("read results %s: %w", path, err)
+		}
+		if len(rep.Measurements) == 0 {
+			return nil, fmt.Errorf("read results %s: no measurements", path)
+		}
+		suite.Runs = []*Report{&rep}
+	}
+	return &suite, nil
 }
 
-// writeJSON writes the report to path, indented.
-func writeJSON(path string, rep *Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
+// writeJSON writes the results to path, indented.
+func writeJSON(path string, suite *Suite) error {
+	b, err := json.MarshalIndent(suite, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
+		return fmt.Errorf("encode results: %w", err)
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

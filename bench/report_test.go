@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +41,7 @@ func TestReportOutputs(t *testing.T) {
 		}
 	}
 	var img bytes.Buffer
-	if err := encodeChart(&img, rep); err != nil {
+	if err := encodeChart(&img, &Suite{Runs: []*Report{rep}}); err != nil {
 		t.Fatal(err)
 	}
 	decoded, err := png.Decode(&img)
@@ -60,6 +63,95 @@ func TestReportOutputs(t *testing.T) {
 	}
 }
 
+// TestSuiteOutputs checks the summary of several runs (medians per server
+// configuration), the per-run headings, the stacked chart and the JSON
+// round trip, also of a single run's report as earlier versions wrote it.
+func TestSuiteOutputs(t *testing.T) {
+	run := func(server ServerConfig, ceiling, herald, p99 float64, dups int) *Report {
+		return &Report{Started: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, Server: server,
+			TemporalAddress: "127.0.0.1:7233", Measurements: []Measurement{
+				{Shape: StandardShapes[1], System: SystemCeiling, PerSecond: ceiling},
+				{Shape: StandardShapes[1], System: SystemBatched, PerSecond: 2 * ceiling},
+				{Shape: StandardShapes[1], System: SystemHerald, PerSecond: herald, Ratio: herald / ceiling,
+					RatioBatched: herald / ceiling / 2, LatencyMS: Latency{P50: p99 / 2, P99: p99}, Duplicates: dups},
+			}}
+	}
+	def, eager := ServerConfigs[0], ServerConfigs[1]
+	suite := &Suite{Runs: []*Report{
+		run(def, 20, 40, 900, 0), run(eager, 50, 100, 300, 0),
+		run(def, 10, 40, 1500, 1), run(eager, 50, 75, 200, 0),
+		run(def, 20, 10, 100, 0), run(eager, 40, 120, 250, 0),
+	}}
+	var b bytes.Buffer
+	if err := writeSuite(&b, suite); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		// default: ceiling 10, 20, 20; Herald 40, 40, 10; ratios 2, 4, 0.5; p99 900, 1500, 100.
+		"| default | B     | 200 keys × 5 | 3    | 20.0                 | 40.0                 | 40.0                | 2.00×     | 1.00×     | 450           | 900           | 0 / 0 / 1 ",
+		// eager: ratios 2, 1.5, 3.
+		"| eager   | B     | 200 keys × 5 | 3    | 50.0                 | 100.0                | 100.0               | 2.00×     | 1.00×     | 125           | 250           | 0 / 0 / 0 ",
+		"| × batched |",
+		"Temporal 127.0.0.1:7233: " + def.Settings,
+		"Temporal 127.0.0.1:7233: " + eager.Settings,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	var img bytes.Buffer
+	if err := encodeChart(&img, suite); err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := png.Decode(&img)
+	if err != nil {
+		t.Fatalf("chart is not a PNG: %v", err)
+	}
+	if b := decoded.Bounds(); b.Dx() != chartW || b.Dy() != 6*chartH {
+		t.Errorf("chart is %v, want %dx%d", b, chartW, 6*chartH)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	if err := writeJSON(path, suite); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Runs) != 6 || back.Runs[1].Server.Name != "eager" || back.Runs[2].Measurements[2].Duplicates != 1 {
+		t.Errorf("read back %d runs, second on %q", len(back.Runs), back.Runs[1].Server.Name)
+	}
+	old, err := json.Marshal(suite.Runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = readJSON(path); err != nil || len(back.Runs) != 1 || len(back.Runs[0].Measurements) != 3 {
+		t.Errorf("a single report reads back as %+v, %v", back, err)
+	}
+}
+
+func TestSelectServers(t *testing.T) {
+	got, err := selectServers(" Eager, default")
+	if err != nil || len(got) != 2 || got[0].Name != "eager" || got[1].Name != "default" {
+		t.Fatalf("selectServers = %+v, %v", got, err)
+	}
+	if len(got[1].Flags) != 0 {
+		t.Errorf("the default configuration adds flags %v; it must be the server's defaults", got[1].Flags)
+	}
+	for _, bad := range []string{"", "default,default", "fast"} {
+		if _, err := selectServers(bad); err == nil {
+			t.Errorf("selectServers(%q) accepted", bad)
+		}
+	}
+}
+
 func TestDurationLabel(t *testing.T) {
 	tests := []struct {
 		ms   float64
@@ -69,5 +161,18 @@ func TestDurationLabel(t *testing.T) {
 		if got := durationLabel(tt.ms); got != tt.want {
 			t.Errorf("durationLabel(%g) = %q, want %q", tt.ms, got, tt.want)
 		}
+	}
+}
+
+func TestParseFlagsServers(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.servers != "default,eager" || o.serverFlag || o.repeat != 1 || !o.batched {
+		t.Errorf("defaults: %+v, %v; want both server configurations, once, with the batched ceiling", o, err)
+	}
+	if o, err = parseFlags([]string{"-servers", "eager", "-repeat", "3"}); err != nil || !o.serverFlag || o.repeat != 3 {
+		t.Errorf("-servers eager -repeat 3: %+v, %v", o, err)
+	}
+	if _, err = parseFlags([]string{"-repeat", "0"}); err == nil {
+		t.Error("-repeat 0 accepted")
 	}
 }

@@ -32,8 +32,66 @@ var searchAttributes = map[string]enumspb.IndexedValueType{
 	"HeraldQueued":       enumspb.INDEXED_VALUE_TYPE_INT,
 }
 
-// services are the PostgreSQL server and Temporal frontend of a run, either
-// given by the environment or started here with the project's scripts.
+// ServerConfig is a Temporal server configuration the benchmark measures
+// on: a dev server started by scripts/temporal.sh with these start-dev flags
+// on top of the server's defaults.
+type ServerConfig struct {
+	// Name is what -servers selects ("default", "eager").
+	Name string `json:"name"`
+	// Settings describes the server for the tables.
+	Settings string `json:"settings"`
+	// Flags are the extra start-dev flags.
+	Flags []string `json:"flags,omitempty"`
+}
+
+// ServerConfigs are the configurations make bench measures by default, in
+// order: the Temporal server's own defaults, which is what a new user runs,
+// and the same with eager activity execution on, which some operators
+// enable. Herald must be fast on both; neither is tuned for it.
+var ServerConfigs = []ServerConfig{
+	{Name: "default", Settings: "dev server, default settings (eager activity execution off)"},
+	{Name: "eager", Settings: "dev server, default settings + system.enableActivityEagerExecution=true",
+		Flags: []string{"--dynamic-config-value", "system.enableActivityEagerExecution=true"}},
+}
+
+// selectServers picks server configurations by name ("default,eager").
+func selectServers(names string) ([]ServerConfig, error) {
+	var out []ServerConfig
+	seen := map[string]bool{}
+	for _, name := range strings.Split(names, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("server configuration %s named twice", name)
+		}
+		seen[name] = true
+		found := false
+		for _, sc := range ServerConfigs {
+			if sc.Name == name {
+				out = append(out, sc)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown server configuration %q (use default, eager)", name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no server configuration selected")
+	}
+	return out, nil
+}
+
+// givenServer describes a Temporal server named by TEMPORAL_ADDRESS, whose
+// settings the benchmark does not know.
+func givenServer(address string) ServerConfig {
+	return ServerConfig{Name: "given", Settings: "TEMPORAL_ADDRESS=" + address + " (its own settings)"}
+}
+
+// services are the servers of a run, either given by the environment or
+// started here with the project's scripts.
 type services struct {
 	DatabaseURL     string
 	TemporalAddress string
@@ -44,7 +102,7 @@ type services struct {
 	started []string
 }
 
-// stop stops whatever startServices started, newest first.
+// stop stops whatever was started here, newest first.
 func (s *services) stop() {
 	if s == nil {
 		return
@@ -54,38 +112,44 @@ func (s *services) stop() {
 	}
 }
 
-// startServices reuses HERALD_DATABASE_URL and TEMPORAL_ADDRESS when set, as
-// make test does, and otherwise starts a throwaway PostgreSQL cluster and
-// Temporal dev server in temporary folders (stopped and removed by stop).
-func startServices(ctx context.Context, root string, getenv func(string) string, progress func(string, ...any)) (*services, error) {
-	s := &services{DatabaseURL: getenv("HERALD_DATABASE_URL"), TemporalAddress: getenv("TEMPORAL_ADDRESS"), PIDs: map[string]int{}}
-	if s.DatabaseURL == "" {
-		progress("starting a throwaway PostgreSQL (scripts/pg.sh)")
-		dir, out, err := runScript(ctx, root, "pg.sh", "herald-bench-pg-")
-		if dir != "" {
-			s.stops = append(s.stops, func() { stopScript(root, "pg.sh", dir) })
-			s.started = append(s.started, filepath.Join(root, "scripts", "pg.sh")+" stop "+dir)
-		}
-		if err != nil {
-			return s, err
-		}
-		s.DatabaseURL = out
+// startPostgres reuses HERALD_DATABASE_URL when set, as make test does, and
+// otherwise starts a throwaway PostgreSQL cluster in a temporary folder
+// (stopped and removed by stop).
+func startPostgres(ctx context.Context, root string, getenv func(string) string, progress func(string, ...any)) (*services, error) {
+	s := &services{DatabaseURL: getenv("HERALD_DATABASE_URL"), PIDs: map[string]int{}}
+	if s.DatabaseURL != "" {
+		return s, nil
 	}
-	if s.TemporalAddress == "" {
-		progress("starting a throwaway Temporal dev server (scripts/temporal.sh)")
-		dir, out, err := runScript(ctx, root, "temporal.sh", "herald-bench-temporal-", "--headless")
-		if dir != "" {
-			s.stops = append(s.stops, func() { stopScript(root, "temporal.sh", dir) })
-			s.started = append(s.started, filepath.Join(root, "scripts", "temporal.sh")+" stop "+dir)
-		}
-		if err != nil {
-			return s, err
-		}
-		s.TemporalAddress = out
-		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				s.PIDs["temporal"] = pid
-			}
+	progress("starting a throwaway PostgreSQL (scripts/pg.sh)")
+	dir, out, err := runScript(ctx, root, "pg.sh", "herald-bench-pg-")
+	if dir != "" {
+		s.stops = append(s.stops, func() { stopScript(root, "pg.sh", dir) })
+		s.started = append(s.started, filepath.Join(root, "scripts", "pg.sh")+" stop "+dir)
+	}
+	if err != nil {
+		return s, err
+	}
+	s.DatabaseURL = out
+	return s, nil
+}
+
+// startTemporal starts a throwaway Temporal dev server with the flags of sc
+// in a temporary folder (stopped and removed by stop).
+func startTemporal(ctx context.Context, root string, sc ServerConfig, progress func(string, ...any)) (*services, error) {
+	s := &services{PIDs: map[string]int{}}
+	progress("starting a throwaway Temporal dev server (scripts/temporal.sh): %s", sc.Settings)
+	dir, out, err := runScript(ctx, root, "temporal.sh", "herald-bench-temporal-", append([]string{"--headless"}, sc.Flags...)...)
+	if dir != "" {
+		s.stops = append(s.stops, func() { stopScript(root, "temporal.sh", dir) })
+		s.started = append(s.started, filepath.Join(root, "scripts", "temporal.sh")+" stop "+dir)
+	}
+	if err != nil {
+		return s, err
+	}
+	s.TemporalAddress = out
+	if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			s.PIDs["temporal"] = pid
 		}
 	}
 	return s, nil

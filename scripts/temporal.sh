@@ -2,9 +2,13 @@
 # Pinned Temporal CLI and its dev server, for make dev, make test and CI.
 #
 #   scripts/temporal.sh install            build the pinned CLI into .tools/bin once; prints its path
-#   scripts/temporal.sh start DIR [--headless]
-#                                          start a dev server on loopback with a SQLite file in DIR
-#                                          and Herald's search attributes; prints host:port
+#   scripts/temporal.sh start DIR [--headless] [start-dev flags…]
+#                                          start a dev server on loopback with a SQLite file in DIR,
+#                                          Herald's search attributes and otherwise the server's
+#                                          default settings; further flags go to start-dev as they
+#                                          are (make bench adds --dynamic-config-value
+#                                          system.enableActivityEagerExecution=true for its second
+#                                          configuration); prints host:port
 #   scripts/temporal.sh stop DIR           stop it
 set -euo pipefail
 # The Go release Herald builds with (go.mod's toolchain line); the go command fetches it.
@@ -31,7 +35,7 @@ cmd=${1:-}
 case "$cmd" in
   install) install ;;
   start)
-    dir=${2:?usage: $0 start DIR [--headless]}; shift 2
+    dir=${2:?usage: $0 start DIR [--headless] [start-dev flags...]}; shift 2
     install >/dev/null
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "127.0.0.1:$(cat "$dir/port")"; exit 0; fi
@@ -41,16 +45,15 @@ case "$cmd" in
     if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port 25000 30999); fi
     echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"
     uiflag=(--ui-port "$ui")
-    [ "${1:-}" = "--headless" ] && uiflag=(--headless)
-    # Eager activity execution hands a delivery to the worker in the reply to
-    # the workflow task that scheduled it, saving a round trip per delivery.
+    if [ "${1:-}" = "--headless" ]; then uiflag=(--headless); shift; fi
+    # No tuning of the server for Herald: its defaults (eager activity
+    # execution off among them) are what a new user's server has.
     setsid "$bin" server start-dev --ip 127.0.0.1 --port "$port" "${uiflag[@]}" \
       --db-filename "$dir/temporal.db" --log-level warn \
       --search-attribute HeraldSubscription=Keyword --search-attribute HeraldApp=Keyword \
       --search-attribute HeraldEventType=Keyword --search-attribute HeraldStatus=Keyword \
       --search-attribute HeraldQueued=Int \
-      --dynamic-config-value system.enableActivityEagerExecution=true \
-      >"$dir/server.log" 2>&1 </dev/null &
+      "$@" >"$dir/server.log" 2>&1 </dev/null &
     echo $! >"$dir/pid"
     for _ in $(seq 1 120); do
       if "$bin" operator cluster health --address "127.0.0.1:$port" 2>/dev/null | grep -qi serving; then
@@ -69,5 +72,5 @@ case "$cmd" in
       kill -9 "$pid" 2>/dev/null || true; rm -f "$dir/pid"
     fi
     ;;
-  *) echo "usage: $0 install | start DIR [--headless] | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 install | start DIR [--headless] [start-dev flags...] | stop DIR" >&2; exit 2 ;;
 esac

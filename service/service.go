@@ -99,15 +99,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	// worker's memory however many keys are live (an evicted workflow is
 	// replayed from its short history when it next has work).
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	s.worker = worker.New(s.Temporal, workflows.TaskQueue, worker.Options{
-		// On SIGTERM, deliveries in flight get this long to finish before
-		// they are cancelled (and retried by Temporal elsewhere).
-		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
-		// Autoscaled pollers keep a poll open on every partition of the task
-		// queue, so a new key's first workflow task is not left waiting.
-		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
-		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
-	})
+	s.worker = worker.New(s.Temporal, workflows.TaskQueue, workerOptions(cfg))
 	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
 	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
 	s.worker.RegisterActivity(acts)
@@ -135,6 +127,32 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		return nil, err
 	}
 	return s, nil
+}
+
+// Pollers per worker process: a fixed number of long polls for workflow
+// tasks (one pool serving both the task queue and the worker's sticky
+// queue) and for activity tasks. Fixed, not autoscaled: on a Temporal
+// server without poller autoscaling support (the 1.29 dev server among
+// them) the SDK's autoscaled pollers left workflow tasks waiting on the
+// sticky queue until their 5 s schedule-to-start timeout, and let started
+// workflow tasks run into their 10 s start-to-close timeout, which cut
+// Herald below the bare Temporal shape's throughput (issue 13). Set
+// explicitly, the counts also keep the SDK from enrolling the worker into
+// autoscaling when a namespace offers it.
+const (
+	WorkflowTaskPollers = 2
+	ActivityTaskPollers = 2
+)
+
+// workerOptions are the Temporal worker's options for cfg.
+func workerOptions(cfg config.Worker) worker.Options {
+	return worker.Options{
+		// On SIGTERM, deliveries in flight get this long to finish before
+		// they are cancelled (and retried by Temporal elsewhere).
+		WorkerStopTimeout:                cfg.DeliveryTimeout + 5*time.Second,
+		MaxConcurrentWorkflowTaskPollers: WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers: ActivityTaskPollers,
+	}
 }
 
 // Addr is the address the HTTP server listens on.
