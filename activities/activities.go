@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -355,7 +354,7 @@ func errNotTheKey(subscriptionID, subjectKey string) error {
 func uuids(evs []Event) []string {
 	out := make([]string, 0, len(evs))
 	for _, ev := range evs {
-		if u, err := uuid.Parse(ev.ID); err == nil && u.String() == ev.ID {
+		if store.IsUUID(ev.ID) {
 			out = append(out, ev.ID)
 		}
 	}

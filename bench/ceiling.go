@@ -68,17 +68,8 @@ func CeilingWorkflow(ctx workflow.Context, in CeilingInput) error {
 	for {
 		var ev CeilingEvent
 		if !events.ReceiveAsync(&ev) {
-			got := false
-			timerCtx, cancel := workflow.WithCancel(ctx)
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, &ev)
-				got = true
-			})
-			sel.AddFuture(workflow.NewTimer(timerCtx, ceilingIdle), func(workflow.Future) {})
-			sel.Select(ctx)
-			cancel()
-			if !got && !events.ReceiveAsync(&ev) {
+			var ok bool
+			if ev, ok = nextEvent(ctx, events); !ok {
 				return nil
 			}
 		}
@@ -86,6 +77,24 @@ func CeilingWorkflow(ctx workflow.Context, in CeilingInput) error {
 			return fmt.Errorf("post event %s: %w", ev.ID, err)
 		}
 	}
+}
+
+// nextEvent waits for the next event signal, up to ceilingIdle; ok is false
+// when the key stayed idle that long (its workflow then completes).
+func nextEvent(ctx workflow.Context, events workflow.ReceiveChannel) (ev CeilingEvent, ok bool) {
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, &ev)
+		ok = true
+	})
+	sel.AddFuture(workflow.NewTimer(timerCtx, ceilingIdle), func(workflow.Future) {})
+	sel.Select(ctx)
+	if !ok {
+		ok = events.ReceiveAsync(&ev)
+	}
+	return ev, ok
 }
 
 // CeilingBatch is the input of the batched ceiling's activity: the events of
@@ -113,18 +122,8 @@ func BatchedWorkflow(ctx workflow.Context, in CeilingInput) error {
 			batch = append(batch, ev)
 		}
 		if len(batch) == 0 {
-			var ev CeilingEvent
-			got := false
-			timerCtx, cancel := workflow.WithCancel(ctx)
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(events, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, &ev)
-				got = true
-			})
-			sel.AddFuture(workflow.NewTimer(timerCtx, ceilingIdle), func(workflow.Future) {})
-			sel.Select(ctx)
-			cancel()
-			if !got && !events.ReceiveAsync(&ev) {
+			ev, ok := nextEvent(ctx, events)
+			if !ok {
 				return nil
 			}
 			// Drain whatever else came with it before posting.

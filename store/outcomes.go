@@ -206,7 +206,7 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 }
 
 func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject string, us []OutcomeUpdate) error {
-	us = slices.DeleteFunc(slices.Clone(us), func(u OutcomeUpdate) bool { return !isUUID(u.EventID) })
+	us = slices.DeleteFunc(slices.Clone(us), func(u OutcomeUpdate) bool { return !IsUUID(u.EventID) })
 	if len(us) == 0 {
 		return nil
 	}
@@ -262,7 +262,7 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 	refused := map[string]string{}
 	var valid []string
 	for _, id := range ids {
-		if !isUUID(id) {
+		if !IsUUID(id) {
 			refused[id] = "event_not_found"
 			continue
 		}
@@ -318,9 +318,9 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 	return out, refused, nil
 }
 
-// isUUID reports whether id is a UUID in canonical form, as the event log
+// IsUUID reports whether id is a UUID in canonical form, as the event log
 // stores ids; anything else names no event.
-func isUUID(id string) bool {
+func IsUUID(id string) bool {
 	u, err := uuid.Parse(id)
 	return err == nil && u.String() == id
 }
