@@ -1,5 +1,6 @@
 # Herald's two set-up commands are `make dev` and `make test`; see README.md.
-.PHONY: dev test build vet temporal-cli clean bench chaos
+.PHONY: help dev test build vet temporal-cli clean bench chaos
+.DEFAULT_GOAL := help
 
 GO ?= go
 # The Go release Herald is built and tested with (go.mod's toolchain line, which
@@ -40,3 +41,7 @@ temporal-cli:
 clean:
 	-scripts/dev.sh stop
 	rm -rf .dev bin
+
+## help: list the targets (the default goal)
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); split($$0, a, ":"); printf "  %-14s%s\n", a[1], substr($$0, length(a[1]) + 2); next } /^##  / { sub(/^## +/, ""); printf "  %-14s%s\n", "", $$0 }' $(MAKEFILE_LIST)

@@ -30,7 +30,7 @@ func DeliveryWorkflowID(subscriptionID, subjectKey string) string {
 	return "deliver:" + subscriptionID + ":" + subjectKey
 }
 
-// Error codes of a delivery attempt (SPEC §6).
+// Error codes of a delivery attempt (docs/design.md#the-http-contract-of-a-delivery).
 const (
 	CodeSchemaMismatch          = "schema_mismatch"
 	CodeSubscriptionUnavailable = "subscription_unavailable"

@@ -22,7 +22,7 @@ import (
 	"herald/netguard"
 )
 
-// Limits and defaults of one delivery attempt (SPEC §6).
+// Limits and defaults of one delivery attempt (docs/design.md#the-http-contract-of-a-delivery).
 const (
 	// DefaultPostTimeout bounds an attempt when PostRequest.Timeout is zero.
 	DefaultPostTimeout = 30 * time.Second
@@ -299,7 +299,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// classifyResponse maps an HTTP response to a result (SPEC §6).
+// classifyResponse maps an HTTP response to a result (docs/design.md#the-http-contract-of-a-delivery).
 func classifyResponse(resp *http.Response, body []byte, now time.Time) PostResult {
 	res := PostResult{Status: resp.StatusCode}
 	code := resp.StatusCode

@@ -2,7 +2,7 @@
 // batch (a JSON array or NDJSON), authenticated with per-app bearer tokens
 // (`starter apps token create`). It validates and records events with the
 // same publisher as `starter publish`, and answers refusals as RFC 9457
-// problem details carrying the publisher's rejection codes (SPEC §3, §11).
+// problem details carrying the publisher's rejection codes (docs/design.md#publishing).
 // The worker serves it on HERALD_API_ADDR; see api/openapi.yaml.
 package api
 

@@ -8,7 +8,7 @@ import (
 	"herald/publish"
 )
 
-// Problem codes of the API beyond the publisher's rejection codes (SPEC §3).
+// Problem codes of the API beyond the publisher's rejection codes (docs/design.md#publishing).
 const (
 	CodeUnauthorized         = "unauthorized"
 	CodeNotFound             = "not_found"
@@ -32,7 +32,7 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
-	// Code is the rejection code (SPEC §3) or one of the API's own codes.
+	// Code is the rejection code (docs/design.md#publishing) or one of the API's own codes.
 	Code string `json:"code"`
 	// Errors lists the schema violations of a data_invalid event.
 	Errors []manifest.DataError `json:"errors,omitempty"`

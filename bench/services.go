@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// searchAttributes are Herald's search attributes (SPEC §5), registered on a
+// searchAttributes are Herald's search attributes (docs/design.md#the-delivery-workflow), registered on a
 // namespace the benchmark creates.
 var searchAttributes = map[string]enumspb.IndexedValueType{
 	"HeraldSubscription": enumspb.INDEXED_VALUE_TYPE_KEYWORD,

@@ -13,7 +13,7 @@ import (
 )
 
 // subscriptionHeader names the subscription of a delivery. Herald sets it
-// (SPEC §6); the ceiling's activity sets it too.
+// (docs/design.md#the-http-contract-of-a-delivery); the ceiling's activity sets it too.
 const subscriptionHeader = "Herald-Subscription"
 
 // delivery identifies one expected arrival: an event for one subscription.

@@ -36,7 +36,7 @@ type workerProcess struct {
 	waitErr error
 }
 
-// workerSettings are the environment of a worker process (SPEC §8).
+// workerSettings are the environment of a worker process (docs/configuration.md).
 type workerSettings struct {
 	DatabaseURL     string
 	TemporalAddress string

@@ -133,7 +133,7 @@ func (p *problems) done() []string {
 }
 
 // analyze checks the arrivals of a run against what was published (see
-// the README's Reliability section for the definitions):
+// docs/reliability.md for the definitions):
 //
 //   - no loss: every accepted event has a 2xx arrival at every subscription;
 //   - order: every arrival of event n of a key, whatever its answer, starts

@@ -9,6 +9,6 @@
 // duplicates only where a fault made them possible.
 //
 // The full suite is behind the build tag "chaos" (make chaos); a short
-// version without the tag runs in make test. The README's Reliability section describes
+// version without the tag runs in make test. docs/reliability.md describes
 // the guarantees and how each is checked.
 package chaos

@@ -25,7 +25,7 @@ import (
 // Settings every worker of the suite runs with. The retry schedule keeps the
 // default's 8 attempts but compresses its delays (1s … 1h) to at most 2 s, so
 // that retries after a fault happen within the run instead of minutes or
-// hours later; the README's Reliability section explains why nothing can exhaust them.
+// hours later; docs/reliability.md explains why nothing can exhaust them.
 const (
 	retrySchedule   = "200ms,500ms,1s,2s,2s,2s,2s"
 	maxAttempts     = 8

@@ -1,4 +1,4 @@
-// Package cli is the `starter` command line (SPEC §8): the operator and
+// Package cli is the `starter` command line (docs/design.md#command-line): the operator and
 // publisher tool that migrates the database, applies manifests, publishes
 // events and shows catalog, subscriptions, audit trail and status, and that
 // lists, inspects and recovers delivery workflows in Temporal. The starter
@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Exit codes (SPEC §8).
+// Exit codes (docs/design.md#command-line).
 const (
 	// ExitOK: the command did what was asked.
 	ExitOK = 0

@@ -12,11 +12,11 @@ import (
 	"herald/workflows"
 )
 
-// deliveryIDPrefix starts every delivery workflow id (SPEC §1).
+// deliveryIDPrefix starts every delivery workflow id (docs/design.md#identifiers).
 const deliveryIDPrefix = "deliver:"
 
 // validSubscriptionID reports whether s has the form of a subscription id,
-// "<subscriber-app>:<event-type>@<version>" (SPEC §1).
+// "<subscriber-app>:<event-type>@<version>" (docs/design.md#identifiers).
 func validSubscriptionID(s string) bool {
 	app, rest, ok := strings.Cut(s, ":")
 	if !ok || !manifest.ValidAppID(app) {

@@ -18,8 +18,8 @@ import (
 const (
 	// envWorkerURL names the worker's HTTP base URL.
 	envWorkerURL = "HERALD_WORKER_URL"
-	// defaultWorkerURL matches the worker's default HERALD_HTTP_ADDR.
-	defaultWorkerURL = "http://127.0.0.1:8088"
+	// defaultWorkerURL is the worker's default HERALD_HTTP_ADDR as a URL.
+	defaultWorkerURL = "http://" + config.DefaultHTTPAddr
 	readyzTimeout    = 3 * time.Second
 
 	workerReady       = "ready"

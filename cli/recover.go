@@ -13,7 +13,7 @@ import (
 	"herald/workflows"
 )
 
-// signalOp is one of the operator signals of SPEC §5 as a starter command.
+// signalOp is one of the operator signals of docs/design.md#the-delivery-workflow as a starter command.
 type signalOp struct {
 	// name is both the command and the signal name.
 	name string

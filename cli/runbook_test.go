@@ -20,7 +20,7 @@ import (
 	"herald/workflows"
 )
 
-// TestRunbookTemporalCommands runs the README runbook's temporal command lines
+// TestRunbookTemporalCommands runs the runbook's (docs/runbook.md) temporal command lines
 // exactly as printed (only --address and --namespace added) with the pinned
 // Temporal CLI: the state query shows a failed key, the redeliver signal
 // recovers it, and the batch cancel skips the failed head of another key.
@@ -59,7 +59,7 @@ func TestRunbookTemporalCommands(t *testing.T) {
 // with "temporal ".
 func runbookCommands(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.RepoRoot(), "README.md"))
+	f, err := os.Open(filepath.Join(testenv.RepoRoot(), "docs", "runbook.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

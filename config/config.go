@@ -1,4 +1,4 @@
-// Package config reads Herald's settings from the environment (SPEC §8). The
+// Package config reads Herald's settings from the environment (docs/design.md#environment). The
 // `env` tag of each field names its variable; docs and docker-compose are
 // checked against these tags.
 package config

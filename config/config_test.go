@@ -71,7 +71,7 @@ func TestEnvNames(t *testing.T) {
 			found = found || n == want
 		}
 		if !found {
-			t.Errorf("SPEC §8 variable %s is not read by the worker", want)
+			t.Errorf("documented variable %s is not read by the worker", want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package manifest reads and validates app manifests (SPEC §1–§2): the events an
+// Package manifest reads and validates app manifests (docs/design.md#identifiers and #manifests): the events an
 // app publishes, with their JSON Schemas, and the events it subscribes to.
 package manifest
 

@@ -10,7 +10,7 @@ import (
 	"herald/filter"
 )
 
-// Limits on identifiers and values (SPEC §1).
+// Limits on identifiers and values (docs/design.md#identifiers).
 const (
 	// MinVersion and MaxVersion bound event and subscription versions.
 	MinVersion = 1
@@ -62,7 +62,7 @@ func versionMessage(got string) string {
 	return fmt.Sprintf("must be an integer from %d to %d, got %s", MinVersion, MaxVersion, got)
 }
 
-// Validate checks the manifest against SPEC §1–§2: identifiers, the endpoint,
+// Validate checks the manifest against docs/design.md#identifiers and #manifests: identifiers, the endpoint,
 // the events with their JSON Schemas, and the subscriptions. It returns a
 // *ValidationError listing every problem, or nil.
 func (m *Manifest) Validate() error {

@@ -1,5 +1,5 @@
 // Package publish validates events against their declarations and records
-// them in the event log (SPEC §3): the library behind `starter publish`,
+// them in the event log (docs/design.md#publishing): the library behind `starter publish`,
 // including bulk publishing from NDJSON files.
 package publish
 

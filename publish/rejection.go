@@ -9,7 +9,7 @@ import (
 	"herald/manifest"
 )
 
-// Rejection codes (SPEC §3). CodeIDInvalid is Herald's addition to the
+// Rejection codes (docs/design.md#publishing). CodeIDInvalid is Herald's addition to the
 // table: a given event id that is not a UUID.
 const (
 	CodeUnknownApp       = "unknown_app"

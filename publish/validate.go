@@ -16,7 +16,7 @@ import (
 	"herald/store"
 )
 
-// Limits of SPEC §1.
+// Limits of docs/design.md#identifiers.
 const (
 	// MaxSubjectBytes is the longest subject key.
 	MaxSubjectBytes = 200
@@ -45,7 +45,7 @@ func ownsType(app, typ string) bool {
 	return len(typ) > len(app)+1 && strings.HasPrefix(typ, app+".")
 }
 
-// validateRequest runs the checks of SPEC §3 in order on r and builds the
+// validateRequest runs the checks of docs/design.md#publishing in order on r and builds the
 // event to insert. It touches no database: the caller looks the app and the
 // declaration up first. The id_conflict check needs the event log and is left
 // to the insert.
@@ -117,7 +117,7 @@ func eventID(given, generated string) (string, *Rejection) {
 	return u.String(), nil
 }
 
-// checkSubject enforces SPEC §1: 1..200 bytes of printable UTF-8.
+// checkSubject enforces docs/design.md#identifiers: 1..200 bytes of printable UTF-8.
 func checkSubject(s string) *Rejection {
 	switch {
 	case s == "":

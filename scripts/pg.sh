@@ -9,7 +9,7 @@
 #   scripts/pg.sh runtime-url DIR
 #                             print the URL of the runtime role
 #
-# Two roles, as in production (README, "Production"): herald owns the
+# Two roles, as in production (docs/production.md): herald owns the
 # database and Herald's tables and runs the migrations (and, with CREATEROLE,
 # the tests that make roles of their own); herald_app is the runtime role of
 # the workers and the starter CLI, granted its privileges by

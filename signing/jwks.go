@@ -7,7 +7,7 @@ import (
 	"net/http"
 )
 
-// JWKSPath is where the worker serves the key set (SPEC §8).
+// JWKSPath is where the worker serves the key set (docs/design.md#command-line).
 const JWKSPath = "/.well-known/jwks.json"
 
 // jwk is one public key in JWKS form (RFC 8037 for OKP keys).

@@ -1,5 +1,5 @@
 // Package signing holds Herald's Ed25519 delivery keys: generating them,
-// loading them from PEM files, signing delivery JWTs (SPEC §6) and publishing
+// loading them from PEM files, signing delivery JWTs (docs/design.md#the-http-contract-of-a-delivery) and publishing
 // the public keys as a JWKS.
 package signing
 

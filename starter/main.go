@@ -1,4 +1,4 @@
-// Command starter is Herald's operator and publisher command line (SPEC §8):
+// Command starter is Herald's operator and publisher command line (docs/design.md#command-line):
 // migrations, manifests, publishing, catalog, subscriptions, audit and
 // status. Run `starter help` for the commands; the logic lives in herald/cli.
 package main

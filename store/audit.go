@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Audit actions (SPEC §7).
+// Audit actions (docs/design.md#audit).
 const (
 	ActionAppApplied          = "app.applied"
 	ActionAppRemoved          = "app.removed"

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// maxVersion is the largest event version (SPEC §1).
+// maxVersion is the largest event version (docs/design.md#identifiers).
 const maxVersion = 1000000
 
 // maxReasonRunes caps the stored reason of a rejection.

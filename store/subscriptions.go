@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Subscription states (SPEC §2).
+// Subscription states (docs/design.md#manifests).
 const (
 	StateActive    = "active"
 	StateBlocked   = "blocked"
@@ -18,7 +18,7 @@ const (
 	StateCancelled = "cancelled"
 )
 
-// Reasons a subscription is not active (SPEC §2). An active subscription has
+// Reasons a subscription is not active (docs/design.md#manifests). An active subscription has
 // no reason.
 const (
 	ReasonEventNotDeclared          = "event_not_declared"
@@ -206,7 +206,7 @@ func (s *Store) SetSubscriptionPaused(ctx context.Context, id string, paused boo
 }
 
 // derivedState is the state declaration sync gives a subscription that is
-// neither paused nor cancelled (SPEC §2 step 5).
+// neither paused nor cancelled (docs/design.md#manifests).
 func derivedState(ctx context.Context, q Querier, eventType string, version int) (state, reason string, err error) {
 	var hasPlace bool
 	err = q.QueryRow(ctx, `

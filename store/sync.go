@@ -113,7 +113,7 @@ type StateChange struct {
 }
 
 // ApplyManifest brings the stored declarations and subscriptions of m.App in
-// line with m (SPEC §2), in one transaction, and then recomputes the state of
+// line with m (docs/design.md#manifests), in one transaction, and then recomputes the state of
 // every subscription of every app. m must already be validated.
 //
 // Applies of one app are serialized by an advisory lock on the app; an apply
@@ -591,7 +591,7 @@ func cancelSubscriptions(ctx context.Context, tx pgx.Tx, app string, keep map[st
 
 // recomputeStates gives every subscription that is neither paused nor
 // cancelled, and every cancelled one listed in restore, the state its
-// declaration calls for (SPEC §2 step 5), writing one audit row per change.
+// declaration calls for (docs/design.md#manifests), writing one audit row per change.
 // Rows are locked in id order; the caller holds lockSubscriptionStates.
 func recomputeStates(ctx context.Context, tx pgx.Tx, actor string, restore []string, res *ApplyResult) error {
 	if restore == nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Event is a delivered CloudEvent (SPEC §3) with the delivery's metadata.
+// Event is a delivered CloudEvent (docs/design.md#publishing) with the delivery's metadata.
 type Event struct {
 	// CloudEvent attributes.
 	SpecVersion     string

@@ -1,6 +1,7 @@
 package subscriber_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,18 +32,28 @@ func TestReadmeReceiverCompiles(t *testing.T) {
 	if n := strings.Count(code, "\n"); n >= 30 {
 		t.Fatalf("the README receiver has %d lines, want under 30", n)
 	}
-	// Build it as a program inside this module, where herald/subscriber resolves.
-	dir, err := os.MkdirTemp(root, ".readme-receiver-")
+	// Build it as a program inside this module, where herald/subscriber
+	// resolves, through an overlay: nothing is written into the checkout.
+	tmp := t.TempDir()
+	mainGo := filepath.Join(tmp, "main.go")
+	if err := os.WriteFile(mainGo, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virtual := filepath.Join(root, "subscriber", "readme-receiver-overlay", "main.go")
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {virtual: mainGo}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+	overlayFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", os.DevNull, "./"+filepath.Base(dir))
+	cmd := exec.Command("go", "build", "-overlay", overlayFile, "-o", os.DevNull, "./subscriber/readme-receiver-overlay")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the README receiver does not build: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Dir(virtual)); !os.IsNotExist(err) {
+		t.Fatalf("the build left %s in the checkout (err %v)", filepath.Dir(virtual), err)
 	}
 }

@@ -1,4 +1,4 @@
-// Package subscriber is the receiving side of Herald deliveries (SPEC §9): an
+// Package subscriber is the receiving side of Herald deliveries (docs/design.md#receiver-kit): an
 // http.Handler that verifies each delivery's JWT, decodes its CloudEvent and
 // hands it to a Handler, then maps the Handler's result to the status Herald
 // classifies (2xx delivered, 422 terminal, 5xx retried).
@@ -148,7 +148,7 @@ type Failure struct {
 	Event *Event
 }
 
-// appAudience is the form of an audience: "app:" and an app id (SPEC §1).
+// appAudience is the form of an audience: "app:" and an app id (docs/design.md#identifiers).
 var appAudience = regexp.MustCompile(`^app:[a-z][a-z0-9-]{0,79}$`)
 
 // handler is the http.Handler returned by New.

@@ -12,7 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// claims are the claims of a Herald delivery token (SPEC §6).
+// claims are the claims of a Herald delivery token (docs/design.md#the-http-contract-of-a-delivery).
 type claims struct {
 	jwt.RegisteredClaims
 	EventID    string `json:"event_id"`

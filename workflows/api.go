@@ -18,7 +18,7 @@ const TaskQueue = "herald"
 // DeliveryWorkflowType is the registered name of the Delivery workflow.
 const DeliveryWorkflowType = "Delivery"
 
-// Signal names (SPEC §5). Payloads are the *Signal types below.
+// Signal names (docs/design.md#the-delivery-workflow). Payloads are the *Signal types below.
 const (
 	// SignalEvent enqueues events; sent by the relay with an EventSignal.
 	SignalEvent = "event"
@@ -184,7 +184,7 @@ type Params struct {
 	Carry *Carry `json:"carry,omitempty"`
 }
 
-// DefaultRetrySchedule is SPEC §5's schedule: 8 attempts in all.
+// DefaultRetrySchedule is the schedule of docs/design.md#the-delivery-workflow: 8 attempts in all.
 var DefaultRetrySchedule = []time.Duration{
 	time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute,
 	10 * time.Minute, 30 * time.Minute, time.Hour,

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"go.temporal.io/sdk/worker"
@@ -9,15 +10,27 @@ import (
 	"herald/workflows"
 )
 
-// TestReplayRecordedHistory replays a history recorded from a real run (a
-// key that failed with 422, held, and was redelivered by signal) against the
-// current workflow code. A change that alters the commands the workflow
-// issues breaks it: such a change needs workflow.GetVersion. Re-record with
-// the command in e2e's recordHistory.
-func TestReplayRecordedHistory(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/delivery-history.json"); err != nil {
-		t.Fatalf("replay: %v", err)
+// TestReplayRecordedHistories replays every history in testdata, each
+// recorded from a real run, against the current workflow code. A change that
+// alters the commands the workflow issues breaks it: such a change needs
+// workflow.GetVersion, or (as Herald has done so far, with a CHANGELOG entry
+// and an upgrade note) a new recording that replaces the old one. Record with
+// the command in e2e's recordHistory (docs/development.md).
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no recorded histories in testdata")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
 	}
 }

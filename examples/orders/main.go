@@ -4,7 +4,7 @@
 // is committed; a failed transaction publishes nothing.
 //
 // It uses Herald's database for its own table (one of the two deployments
-// the README describes), so HERALD_DATABASE_URL must name a role that may
+// docs/publishing.md describes), so HERALD_DATABASE_URL must name a role that may
 // create the table (or create it beforehand) and publish. Apply its manifest
 // first:
 //
