@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"herald/api"
 	"herald/config"
+	"herald/subscriber"
+	"herald/workflows"
 )
 
 // TestMetricsPerSubscription scrapes the worker's /metrics after a known
@@ -127,6 +131,81 @@ func TestMetricsPerSubscription(t *testing.T) {
 	if !m.has("herald_subscription_keys", "subscription", subs["billing"], "status", "failed") {
 		t.Errorf("no herald_subscription_keys series for %s", subs["billing"])
 	}
+}
+
+// TestMetricsFailedKey: a key whose head the subscriber rejects (terminal)
+// shows as a failed key with its later events queued, which is what
+// HeraldKeyFailed watches; an operator's cancel settles the head as
+// cancelled and the key drains.
+func TestMetricsFailedKey(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	const billingSub, auditSub = "billing:contacts.person.updated@1", "audit-log:contacts.person.updated@1"
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && n == 1 {
+			return subscriber.Reject(fmt.Errorf("event %d does not fit", n))
+		}
+		return nil
+	})
+	for n := 1; n <= 3; n++ {
+		s.publish("person-stuck", n)
+	}
+	waitFor(t, 60*time.Second, "audit-log to receive the three events", func() bool { return s.sub.count("audit-log", "person-stuck") >= 3 })
+	metricsURL := "http://" + s.svc.Addr() + "/metrics"
+	var m scraped
+	waitFor(t, 60*time.Second, "billing's key to show as failed", func() bool {
+		m = scrapeMetrics(t, metricsURL)
+		return m.value("herald_subscription_keys", "subscription", billingSub, "status", "failed") == 1 &&
+			m.value("herald_subscription_queued_events", "subscription", auditSub) == 0
+	})
+	check := func(want []struct {
+		name   string
+		labels []string
+		value  float64
+	}) {
+		t.Helper()
+		for _, w := range want {
+			if got := m.value(w.name, w.labels...); got != w.value {
+				t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
+			}
+		}
+	}
+	type row = struct {
+		name   string
+		labels []string
+		value  float64
+	}
+	check([]row{
+		{"herald_subscription_queued_events", []string{"subscription", billingSub, "app", "billing"}, 2},
+		{"herald_subscription_keys", []string{"subscription", billingSub, "status", "pending"}, 0},
+		{"herald_subscription_keys", []string{"subscription", auditSub, "status", "failed"}, 0},
+		{"herald_delivery_outcomes_total", []string{"subscription", billingSub, "outcome", "failed"}, 1},
+		{"herald_delivery_outcomes_total", []string{"subscription", billingSub, "outcome", "delivered"}, 0},
+		{"herald_delivery_attempts_total", []string{"subscription", billingSub, "result", "failed", "code", "schema_mismatch"}, 1},
+		{"herald_delivery_outcomes_total", []string{"subscription", auditSub, "outcome", "delivered"}, 3},
+	})
+
+	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SignalWorkflow(context.Background(), workflows.DeliveryID(billingSub, "person-stuck"), "", workflows.SignalCancel,
+		workflows.CancelSignal{Actor: "e2e-operator", Reason: "cannot be fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "billing to receive the two later events", func() bool { return s.sub.count("billing", "person-stuck") >= 2 })
+	waitFor(t, 30*time.Second, "billing's key to drain in the scrape", func() bool {
+		m = scrapeMetrics(t, metricsURL)
+		return m.value("herald_subscription_queued_events", "subscription", billingSub) == 0 &&
+			m.value("herald_subscription_keys", "subscription", billingSub, "status", "failed") == 0
+	})
+	check([]row{
+		{"herald_delivery_outcomes_total", []string{"subscription", billingSub, "outcome", "cancelled"}, 1},
+		{"herald_delivery_outcomes_total", []string{"subscription", billingSub, "outcome", "failed"}, 1},
+		{"herald_delivery_outcomes_total", []string{"subscription", billingSub, "outcome", "delivered"}, 2},
+		{"herald_deliveries_total", []string{"subscription", billingSub, "app", "billing"}, 2},
+	})
 }
 
 // sample is one line of the text exposition format.
