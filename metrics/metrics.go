@@ -32,6 +32,8 @@ type Metrics struct {
 	attemptsOK prometheus.Histogram
 	rejections *prometheus.CounterVec
 	ready      atomic.Bool
+	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
+	readyCheck func() bool
 }
 
 // UnknownApp is the app label of a rejection whose app is not a declared one.
@@ -68,9 +70,9 @@ func New() *Metrics {
 	}, []string{"app", "code"})
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "herald_worker_ready",
-		Help: "1 while this process's Temporal worker is started and polling, else 0.",
+		Help: "1 while this process's Temporal worker is started and Temporal answers, else 0.",
 	}, func() float64 {
-		if m.ready.Load() {
+		if m.ready.Load() && (m.readyCheck == nil || m.readyCheck()) {
 			return 1
 		}
 		return 0
@@ -80,8 +82,13 @@ func New() *Metrics {
 	return m
 }
 
-// SetReady sets herald_worker_ready.
+// SetReady tells whether the Temporal worker is started (polling).
 func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
+
+// ReadyCheck sets a check run at each scrape while the worker is started
+// (Temporal's health); herald_worker_ready is 0 when it fails. Call it
+// before the metrics are served.
+func (m *Metrics) ReadyCheck(check func() bool) { m.readyCheck = check }
 
 // Attempted records one delivery attempt (activities.Observer).
 func (m *Metrics) Attempted(subscriptionID, app string, envelope []byte, attempt int, r activities.PostResult) {

@@ -117,6 +117,13 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	s.Metrics.RelayLag(s.Store.RelayLag)
 	s.Metrics.Held(s.Store.HeldPerSubscription)
 	s.Metrics.Unreachable(s.Store.UnreachableApps)
+	// A started worker polls only while Temporal answers.
+	s.Metrics.ReadyCheck(func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err == nil
+	})
 
 	s.listener, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
