@@ -53,9 +53,13 @@ type Signaler interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
-// Observer is told of every delivery attempt (metrics).
+// Observer is told of every delivery attempt and of the events settled
+// here (metrics). app is the subscriber app.
 type Observer interface {
-	Attempted(subscriptionID string, envelope []byte, attempt int, r PostResult)
+	Attempted(subscriptionID, app string, envelope []byte, attempt int, r PostResult)
+	// Settled counts n events of the subscription settled with outcome
+	// (delivered, failed, cancelled, expired).
+	Settled(subscriptionID, outcome string, n int)
 }
 
 // Sender makes one delivery attempt; *Poster is the real one.
@@ -174,9 +178,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
 		})
 		if a.Observer != nil {
-			a.Observer.Attempted(in.SubscriptionID, stored.Envelope, attempt, r)
+			a.Observer.Attempted(in.SubscriptionID, batch.Target.App, stored.Envelope, attempt, r)
 		}
 		if r.Delivered() {
+			a.settled(in.SubscriptionID, store.EventDelivered, 1)
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultDelivered, Attempts: attempt})
 			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
 			continue
@@ -185,7 +190,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			return finish(DeliverResult{Outcome: OutcomeUnreachable, Attempt: attempt,
 				Code: r.Code, Error: r.Message}), nil
 		}
-		w.add(failureUpdate(in, ev, attempt, r))
+		fu := failureUpdate(in, ev, attempt, r)
+		if fu.Status == store.EventFailed {
+			a.settled(in.SubscriptionID, store.EventFailed, 1)
+		}
+		w.add(fu)
 		if len(res.Done) > 0 {
 			return finish(DeliverResult{Outcome: OutcomePartial, Attempt: attempt,
 				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter}), nil
@@ -462,7 +471,18 @@ func (a *Activities) DropBacklog(ctx context.Context, in BacklogInput) (int, err
 	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
 		return 0, errNotTheKey(in.SubscriptionID, in.SubjectKey)
 	}
-	return a.Store.CancelQueuedAfter(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Status, in.Code)
+	n, err := a.Store.CancelQueuedAfter(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Status, in.Code)
+	if err == nil {
+		a.settled(in.SubscriptionID, in.Status, n)
+	}
+	return n, err
+}
+
+// settled tells the Observer of n events settled with outcome.
+func (a *Activities) settled(subscriptionID, outcome string, n int) {
+	if a.Observer != nil && n > 0 {
+		a.Observer.Settled(subscriptionID, outcome, n)
+	}
 }
 
 // Record writes outcome rows of one key, then its audit rows. Outcomes are
@@ -477,7 +497,17 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	for i, e := range in.Audit {
 		audit[i] = storeAudit(e)
 	}
-	return a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit)
+	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit); err != nil {
+		return err
+	}
+	// The workflow decides cancellations and expiries and records them
+	// here; failures and deliveries were counted by Deliver.
+	for _, u := range outcomes {
+		if u.Status == store.EventCancelled || u.Status == store.EventExpired {
+			a.settled(in.SubscriptionID, u.Status, 1)
+		}
+	}
+	return nil
 }
 
 func storeAudit(e AuditEntry) store.AuditEntry {

@@ -40,6 +40,10 @@ type Options struct {
 	// Logger reports failures; nil logs nothing. Tokens and event data are
 	// never logged.
 	Logger *zap.Logger
+	// Rejected, when set, is told of every refused event and refused
+	// request (metrics): the token's app ("" when the request is not
+	// authenticated or the app was removed) and the code.
+	Rejected func(app, code string)
 }
 
 // Handler serves the publishing API.
@@ -49,11 +53,12 @@ type Handler struct {
 	maxBody   int64
 	maxEvents int
 	log       *zap.Logger
+	rejected  func(app, code string)
 }
 
 // New returns the API handler, publishing to st.
 func New(st *store.Store, opts Options) *Handler {
-	h := &Handler{store: st, maxBody: opts.MaxBodyBytes, maxEvents: opts.MaxBatchEvents, log: opts.Logger}
+	h := &Handler{store: st, maxBody: opts.MaxBodyBytes, maxEvents: opts.MaxBatchEvents, log: opts.Logger, rejected: opts.Rejected}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}
@@ -63,7 +68,7 @@ func New(st *store.Store, opts Options) *Handler {
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
-	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log})
+	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
 	return h
 }
 
@@ -86,6 +91,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	items, batch, err := readEvents(r, h.maxEvents)
 	var bad *errBody
 	if errors.As(err, &bad) {
+		h.reject(cred.App, cred.AppRemoved, bad.code)
 		writeProblem(w, newProblem(bad.status, bad.code, bad.msg))
 		return
 	}
@@ -115,6 +121,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.To
 			challenge += `, error="invalid_token"`
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
+		h.reject("", true, CodeUnauthorized)
 		writeProblem(w, newProblem(http.StatusUnauthorized, CodeUnauthorized, detail))
 		return store.TokenCredential{}, false
 	}
@@ -186,6 +193,7 @@ func (h *Handler) publish(ctx context.Context, cred store.TokenCredential, items
 // record stores a rejection the publisher did not see (an unreadable event,
 // another app's), so that `starter status` lists it like any other.
 func (h *Handler) record(ctx context.Context, cred store.TokenCredential, req publish.Request, rej *publish.Rejection) {
+	h.reject(cred.App, cred.AppRemoved || rej.Code == publish.CodeUnknownApp, rej.Code)
 	app := req.App
 	if app == "" {
 		app = cred.App
@@ -195,6 +203,19 @@ func (h *Handler) record(ctx context.Context, cred store.TokenCredential, req pu
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))
 	}
+}
+
+// reject counts a refusal under the token's app, which the token store
+// vouches for (a request's own app field might be anything), or under no
+// app when there is no live one.
+func (h *Handler) reject(app string, noApp bool, code string) {
+	if h.rejected == nil {
+		return
+	}
+	if noApp {
+		app = ""
+	}
+	h.rejected(app, code)
 }
 
 // sortProblems orders problems by position (insertion sort: they come in

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -138,6 +139,36 @@ func TestOnlyOwnEvents(t *testing.T) {
 	// A removed app publishes nothing, whatever its tokens.
 	s.starter("apps", "remove", "contacts")
 	wantProblem(t, s.post(token, "application/json", person("", "person-2", 2)), http.StatusForbidden, publish.CodeUnknownApp)
+
+	// The worker counts each refusal under the token's app, never under the
+	// app an event names; a removed app's refusals count as "unknown".
+	metrics := s.metrics()
+	for _, want := range []string{
+		`herald_publish_rejections_total{app="contacts",code="type_not_owned"} 2`,
+		`herald_publish_rejections_total{app="unknown",code="unknown_app"} 1`,
+	} {
+		if !strings.Contains(metrics, "\n"+want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(metrics, `herald_publish_rejections_total{app="billing"`) {
+		t.Error("a rejection was counted under the app the event named")
+	}
+}
+
+// metrics returns the worker's /metrics page.
+func (s *server) metrics() string {
+	s.t.Helper()
+	resp, err := http.Get("http://" + s.svc.Addr() + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("GET /metrics: %d (%v)", resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 func TestRejectionCodes(t *testing.T) {

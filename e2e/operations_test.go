@@ -1,11 +1,8 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,30 +44,32 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 	})
 	// The worker counts a delivery when the subscriber's answer comes back,
 	// a moment after the subscriber recorded it.
-	var m map[string]float64
+	// The delivery series carry subscription and app labels: sums over
+	// them are the figures of the whole worker.
+	var m scraped
 	waitFor(t, 10*time.Second, "the delivery counters", func() bool {
-		m = scrape(t, "http://"+s.svc.Addr()+"/metrics")
-		return m[`herald_deliveries_total`] >= 20 &&
-			m[`herald_delivery_attempts_total{code="schema_mismatch",result="failed"}`] >= 1
+		m = scrapeMetrics(t, "http://"+s.svc.Addr()+"/metrics")
+		return m.value("herald_deliveries_total") >= 20 &&
+			m.value("herald_delivery_attempts_total", "code", "schema_mismatch", "result", "failed") >= 1
 	})
-	if got := m[`herald_deliveries_total`]; got != 20 {
+	if got := m.value("herald_deliveries_total"); got != 20 {
 		t.Errorf("herald_deliveries_total = %v, want 20", got)
 	}
-	if got := m[`herald_delivery_attempts_total{code="schema_mismatch",result="failed"}`]; got != 1 {
+	if got := m.value("herald_delivery_attempts_total", "code", "schema_mismatch", "result", "failed"); got != 1 {
 		t.Errorf("failed attempts metric = %v, want 1", got)
 	}
-	if got := m[`herald_delivery_latency_seconds_count`]; got != 20 {
+	if got := m.value("herald_delivery_latency_seconds_count"); got != 20 {
 		t.Errorf("latency observations = %v, want 20", got)
 	}
-	if got := m[`herald_relay_undispatched_events`]; got != 0 {
+	if got := m.value("herald_relay_undispatched_events"); got != 0 || !m.has("herald_relay_undispatched_events") {
 		t.Errorf("relay lag metric = %v", got)
 	}
-	if _, ok := m[`go_goroutines`]; !ok {
+	if !m.has("go_goroutines") {
 		t.Error("runtime metrics missing")
 	}
 	sdk := 0
-	for name := range m {
-		if strings.HasPrefix(name, "temporal_") {
+	for _, smp := range m {
+		if strings.HasPrefix(smp.name, "temporal_") {
 			sdk++
 		}
 	}
@@ -123,29 +122,4 @@ func TestRetentionSchedule(t *testing.T) {
 	if err != nil || len(after) != len(before) {
 		t.Fatalf("audit rows %d before, %d after retention (%v)", len(before), len(after), err)
 	}
-}
-
-// scrape reads a Prometheus text page into name{labels} → value.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out
 }

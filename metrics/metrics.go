@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,32 +17,48 @@ import (
 )
 
 // Metrics holds the collectors of one process.
+//
+// Per-subscription series carry the subscription id (and the subscriber
+// app where the code that counts knows it); their number is bounded by the
+// subscriptions, never by subjects or events. Rejections carry the source
+// app only when it is a declared one ("unknown" otherwise).
 type Metrics struct {
 	Registry *prometheus.Registry
 
 	attempts   *prometheus.CounterVec
-	delivered  prometheus.Counter
-	latency    prometheus.Histogram
+	delivered  *prometheus.CounterVec
+	outcomes   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
 	attemptsOK prometheus.Histogram
 	rejections *prometheus.CounterVec
+	ready      atomic.Bool
+	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
+	readyCheck func() bool
 }
+
+// UnknownApp is the app label of a rejection whose app is not a declared one.
+const UnknownApp = "unknown"
 
 // New registers Herald's collectors and the Go runtime's in a new registry.
 func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_delivery_attempts_total",
-		Help: "Delivery attempts (HTTP POSTs) by result (delivered or failed) and error code.",
-	}, []string{"result", "code"})
-	m.delivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Help: "Delivery attempts (HTTP POSTs) per subscription by result (delivered or failed) and error code.",
+	}, []string{"subscription", "app", "result", "code"})
+	m.delivered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_deliveries_total",
-		Help: "Events delivered (2xx) to a subscription.",
-	})
-	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Help: "Events delivered (2xx) per subscription.",
+	}, []string{"subscription", "app"})
+	m.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_delivery_outcomes_total",
+		Help: "Events settled per subscription by outcome (delivered, failed, cancelled, expired, filtered), counted where the outcome is decided.",
+	}, []string{"subscription", "outcome"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "herald_delivery_latency_seconds",
-		Help:    "Time from an event's publication to its 2xx delivery.",
+		Help:    "Time from an event's publication to its 2xx delivery, per subscription.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600},
-	})
+	}, []string{"subscription", "app"})
 	m.attemptsOK = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "herald_delivery_attempts_per_delivery",
 		Help:    "The attempt number at which an event was delivered.",
@@ -49,29 +66,130 @@ func New() *Metrics {
 	})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_publish_rejections_total",
-		Help: "Rejected publishes by code.",
-	}, []string{"code"})
-	m.Registry.MustRegister(m.attempts, m.delivered, m.latency, m.attemptsOK, m.rejections,
+		Help: "Rejected publishes by source app (\"unknown\" when not a declared app) and code.",
+	}, []string{"app", "code"})
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "herald_worker_ready",
+		Help: "1 while this process's Temporal worker is started and Temporal answers, else 0.",
+	}, func() float64 {
+		if m.ready.Load() && (m.readyCheck == nil || m.readyCheck()) {
+			return 1
+		}
+		return 0
+	})
+	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
+// SetReady tells whether the Temporal worker is started (polling).
+func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
+
+// ReadyCheck sets a check run at each scrape while the worker is started
+// (Temporal's health); herald_worker_ready is 0 when it fails. Call it
+// before the metrics are served.
+func (m *Metrics) ReadyCheck(check func() bool) { m.readyCheck = check }
+
 // Attempted records one delivery attempt (activities.Observer).
-func (m *Metrics) Attempted(_ string, envelope []byte, attempt int, r activities.PostResult) {
+func (m *Metrics) Attempted(subscriptionID, app string, envelope []byte, attempt int, r activities.PostResult) {
 	if r.Delivered() {
-		m.attempts.WithLabelValues("delivered", "").Inc()
-		m.delivered.Inc()
+		m.attempts.WithLabelValues(subscriptionID, app, "delivered", "").Inc()
+		m.delivered.WithLabelValues(subscriptionID, app).Inc()
 		m.attemptsOK.Observe(float64(attempt))
 		if t, ok := publishedAt(envelope); ok {
-			m.latency.Observe(time.Since(t).Seconds())
+			m.latency.WithLabelValues(subscriptionID, app).Observe(time.Since(t).Seconds())
 		}
 		return
 	}
-	m.attempts.WithLabelValues("failed", r.Code).Inc()
+	m.attempts.WithLabelValues(subscriptionID, app, "failed", r.Code).Inc()
 }
 
-// Rejected counts a rejected publish.
-func (m *Metrics) Rejected(code string) { m.rejections.WithLabelValues(code).Inc() }
+// Settled counts n events of a subscription settled with outcome
+// (activities.Observer, relay.Observer).
+func (m *Metrics) Settled(subscriptionID, outcome string, n int) {
+	if n > 0 {
+		m.outcomes.WithLabelValues(subscriptionID, outcome).Add(float64(n))
+	}
+}
+
+// Rejected counts a rejected publish of app with code. app must be a
+// declared app or UnknownApp: callers pass what they checked.
+func (m *Metrics) Rejected(app, code string) {
+	if app == "" {
+		app = UnknownApp
+	}
+	m.rejections.WithLabelValues(app, code).Inc()
+}
+
+// Held exports, once per scrape and in one query, each subscription's
+// queued events and keys by status.
+func (m *Metrics) Held(read func(context.Context) ([]store.HeldCounts, error)) {
+	m.Registry.MustRegister(held{read: read})
+}
+
+// Unreachable exports how long each app has been marked unreachable.
+func (m *Metrics) Unreachable(read func(context.Context) ([]store.UnreachableApp, error)) {
+	m.Registry.MustRegister(unreachable{read: read})
+}
+
+var (
+	queuedDesc = prometheus.NewDesc("herald_subscription_queued_events",
+		"Events queued for a subscription (waiting, in delivery or retrying), from the outcome rows.",
+		[]string{"subscription", "app"}, nil)
+	keysDesc = prometheus.NewDesc("herald_subscription_keys",
+		"Subject keys of a subscription that hold events, by status: pending (queued events, none failed) or failed (head failed terminally; the key holds).",
+		[]string{"subscription", "app", "status"}, nil)
+	heldUpDesc = prometheus.NewDesc("herald_subscription_metrics_up",
+		"1 when the per-subscription gauges were read from PostgreSQL at this scrape, 0 when the query failed.", nil, nil)
+	unreachableDesc = prometheus.NewDesc("herald_app_unreachable_seconds",
+		"How long an app has been marked unreachable (nothing answered a delivery); absent when it is not.",
+		[]string{"app"}, nil)
+)
+
+// held collects the per-subscription gauges from one query.
+type held struct {
+	read func(context.Context) ([]store.HeldCounts, error)
+}
+
+func (c held) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queuedDesc
+	ch <- keysDesc
+	ch <- heldUpDesc
+}
+
+func (c held) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := c.read(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(heldUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(heldUpDesc, prometheus.GaugeValue, 1)
+	for _, h := range counts {
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(h.Queued), h.SubscriptionID, h.App)
+		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(h.PendingKeys), h.SubscriptionID, h.App, "pending")
+		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(h.FailedKeys), h.SubscriptionID, h.App, "failed")
+	}
+}
+
+type unreachable struct {
+	read func(context.Context) ([]store.UnreachableApp, error)
+}
+
+func (c unreachable) Describe(ch chan<- *prometheus.Desc) { ch <- unreachableDesc }
+
+func (c unreachable) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	apps, err := c.read(ctx)
+	if err != nil {
+		return // herald_subscription_metrics_up tells the database did not answer
+	}
+	for _, a := range apps {
+		ch <- prometheus.MustNewConstMetric(unreachableDesc, prometheus.GaugeValue, time.Since(a.Since).Seconds(), a.App)
+	}
+}
 
 // RelayLag exports the relay's lag, read from the database once per scrape.
 func (m *Metrics) RelayLag(read func(context.Context) (store.Lag, error)) {

@@ -41,6 +41,9 @@ type Options struct {
 	// Via is recorded with each event as how it reached Herald (ViaCLI,
 	// ViaHTTP, ...); empty means ViaLibrary. A request's own Via wins.
 	Via string
+	// Rejected, when set, is told of every rejection (metrics): the source
+	// app, or "" when it is not a declared app, and the code.
+	Rejected func(app, code string)
 }
 
 // Request is one event to publish.
@@ -86,11 +89,13 @@ type Publisher struct {
 	log           *zap.Logger
 	cache         *lookupCache
 	via           string
+	rejected      func(app, code string)
 }
 
 // New returns a Publisher writing to st.
 func New(st *store.Store, opts Options) *Publisher {
-	p := &Publisher{store: st, maxEventBytes: opts.MaxEventBytes, now: opts.Now, log: opts.Logger, via: opts.Via}
+	p := &Publisher{store: st, maxEventBytes: opts.MaxEventBytes, now: opts.Now, log: opts.Logger, via: opts.Via,
+		rejected: opts.Rejected}
 	if p.maxEventBytes <= 0 {
 		p.maxEventBytes = DefaultMaxEventBytes
 	}
@@ -197,6 +202,15 @@ func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (ev s
 // record stores a rejection; failing to do so does not change the answer
 // the publisher gets, so it is only logged.
 func (p *Publisher) record(ctx context.Context, r Request, rej *Rejection) {
+	if p.rejected != nil {
+		// Every check after unknown_app passed the app's look-up, so only
+		// a declared app's name becomes a label.
+		app := r.App
+		if rej.Code == CodeUnknownApp {
+			app = ""
+		}
+		p.rejected(app, rej.Code)
+	}
 	via, token := p.origin(r)
 	err := p.store.RecordRejection(ctx, store.Rejection{
 		ID:        r.ID,

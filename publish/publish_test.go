@@ -19,7 +19,8 @@ import (
 
 func TestPublishRejections(t *testing.T) {
 	e := newEnv(t)
-	p := e.publisher(publish.Options{})
+	var counted []string // "app code" told to Options.Rejected (metrics)
+	p := e.publisher(publish.Options{Rejected: func(app, code string) { counted = append(counted, app+" "+code) }})
 	with := func(f func(r *publish.Request)) publish.Request {
 		r := person("person-1", "Ada")
 		f(&r)
@@ -99,6 +100,20 @@ func TestPublishRejections(t *testing.T) {
 		r := recorded[len(recorded)-1-i]
 		if r.Code != tt.wantCode || !strings.Contains(r.Reason, tt.wantMessage) || r.SourceApp != tt.req.App || r.Type != tt.req.Type {
 			t.Errorf("recorded rejection %d = %+v; want %s for %q", i, r, tt.wantCode, tt.name)
+		}
+	}
+	// Every rejection is counted once; an app that is not declared never
+	// becomes a label ("" stands for it).
+	if len(counted) != len(tests) {
+		t.Fatalf("%d rejections counted, want %d: %v", len(counted), len(tests), counted)
+	}
+	for i, tt := range tests {
+		want := tt.req.App + " " + tt.wantCode
+		if tt.wantCode == publish.CodeUnknownApp {
+			want = " " + tt.wantCode
+		}
+		if counted[i] != want {
+			t.Errorf("counted %q for %q, want %q", counted[i], tt.name, want)
 		}
 	}
 }

@@ -51,6 +51,9 @@ type Relay struct {
 	SweepInterval time.Duration
 	// OnRound, when set, is called after every round (metrics, tests).
 	OnRound func(r Round)
+	// Observer, when set, counts the events the relay settles itself:
+	// filtered ones, and those of removed subscriptions it cancels.
+	Observer Observer
 
 	leader bool
 	mu     sync.Mutex
@@ -122,6 +125,11 @@ func (r *Relay) compiled(text string) (*filter.Filter, error) {
 	}
 	r.filters[text] = f
 	return f, nil
+}
+
+// Observer counts n events of a subscription settled with outcome.
+type Observer interface {
+	Settled(subscriptionID, outcome string, n int)
 }
 
 // Round describes one dispatch round.
@@ -289,8 +297,15 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	if err != nil {
 		return Round{}, err
 	}
+	perSub := map[string]int{}
 	for k := range filtered {
 		settled[k] = true
+		perSub[k.SubscriptionID]++
+	}
+	if r.Observer != nil {
+		for id, n := range perSub {
+			r.Observer.Settled(id, store.EventFiltered, n)
+		}
 	}
 	groups := map[key]*group{}
 	var order []*group
@@ -449,13 +464,17 @@ func (r *Relay) sweepKey(ctx context.Context, k store.HeldKey) (bool, error) {
 		r.Logger.Warn("tell a key its subscription is removed", zap.String("workflow", id), zap.Error(err))
 		return false, nil
 	}
-	if _, err := r.Store.CancelHeld(ctx, k.SubscriptionID, k.Subject, activities.CodeSubscriptionRemoved, store.AuditEntry{
+	n, err := r.Store.CancelHeld(ctx, k.SubscriptionID, k.Subject, activities.CodeSubscriptionRemoved, store.AuditEntry{
 		Action: workflows.AuditDeliveryCancelled, TargetType: "delivery", TargetID: id,
 		ErrorCode: activities.CodeSubscriptionRemoved,
 		Metadata: map[string]any{"subscription": k.SubscriptionID, "subject": k.Subject,
 			"reason": activities.CodeSubscriptionRemoved, "workflow": "not running"},
-	}); err != nil {
+	})
+	if err != nil {
 		return false, err
+	}
+	if r.Observer != nil {
+		r.Observer.Settled(k.SubscriptionID, store.EventCancelled, n)
 	}
 	return true, nil
 }

@@ -35,5 +35,12 @@ go vet ./...
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+echo "== promtool (deploy/prometheus)"
+if command -v promtool >/dev/null 2>&1; then
+  promtool check rules deploy/prometheus/alerts.yml
+  promtool test rules deploy/prometheus/alerts_test.yml
+else
+  echo "promtool not installed: alert rules NOT checked (apt-get install prometheus)"
+fi
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "${@:-./...}"

@@ -30,7 +30,7 @@ func (s *Service) newAPI() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (HERALD_API_ADDR): %w", s.cfg.APIAddr, err)
 	}
-	h := api.New(s.Store, api.Options{Logger: s.log.Named("api")})
+	h := api.New(s.Store, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected})
 	s.api = &apiServer{listener: ln, server: api.NewServer(h)}
 	return nil
 }

@@ -112,8 +112,18 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		Temporal: s.Temporal,
 		Logger:   log.Named("relay"),
 		Params:   cfg.DeliveryParams(),
+		Observer: s.Metrics,
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
+	s.Metrics.Held(s.Store.HeldPerSubscription)
+	s.Metrics.Unreachable(s.Store.UnreachableApps)
+	// A started worker polls only while Temporal answers.
+	s.Metrics.ReadyCheck(func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err == nil
+	})
 
 	s.listener, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -170,6 +180,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.worker.Start(); err != nil {
 		return fmt.Errorf("start Temporal worker: %w", err)
 	}
+	s.Metrics.SetReady(true)
 	if err := s.ensureRetentionSchedule(ctx); err != nil {
 		s.log.Warn("retention schedule", zap.Error(err))
 	}
@@ -197,6 +208,7 @@ func (s *Service) Run(ctx context.Context) error {
 	case runErr = <-httpErr:
 	}
 	s.log.Info("stopping")
+	s.Metrics.SetReady(false)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.stopAPI(shutdownCtx)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -56,4 +57,76 @@ func (s *Store) SubscriptionCounts(ctx context.Context, app string) (map[string]
 		counts[r.SubscriptionID] = r.DeliveryCounts
 	}
 	return counts, nil
+}
+
+// HeldCounts is what one subscription still holds, for the metrics: its
+// queued events and its subject keys by status, read from the outcome rows.
+type HeldCounts struct {
+	SubscriptionID string
+	App            string // the subscriber app
+	Queued         int64  // events queued (waiting, being delivered or retried)
+	PendingKeys    int64  // keys with queued events and no failed one
+	FailedKeys     int64  // keys whose head failed terminally: they hold until redeliver or cancel
+}
+
+// HeldPerSubscription returns the HeldCounts of every subscription that is
+// not cancelled or still holds events, in one query. It reads only held
+// rows (queued or failed) through their partial index, so its cost follows
+// the backlog, not the event log's size. A key's finer status (retrying,
+// unreachable, paused, …) lives in Temporal's visibility store only.
+func (s *Store) HeldPerSubscription(ctx context.Context) ([]HeldCounts, error) {
+	rows, err := s.Pool.Query(ctx, `
+		WITH k AS (
+			SELECT subscription_id, subject,
+			       count(*) FILTER (WHERE status = 'queued') AS queued,
+			       bool_or(status = 'failed')                AS failed
+			  FROM outcomes
+			 WHERE status IN ('queued', 'failed')
+			 GROUP BY subscription_id, subject
+		)
+		SELECT s.id, s.app,
+		       COALESCE(sum(k.queued), 0)::bigint,
+		       count(k.subject) FILTER (WHERE NOT k.failed),
+		       count(k.subject) FILTER (WHERE k.failed)
+		  FROM subscriptions s LEFT JOIN k ON k.subscription_id = s.id
+		 WHERE s.state <> 'cancelled' OR k.subscription_id IS NOT NULL
+		 GROUP BY s.id, s.app
+		 ORDER BY s.id`)
+	if err != nil {
+		return nil, fmt.Errorf("count held events per subscription: %w", err)
+	}
+	var out []HeldCounts
+	var c HeldCounts
+	_, err = pgx.ForEachRow(rows, []any{&c.SubscriptionID, &c.App, &c.Queued, &c.PendingKeys, &c.FailedKeys}, func() error {
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count held events per subscription: %w", err)
+	}
+	return out, nil
+}
+
+// UnreachableApp is an app that a delivery found unreachable, since when.
+type UnreachableApp struct {
+	App   string
+	Since time.Time
+}
+
+// UnreachableApps lists the apps marked unreachable.
+func (s *Store) UnreachableApps(ctx context.Context) ([]UnreachableApp, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT app, since FROM unreachable_apps ORDER BY app`)
+	if err != nil {
+		return nil, fmt.Errorf("list unreachable apps: %w", err)
+	}
+	var out []UnreachableApp
+	var u UnreachableApp
+	_, err = pgx.ForEachRow(rows, []any{&u.App, &u.Since}, func() error {
+		out = append(out, u)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list unreachable apps: %w", err)
+	}
+	return out, nil
 }

@@ -63,3 +63,65 @@ func TestSubscriptionCounts(t *testing.T) {
 		t.Fatalf("counts of an unknown app = %+v, %v", counts, err)
 	}
 }
+
+// TestHeldPerSubscription: billing holds one queued event on key p2 and a
+// failed one on key p1 (a failed key, whatever else it holds); audit's only
+// event expired, so it holds nothing but is still listed with zeros.
+func TestHeldPerSubscription(t *testing.T) {
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	mustApply(t, s, mkManifest("audit", nil, subTo("contacts.person.updated", 1)))
+	const auditSub = "audit:contacts.person.updated@1"
+	var ds []store.Dispatch
+	for i, ev := range evs {
+		ds = append(ds, store.Dispatch{SubscriptionID: billingPersonSub, EventID: ev.ID, Seq: int64(i + 1), Subject: ev.Subject})
+	}
+	ds = append(ds, store.Dispatch{SubscriptionID: auditSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"})
+	if _, err := s.RecordDispatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	held := func() map[string]store.HeldCounts {
+		t.Helper()
+		list, err := s.HeldPerSubscription(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]store.HeldCounts{}
+		for _, h := range list {
+			out[h.SubscriptionID] = h
+		}
+		return out
+	}
+	got := held()
+	if b := got[billingPersonSub]; b.App != "billing" || b.Queued != 4 || b.PendingKeys != 2 || b.FailedKeys != 0 {
+		t.Errorf("billing after dispatch = %+v, want 4 queued on 2 pending keys", b)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, auditSub, "p2", []store.OutcomeUpdate{
+		{EventID: evs[3].ID, Seq: 4, Status: store.EventExpired, Code: "retention_expired"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got = held()
+	want := map[string]store.HeldCounts{
+		billingPersonSub: {SubscriptionID: billingPersonSub, App: "billing", Queued: 3, PendingKeys: 1, FailedKeys: 1},
+		auditSub:         {SubscriptionID: auditSub, App: "audit"},
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s = %+v, want %+v", id, got[id], w)
+		}
+	}
+
+	if err := s.MarkUnreachable(ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	apps, err := s.UnreachableApps(ctx)
+	if err != nil || len(apps) != 1 || apps[0].App != "billing" || apps[0].Since.IsZero() {
+		t.Fatalf("unreachable apps = %+v, %v", apps, err)
+	}
+}
