@@ -28,8 +28,9 @@ func New(level string) (*zap.Logger, error) {
 type Temporal struct{ z *zap.Logger }
 
 var (
-	_ log.Logger     = Temporal{}
-	_ log.WithLogger = Temporal{}
+	_ log.Logger          = Temporal{}
+	_ log.WithLogger      = Temporal{}
+	_ log.WithSkipCallers = Temporal{}
 )
 
 // ForTemporal wraps z for the Temporal SDK.
@@ -49,6 +50,14 @@ func (t Temporal) Error(msg string, keyvals ...any) { t.z.Error(msg, fields(keyv
 
 // With returns a logger with the key-value pairs added to every entry.
 func (t Temporal) With(keyvals ...any) log.Logger { return Temporal{z: t.z.With(fields(keyvals)...)} }
+
+// WithCallerSkip returns a logger that skips depth more stack frames when it
+// names the caller. The SDK's workflow logger wraps this one and asks for it,
+// so a workflow's log line names the workflow's code, not the SDK's
+// replay-aware wrapper.
+func (t Temporal) WithCallerSkip(depth int) log.Logger {
+	return Temporal{z: t.z.WithOptions(zap.AddCallerSkip(depth))}
+}
 
 // fields turns Temporal's alternating key-value list into zap fields.
 func fields(keyvals []any) []zap.Field {
