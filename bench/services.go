@@ -11,26 +11,16 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"herald/internal/zaplog"
+	"herald/workflows"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// searchAttributes are Herald's search attributes (docs/design.md#the-delivery-workflow), registered on a
-// namespace the benchmark creates.
-var searchAttributes = map[string]enumspb.IndexedValueType{
-	"HeraldSubscription": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldApp":          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldEventType":    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldStatus":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldQueued":       enumspb.INDEXED_VALUE_TYPE_INT,
-}
 
 // ServerConfig is a Temporal server configuration the benchmark measures
 // on: a dev server started by scripts/temporal.sh with these start-dev flags
@@ -235,7 +225,7 @@ func createNamespace(ctx context.Context, address, namespace string) (func(), er
 	// A new namespace takes a moment to be known to every service.
 	err = retry(ctx, func() error {
 		_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace: namespace, SearchAttributes: searchAttributes,
+			Namespace: namespace, SearchAttributes: workflows.SearchAttributeTypes(),
 		})
 		return err
 	})

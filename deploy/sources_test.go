@@ -4,14 +4,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"go.temporal.io/sdk/temporal"
 
 	"herald/config"
 	"herald/workflows"
@@ -196,11 +195,8 @@ func declaredSearchAttributes(t *testing.T) map[string]string {
 // package's variables. TestSearchAttributeListIsComplete keeps this list in
 // step with the declarations in workflows.
 func heraldSearchAttributes() map[string]string {
-	keys := []temporal.SearchAttributeKey{
-		workflows.SASubscription, workflows.SAApp, workflows.SAEventType, workflows.SAStatus, workflows.SAQueued,
-	}
 	out := map[string]string{}
-	for _, k := range keys {
+	for _, k := range workflows.SearchAttributes {
 		out[k.GetName()] = k.GetValueType().String()
 	}
 	return out
@@ -250,5 +246,33 @@ func TestSourceScans(t *testing.T) {
 	}
 	if got := env["starter"]; slices.Contains(got, "HERALD_SIGNING_KEY") {
 		t.Errorf("starter does not read HERALD_SIGNING_KEY, but the scan says it does: %v", got)
+	}
+}
+
+// TestScriptsRegisterTheSearchAttributes: the dev server script
+// (--search-attribute NAME=Type) and the PostgreSQL-backed server script
+// (a NAME=Type list) register exactly workflows.SearchAttributes.
+func TestScriptsRegisterTheSearchAttributes(t *testing.T) {
+	want := heraldSearchAttributes()
+	pair := regexp.MustCompile(`\b(Herald[A-Za-z]+)=([A-Za-z]+)\b`)
+	for _, script := range []string{"../scripts/temporal.sh", "../scripts/temporal-pg.sh"} {
+		src, err := os.ReadFile(script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, m := range pair.FindAllStringSubmatch(string(src), -1) {
+			got[m[1]] = m[2]
+		}
+		for name, typ := range want {
+			if got[name] != typ {
+				t.Errorf("%s registers %s as %q, want %s", script, name, got[name], typ)
+			}
+		}
+		for name := range got {
+			if _, ok := want[name]; !ok {
+				t.Errorf("%s registers %s, which the workflow does not use", script, name)
+			}
+		}
 	}
 }

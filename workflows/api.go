@@ -7,6 +7,7 @@ package workflows
 import (
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"herald/activities"
@@ -100,6 +101,21 @@ var (
 	SAStatus       = temporal.NewSearchAttributeKeyKeyword("HeraldStatus")
 	SAQueued       = temporal.NewSearchAttributeKeyInt64("HeraldQueued")
 )
+
+// SearchAttributes lists every search attribute above: the one list that the
+// tests, the benchmark and (checked by deploy's tests) the dev scripts and
+// docker-compose register on a namespace.
+var SearchAttributes = []temporal.SearchAttributeKey{SASubscription, SAApp, SAEventType, SAStatus, SAQueued}
+
+// SearchAttributeTypes maps each search attribute's name to its type, the
+// form the operator service's AddSearchAttributes takes.
+func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
+	out := make(map[string]enumspb.IndexedValueType, len(SearchAttributes))
+	for _, k := range SearchAttributes {
+		out[k.GetName()] = k.GetValueType()
+	}
+	return out
+}
 
 // DeliveryID is the workflow id of the delivery workflow of one subscription and
 // subject key: "deliver:<subscription-id>:<subject-key>".

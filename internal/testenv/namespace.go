@@ -7,21 +7,13 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
-)
 
-// SearchAttributes are Herald's search attributes and their types.
-var SearchAttributes = map[string]enumspb.IndexedValueType{
-	"HeraldSubscription": enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldApp":          enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldEventType":    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldStatus":       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"HeraldQueued":       enumspb.INDEXED_VALUE_TYPE_INT,
-}
+	"herald/workflows"
+)
 
 // NewNamespace registers a fresh Temporal namespace with Herald's search
 // attributes, so tests that share one dev server (and Herald's fixed task
@@ -47,7 +39,7 @@ func NewNamespace(t testing.TB) (address, namespace string) {
 	}
 	for {
 		_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-			Namespace: namespace, SearchAttributes: SearchAttributes,
+			Namespace: namespace, SearchAttributes: workflows.SearchAttributeTypes(),
 		})
 		if err == nil {
 			break
