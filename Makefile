@@ -1,5 +1,5 @@
 # Herald's two set-up commands are `make dev` and `make test`; see README.md.
-.PHONY: help dev test build vet temporal-cli clean bench chaos
+.PHONY: help dev test lint build vet temporal-cli clean bench chaos
 .DEFAULT_GOAL := help
 
 GO ?= go
@@ -12,9 +12,13 @@ export GOTOOLCHAIN := go1.27.3
 dev:
 	scripts/dev.sh
 
-## test: vet, gofmt check and all tests (race detector) against real PostgreSQL and Temporal
+## test: make lint, promtool tests of the alert rules, and all tests (race detector) against real PostgreSQL and Temporal
 test:
 	scripts/test.sh
+
+## lint: gofmt, go vet, staticcheck and Temporal's workflowcheck (pinned, built into .tools/bin once)
+lint:
+	scripts/lint.sh
 
 ## build: compile the binaries into bin/
 build:

@@ -33,14 +33,14 @@ func (h *herald) keyEvents(subscription, subject string) []store.RequeuedEvent {
 // false when there is none.
 func (h *herald) workflowStatus(id string) (enums.WorkflowExecutionStatus, bool) {
 	h.t.Helper()
-	d, err := h.svc.Temporal.DescribeWorkflowExecution(context.Background(), id, "")
+	d, err := h.svc.Temporal.DescribeWorkflow(context.Background(), id, "")
 	if isNotFound(err) {
 		return 0, false
 	}
 	if err != nil {
 		h.t.Fatalf("describe %s: %v", id, err)
 	}
-	return d.GetWorkflowExecutionInfo().GetStatus(), true
+	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), true
 }
 
 // waitClosed waits until the key's workflow has completed (idle timeout).

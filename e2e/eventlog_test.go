@@ -31,11 +31,11 @@ func (s *system) dial() client.Client {
 // closedRun returns the run id of a workflow once its latest run has
 // completed ("" while it runs).
 func closedRun(c client.Client, id string) string {
-	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
-	if err != nil || d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	d, err := c.DescribeWorkflow(context.Background(), id, "")
+	if err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		return ""
 	}
-	return d.WorkflowExecutionInfo.Execution.RunId
+	return d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
 // TestReSendAfterCompletionIsNotDelivered: the relay sends events again

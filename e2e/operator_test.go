@@ -117,9 +117,8 @@ func TestTemporalShowsTheKeysState(t *testing.T) {
 		SubscriptionID: "billing:contacts.person.updated@1", SubjectKey: "person-ui"})) {
 		t.Fatalf("describe does not show the key's summary:\n%s", describe)
 	}
-	var meta string
 	// The test worker's schedule has 3 attempts; the details name the last.
-	meta = temporal("workflow", "metadata")
+	meta := temporal("workflow", "metadata")
 	for _, want := range []string{"**failed**", "2 queued", "attempt 3 of 3", "attempts_exhausted", "last attempt `handler_failed`", "not today", "next attempt"} {
 		if !strings.Contains(meta, want) {
 			t.Fatalf("current details lack %q:\n%s", want, meta)

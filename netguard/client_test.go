@@ -262,6 +262,7 @@ func TestNewHTTPClientSettings(t *testing.T) {
 	if tr.Proxy != nil {
 		t.Error("Proxy is set; the environment must never choose a proxy")
 	}
+	//lint:ignore SA1019 the test checks that the deprecated hook stays unset
 	if tr.DialContext == nil || tr.DialTLSContext != nil || tr.Dial != nil {
 		t.Error("dialling does not go (only) through the guard's DialContext")
 	}

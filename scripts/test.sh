@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test: vet, then every test with the race detector against a real
+# make test: lint (gofmt, vet, staticcheck, workflowcheck), then every test with the race detector against a real
 # PostgreSQL and a real Temporal dev server. Both are started here (and
 # stopped afterwards) unless HERALD_DATABASE_URL / TEMPORAL_ADDRESS are set.
 set -euo pipefail
@@ -30,11 +30,8 @@ fi
 echo "PostgreSQL: $HERALD_DATABASE_URL"
 echo "Temporal:   $TEMPORAL_ADDRESS"
 
-echo "== go vet"
-go vet ./...
-echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
-if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+# make lint: gofmt, vet, staticcheck, workflowcheck.
+scripts/lint.sh
 echo "== promtool (deploy/prometheus)"
 if command -v promtool >/dev/null 2>&1; then
   promtool check rules deploy/prometheus/alerts.yml

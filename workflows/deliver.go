@@ -311,6 +311,8 @@ func (d *delivery) auditEntry(ctx workflow.Context, action, actor, outcome, code
 	if eventID != "" {
 		meta["eventId"] = eventID
 	}
+	// Deleting the empty values: the order does not matter.
+	//workflowcheck:ignore
 	for k, v := range meta {
 		if s, ok := v.(string); ok && s == "" {
 			delete(meta, k)

@@ -257,6 +257,8 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 			return OpResult{Reason: "requeue_failed"}
 		}
 	}
+	// Copying into another map: the order does not matter.
+	//workflowcheck:ignore
 	for id, why := range res.Refused {
 		refused[id] = why
 	}
