@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"herald/manifest"
 	"herald/publish"
 	"herald/store"
@@ -46,9 +44,6 @@ type reportedError struct{ code int }
 
 func (e *reportedError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// pgUndefinedTable is PostgreSQL's SQLSTATE for a missing table.
-const pgUndefinedTable = "42P01"
-
 // exitCode maps a command's error to starter's exit code.
 func exitCode(err error) int {
 	var (
@@ -81,7 +76,6 @@ func (inv *invocation) finish(err error) int {
 	var (
 		reported *reportedError
 		usage    *usageError
-		pgErr    *pgconn.PgError
 	)
 	switch {
 	case err == nil, errors.As(err, &reported):
@@ -92,7 +86,7 @@ func (inv *invocation) finish(err error) int {
 		} else {
 			fmt.Fprintln(inv.stderr, "Run 'starter help' for the list of commands.")
 		}
-	case errors.As(err, &pgErr) && pgErr.Code == pgUndefinedTable:
+	case store.IsNoSchema(err):
 		fmt.Fprintf(inv.stderr, "starter: %v\nThe database has no Herald schema yet: run starter migrate (or start the worker) first.\n", err)
 	default:
 		fmt.Fprintf(inv.stderr, "starter: %v\n", err)

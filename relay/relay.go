@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -196,28 +195,13 @@ func (r *Relay) Run(ctx context.Context) error {
 // lead takes the leader lock on a dedicated connection, then dispatches until
 // ctx ends or the connection fails. Without the lock it returns nil at once.
 func (r *Relay) lead(ctx context.Context) error {
-	conn, err := r.Store.Pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire relay connection: %w", err)
+	lock, err := r.Store.TryLead(ctx)
+	if err != nil || lock == nil {
+		return err
 	}
-	var got bool
-	if err := conn.QueryRow(ctx,
-		`SELECT pg_try_advisory_lock(hashtext('herald.relay:' || current_schema()))`).Scan(&got); err != nil {
-		destroy(conn)
-		return fmt.Errorf("take relay lock: %w", err)
-	}
-	if !got {
-		conn.Release() // a standby keeps no connection of its own
-		return nil
-	}
-	// A session-level lock dies with its connection: destroy it rather than
-	// hand a connection holding the lock back to the pool.
-	defer destroy(conn)
+	defer lock.Release()
 	r.setLeader(true)
 	r.Logger.Info("relay is the leader")
-	if _, err := conn.Exec(ctx, "LISTEN "+store.NotifyChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	// The sweep runs beside dispatching, so a removal with many held keys
 	// never delays the events of other subscriptions.
 	sweepCtx, stopSweep := context.WithCancel(ctx)
@@ -238,11 +222,8 @@ func (r *Relay) lead(ctx context.Context) error {
 			sleep(ctx, r.PollInterval)
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, r.PollInterval)
-		_, err = conn.Conn().WaitForNotification(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("wait for notification: %w", err)
+		if err := lock.WaitForEvents(ctx, r.PollInterval); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -477,13 +458,6 @@ func (r *Relay) sweepKey(ctx context.Context, k store.HeldKey) (bool, error) {
 		r.Observer.Settled(k.SubscriptionID, store.EventCancelled, n)
 	}
 	return true, nil
-}
-
-func destroy(c *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = c.Conn().Close(ctx)
-	c.Release()
 }
 
 func sleep(ctx context.Context, d time.Duration) {
