@@ -75,6 +75,10 @@ const (
 	// OutcomeInactive: the subscription is not active (SubscriptionState says
 	// why); nothing was sent for the next event.
 	OutcomeInactive = "inactive"
+	// OutcomeLimited: the subscriber app's limits (manifest "limits") held
+	// the next event back for LimitHeadWait; nothing was sent and no attempt
+	// is spent. The workflow starts the next execution at once.
+	OutcomeLimited = "limited"
 )
 
 // Subscription states a Deliver execution reports (store's names).

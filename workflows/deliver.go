@@ -202,6 +202,9 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		d.WaitUntil = now.Add(wait)
 		d.WaitStatus = StatusUnreachable
 		head.NextAttemptAt = d.WaitUntil
+	case activities.OutcomeLimited:
+		// The app's limits held the head back: no attempt spent, nothing to
+		// change; the loop starts the next execution at once.
 	case activities.OutcomeInactive:
 		d.SubState, d.SubReason = res.SubscriptionState, res.SubscriptionReason
 		if res.SubscriptionState == activities.SubscriptionCancelled {

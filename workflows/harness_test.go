@@ -292,6 +292,12 @@ func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string)
 	return b, nil
 }
 
+func (s *fakeStore) AcquireDelivery(context.Context, string, time.Duration, time.Duration) (store.Grant, error) {
+	return store.Grant{Granted: true}, nil
+}
+
+func (s *fakeStore) ReleaseDelivery(context.Context, string, string) error { return nil }
+
 func (s *fakeStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
