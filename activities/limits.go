@@ -38,10 +38,10 @@ const (
 type turnResult int
 
 const (
-	turnGranted turnResult = iota // the POST may go; release the lease after it
-	turnTooLate                   // the turn would come after the budget
-	turnFailed                    // the database did not answer (err says why)
-	turnCancelled                 // ctx ended
+	turnGranted   turnResult = iota // the POST may go; release the lease after it
+	turnTooLate                     // the turn would come after the budget
+	turnFailed                      // the database did not answer (err says why)
+	turnCancelled                   // ctx ended
 )
 
 // waitTurn waits until the app's limits let one more POST go, for at most
