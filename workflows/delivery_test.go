@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -526,5 +527,33 @@ func TestDatabaseOutageRechecksSoon(t *testing.T) {
 	}
 	if during.Status != workflows.StatusBlocked || after.Status != workflows.StatusIdle || after.Counters.Delivered != 1 {
 		t.Fatalf("status %q during the outage, %q (%+v) 10 s after it", during.Status, after.Status, after.Counters)
+	}
+}
+
+// TestLimitedHeadSpendsNoAttempt: while the app's limits hold the head back,
+// executions end with outcome limited and the next starts at once; no
+// attempt is spent, and a later event held back goes in the next execution,
+// in order.
+func TestLimitedHeadSpendsNoAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.store.limits = store.Limits{MaxPerSecond: 1}
+	// Acquires 1-3 (the head, three executions) and 6 (the third event,
+	// behind two delivered ones) are refused.
+	h.store.refuse = func(n int) bool { return n <= 3 || n == 6 }
+	h.eventsAt(time.Second, 1, 2, 3)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want 1, 2, 3 in order", got)
+	}
+	for _, c := range h.sub.all() {
+		if c.Attempt != 1 {
+			t.Errorf("event %s delivered with attempt %d; waits for the limits must not count", c.EventID, c.Attempt)
+		}
+	}
+	if h.store.acquires != 7 {
+		t.Errorf("%d acquires, want 7 (three refused for the head, one for event 3)", h.store.acquires)
+	}
+	if len(h.store.audits) != 0 {
+		t.Errorf("waits wrote audit rows: %+v", h.store.audits)
 	}
 }
