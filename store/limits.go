@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +19,21 @@ type Limits struct {
 
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l.MaxPerSecond == 0 && l.MaxInFlight == 0 }
+
+// String describes the limits for people: "5/s, 3 in flight", or "none".
+func (l Limits) String() string {
+	var parts []string
+	if l.MaxPerSecond > 0 {
+		parts = append(parts, strconv.FormatFloat(l.MaxPerSecond, 'g', -1, 64)+"/s")
+	}
+	if l.MaxInFlight > 0 {
+		parts = append(parts, strconv.Itoa(l.MaxInFlight)+" in flight")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Grant is the answer to one AcquireDelivery.
 type Grant struct {

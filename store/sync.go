@@ -35,6 +35,9 @@ type ApplyResult struct {
 	// LimitsChanged: the app's delivery limits (manifest "limits") changed;
 	// an app.limits_changed audit row says from what to what.
 	LimitsChanged bool `json:"limitsChanged,omitempty"`
+	// LimitsFrom and LimitsTo are the limits before and after, when changed.
+	LimitsFrom *Limits `json:"limitsFrom,omitempty"`
+	LimitsTo   *Limits `json:"limitsTo,omitempty"`
 
 	// StateChanges lists every subscription whose state or reason changed,
 	// of any app, in the order they were written.
@@ -227,6 +230,7 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 	}
 	if limits != before {
 		res.LimitsChanged = true
+		res.LimitsFrom, res.LimitsTo = &before, &limits
 		if err := AppendAudit(ctx, tx, AuditEntry{
 			Action: ActionAppLimitsChanged, Actor: actor, TargetType: TargetApp, TargetID: m.App,
 			Metadata: map[string]any{"from": before, "to": limits},
