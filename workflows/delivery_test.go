@@ -557,3 +557,17 @@ func TestLimitedHeadSpendsNoAttempt(t *testing.T) {
 		t.Errorf("waits wrote audit rows: %+v", h.store.audits)
 	}
 }
+
+// TestNoLimitsNoAcquire: an app without limits never asks for a turn, so
+// its deliveries cost no extra database call.
+func TestNoLimitsNoAcquire(t *testing.T) {
+	h := newHarness(t)
+	h.eventsAt(time.Second, seqRange(1, 20)...)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(seqRange(1, 20)...)) {
+		t.Fatalf("delivered %v", got)
+	}
+	if h.store.acquires != 0 {
+		t.Errorf("%d acquires for an app without limits, want 0", h.store.acquires)
+	}
+}
