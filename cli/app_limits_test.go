@@ -20,6 +20,8 @@ func TestApplyAppLimits(t *testing.T) {
 	wantContains(t, "stdout", r.stdout, "billing: would change", "limits: 2.5/s (now: 5/s, 2 in flight)")
 	r = mustRun(t, e, "apps", "apply", manifest(`{"maxPerSecond":2.5}`))
 	wantContains(t, "stdout", r.stdout, "limits: 2.5/s (were: 5/s, 2 in flight)")
+	r = mustRun(t, e, "apps", "show", "billing")
+	wantContains(t, "stdout", r.stdout, "Limits:", "2.5/s")
 	r = mustRun(t, e, "audit", "--action", "app.limits_changed", "--target", "billing", "--json")
 	wantContains(t, "stdout", r.stdout, `"maxPerSecond": 2.5`, `"maxInFlight": 2`)
 
