@@ -53,7 +53,7 @@ func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget t
 	pause := capacityPoll
 	for {
 		left := time.Until(deadline)
-		if left <= 0 {
+		if left <= 0 || (activity.IsActivity(ctx) && workerStopping(ctx)) {
 			return "", turnTooLate, nil
 		}
 		g, err := a.Store.AcquireDelivery(ctx, app, timeout+leaseMargin, left)
@@ -66,17 +66,19 @@ func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget t
 		case err != nil:
 			return "", turnFailed, err
 		case g.Granted:
-			if g.Wait > 0 && !sleepBeating(ctx, g.Wait, hb) {
-				a.release(ctx, app, g.Lease)
-				return "", turnCancelled, ctx.Err()
+			if g.Wait > 0 {
+				if slept := sleepBeating(ctx, g.Wait, hb); slept != sleptFully {
+					a.release(ctx, app, g.Lease)
+					return "", slept.turn(), ctx.Err()
+				}
 			}
 			return g.Lease, turnGranted, nil
 		case !g.AtCapacity:
 			return "", turnTooLate, nil // the next token comes after the budget
 		}
 		d := min(pause/2+rand.N(pause), left)
-		if !sleepBeating(ctx, d, hb) {
-			return "", turnCancelled, ctx.Err()
+		if slept := sleepBeating(ctx, d, hb); slept != sleptFully {
+			return "", slept.turn(), ctx.Err()
 		}
 		pause = min(pause*3/2, maxCapacityPoll)
 	}
@@ -95,20 +97,44 @@ func (a *Activities) release(ctx context.Context, app, lease string) {
 	}
 }
 
+// sleepResult is how a sleep of a wait ended.
+type sleepResult int
+
+const (
+	sleptFully sleepResult = iota
+	sleepCancelled
+	// sleepStopping: the worker is shutting down; the wait ends early, as
+	// one that ran out of time, so that no attempt is spent on it.
+	sleepStopping
+)
+
+func (r sleepResult) turn() turnResult {
+	if r == sleepStopping {
+		return turnTooLate
+	}
+	return turnCancelled
+}
+
 // sleepBeating sleeps for d, heartbeating every second (the SDK throttles
-// what it sends), and reports false if ctx ended first.
-func sleepBeating(ctx context.Context, d time.Duration, hb any) bool {
+// what it sends), unless ctx ends or the worker stops first.
+func sleepBeating(ctx context.Context, d time.Duration, hb any) sleepResult {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var stopping <-chan struct{}
+	if activity.IsActivity(ctx) {
+		stopping = activity.GetWorkerStopChannel(ctx)
+	}
 	recordHeartbeat(ctx, hb)
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return sleepCancelled
+		case <-stopping:
+			return sleepStopping
 		case <-t.C:
-			return true
+			return sleptFully
 		case <-tick.C:
 			recordHeartbeat(ctx, hb)
 		}
