@@ -191,8 +191,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 					SubscriptionReason: truncate(err.Error(), maxErrorText)}), nil
 			default:
 				// The head's turn is further off: the workflow starts the next
-				// execution at once, with no attempt spent.
-				return finish(DeliverResult{Outcome: OutcomeLimited}), nil
+				// execution at once, with no attempt spent. Attempt is the one
+				// the head would have made (earlier ones of this execution
+				// failed), as for an unreachable subscriber.
+				return finish(DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}), nil
 			}
 		}
 		attempt := 1

@@ -571,3 +571,27 @@ func TestNoLimitsNoAcquire(t *testing.T) {
 		t.Errorf("%d acquires for an app without limits, want 0", h.store.acquires)
 	}
 }
+
+// TestLimitedRetryKeepsAttemptCount: a head whose first attempt failed and
+// whose retry is held back by the limits makes its next POST as attempt 2:
+// the failed attempt stays spent, the wait spends none.
+func TestLimitedRetryKeepsAttemptCount(t *testing.T) {
+	h := newHarness(t)
+	h.store.limits = store.Limits{MaxInFlight: 1}
+	h.store.refuse = func(n int) bool { return n == 2 || n == 3 }
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if nth == 0 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1)
+	h.run()
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 2 || calls[0].Attempt != 1 || calls[1].Attempt != 2 {
+		t.Fatalf("calls %+v, want attempt 1 failed then attempt 2 delivered", calls)
+	}
+	if h.store.acquires != 4 {
+		t.Errorf("%d acquires, want 4", h.store.acquires)
+	}
+}
