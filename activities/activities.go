@@ -36,6 +36,10 @@ type Store interface {
 	// delivery found unreachable.
 	MarkUnreachable(ctx context.Context, app string) error
 	ClearUnreachable(ctx context.Context, app string) (bool, error)
+	// AcquireDelivery and ReleaseDelivery keep a subscriber app's limits
+	// across every worker process: a token of its rate and an in-flight lease.
+	AcquireDelivery(ctx context.Context, app string, ttl, maxWait time.Duration) (store.Grant, error)
+	ReleaseDelivery(ctx context.Context, app, lease string) error
 	// QueuedAfter and CancelQueuedAfter read and drop a key's backlog: the
 	// queued events its workflow does not hold in memory.
 	QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]store.QueuedEvent, error)
@@ -166,6 +170,37 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// or on another worker when this one is stopping.
 			break
 		}
+		var lease string
+		if !batch.Limits.IsZero() {
+			// The app's limits: wait for this POST's turn. A wait is no
+			// attempt; the key keeps its order.
+			budget := LimitHeadWait
+			if i > 0 {
+				budget = min(batchTime, maxLimitBatchWait) - time.Since(started)
+			}
+			var turn turnResult
+			lease, turn, err = a.waitTurn(ctx, batch.Target.App, in.Timeout, budget, i)
+			switch {
+			case turn == turnGranted:
+			case i > 0:
+				// Later events go in the next execution.
+				a.limitWaitEnded(in.SubscriptionID, turn, err)
+				return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+			case turn == turnCancelled:
+				_, _ = w.close()
+				return DeliverResult{}, ctx.Err()
+			case turn == turnFailed:
+				// As when the batch cannot be read: re-check soon, no attempt spent.
+				return finish(DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
+					SubscriptionReason: truncate(err.Error(), maxErrorText)}), nil
+			default:
+				// The head's turn is further off: the workflow starts the next
+				// execution at once, with no attempt spent. Attempt is the one
+				// the head would have made (earlier ones of this execution
+				// failed), as for an unreachable subscriber.
+				return finish(DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}), nil
+			}
+		}
 		attempt := 1
 		if i == 0 {
 			attempt = base + int(info.Attempt)
@@ -177,6 +212,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
 			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
 		})
+		a.release(ctx, batch.Target.App, lease)
 		if a.Observer != nil {
 			a.Observer.Attempted(in.SubscriptionID, batch.Target.App, stored.Envelope, attempt, r)
 		}
@@ -207,6 +243,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+}
+
+// limitWaitEnded logs a later event's wait for the app's limits that ended
+// the execution for a reason other than its length.
+func (a *Activities) limitWaitEnded(subscriptionID string, turn turnResult, err error) {
+	if turn == turnFailed {
+		a.warn("wait for the app's limits", subscriptionID, err)
+	}
 }
 
 // workerStopping reports whether the worker is shutting down gracefully.

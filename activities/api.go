@@ -75,6 +75,11 @@ const (
 	// OutcomeInactive: the subscription is not active (SubscriptionState says
 	// why); nothing was sent for the next event.
 	OutcomeInactive = "inactive"
+	// OutcomeLimited: the subscriber app's limits (manifest "limits") held
+	// the next event back for LimitHeadWait; nothing was sent and no attempt
+	// is spent (Attempt is the one the head would have made). The workflow
+	// starts the next execution at once.
+	OutcomeLimited = "limited"
 )
 
 // Subscription states a Deliver execution reports (store's names).
@@ -158,7 +163,7 @@ type DeliverResult struct {
 	// this execution settled.
 	Done []Settled `json:"done,omitempty"`
 	// For partial and unreachable: the first unsettled event's attempt
-	// number, code and error text.
+	// number, code and error text; for limited, the attempt number only.
 	Attempt    int           `json:"attempt,omitempty"`
 	Code       string        `json:"code,omitempty"`
 	Error      string        `json:"error,omitempty"`

@@ -206,7 +206,10 @@ func printChanges(w io.Writer, res store.ApplyResult) {
 		}
 		_ = t.flush()
 	}
-	if decls == "" && subs == "" && len(res.StateChanges) == 0 {
+	if res.LimitsFrom != nil && res.LimitsTo != nil {
+		fmt.Fprintf(w, "  limits: %s (were: %s)\n", res.LimitsTo, res.LimitsFrom)
+	}
+	if decls == "" && subs == "" && len(res.StateChanges) == 0 && !res.LimitsChanged {
 		fmt.Fprintln(w, "  no declaration or subscription changes (endpoint or other app settings only)")
 	}
 }

@@ -112,6 +112,7 @@ func printApp(w io.Writer, app store.AppDetail) error {
 	t := newTable(w, "App:", app.ID)
 	t.row("Endpoint:", app.Endpoint)
 	t.row("Delivery path:", app.DeliveryPath)
+	t.row("Limits:", store.Limits{MaxPerSecond: app.MaxPerSecond, MaxInFlight: app.MaxInFlight}.String())
 	t.row("Applied:", formatTime(app.AppliedAt))
 	if app.RemovedAt != nil {
 		t.row("Removed:", formatTime(*app.RemovedAt))

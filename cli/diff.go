@@ -88,6 +88,10 @@ func printDiff(w io.Writer, res store.ApplyResult) {
 			fmt.Fprintf(w, "  %s: %s\n", l.label, strings.Join(l.names, ", "))
 		}
 	}
+	if res.LimitsFrom != nil && res.LimitsTo != nil {
+		shown = true
+		fmt.Fprintf(w, "  limits: %s (now: %s)\n", res.LimitsTo, res.LimitsFrom)
+	}
 	if len(res.BreakingChanges) > 0 {
 		shown = true
 		fmt.Fprintln(w, "  breaking dataSchema changes (apply refuses them without --allow-breaking --reason R;")

@@ -83,7 +83,8 @@ func joinField(parent, name string) string {
 }
 
 var (
-	manifestFields     = []string{"app", "endpoint", "deliveryPath", "events", "subscribes"}
+	manifestFields     = []string{"app", "endpoint", "deliveryPath", "events", "subscribes", "limits"}
+	limitsFields       = []string{"maxPerSecond", "maxInFlight"}
 	eventFields        = []string{"name", "version", "subject", "title", "description", "automation", "place", "dataSchema", "deprecated"}
 	subscriptionFields = []string{"type", "version", "filter"}
 )
@@ -105,7 +106,39 @@ func (m *Manifest) decode(data []byte, ps *problems) bool {
 	for i, raw := range decodeArray(fields, "subscribes", "", ps) {
 		m.Subscribes = append(m.Subscribes, decodeSubscription(raw, fmt.Sprintf("subscribes[%d]", i), ps))
 	}
+	if v, ok := fields["limits"]; ok && !isNull(v) {
+		m.Limits = decodeLimits(v, ps)
+	}
 	return true
+}
+
+// decodeLimits reads the limits object; the values are checked by validate.
+// A value out of range is reported here, as written, and left zero.
+func decodeLimits(raw json.RawMessage, ps *problems) *Limits {
+	fields, ok := fieldsOf(raw, "limits", limitsFields, ps)
+	if !ok {
+		return nil
+	}
+	l := &Limits{}
+	if v, ok := fields["maxPerSecond"]; ok && !isNull(v) {
+		num, isNumber := decodeNumber(v)
+		f, err := num.Float64()
+		if !isNumber || err != nil || !validPerSecond(f) {
+			ps.add("limits.maxPerSecond", "%s", limitMessage("maxPerSecond", truncate(string(compact(v)), 40)))
+		} else {
+			l.MaxPerSecond = f
+		}
+	}
+	if v, ok := fields["maxInFlight"]; ok && !isNull(v) {
+		num, isNumber := decodeNumber(v)
+		i, err := strconv.Atoi(num.String())
+		if !isNumber || err != nil || i <= 0 || i > MaxInFlightLimit {
+			ps.add("limits.maxInFlight", "%s", limitMessage("maxInFlight", truncate(string(compact(v)), 40)))
+		} else {
+			l.MaxInFlight = i
+		}
+	}
+	return l
 }
 
 func decodeEvent(raw json.RawMessage, field string, ps *problems) Event {

@@ -19,6 +19,10 @@ func (m *Manifest) Hash() string {
 		Events:       make([]Event, len(m.Events)),
 		Subscribes:   make([]Subscription, len(m.Subscribes)),
 	}
+	if !m.Limits.IsZero() {
+		l := *m.Limits
+		c.Limits = &l
+	}
 	for i, ev := range m.Events {
 		ev.DataSchema = canonicalJSON(ev.DataSchema)
 		if ev.HasPlace() {

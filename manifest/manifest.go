@@ -18,10 +18,27 @@ type Manifest struct {
 	DeliveryPath string         `json:"deliveryPath,omitempty"`
 	Events       []Event        `json:"events"`
 	Subscribes   []Subscription `json:"subscribes"`
+	// Limits, when set, bound the deliveries to this app (as a subscriber),
+	// across every worker process together.
+	Limits *Limits `json:"limits,omitempty"`
 
 	// Source names where the manifest was read from (a file path), for messages.
 	Source string `json:"-"`
 }
+
+// Limits bound the deliveries (HTTP POSTs) to one subscriber app, to any of
+// its subscriptions, summed over every worker replica. A zero field is no
+// limit.
+type Limits struct {
+	// MaxPerSecond is the sustained rate of POSTs, a positive number; the
+	// burst is one second's worth (at least one).
+	MaxPerSecond float64 `json:"maxPerSecond,omitempty"`
+	// MaxInFlight is how many POSTs may be under way at once.
+	MaxInFlight int `json:"maxInFlight,omitempty"`
+}
+
+// IsZero reports whether l sets no limit.
+func (l *Limits) IsZero() bool { return l == nil || (l.MaxPerSecond == 0 && l.MaxInFlight == 0) }
 
 // Event declares one published event type at one version.
 type Event struct {

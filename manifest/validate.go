@@ -19,6 +19,11 @@ const (
 	MaxEventNameLen = 120
 	// MaxEndpointLen is the longest endpoint URL accepted.
 	MaxEndpointLen = 2048
+	// MaxPerSecondLimit and MaxInFlightLimit bound the values of an app's
+	// limits; MinPerSecondLimit is the slowest rate accepted (one POST a day).
+	MaxPerSecondLimit = 1000000
+	MinPerSecondLimit = 1.0 / 86400
+	MaxInFlightLimit  = 100000
 )
 
 var (
@@ -80,6 +85,7 @@ func (m *Manifest) validate(ps *problems) {
 	m.validateEndpoint(&found)
 	m.validateEvents(&found)
 	m.validateSubscribes(&found)
+	m.validateLimits(&found)
 	reported := make(map[string]bool, len(*ps))
 	for _, p := range *ps {
 		reported[p.Field] = true
@@ -156,6 +162,32 @@ func checkDeliveryPath(s string) string {
 		return "is not a valid URL path"
 	}
 	return ""
+}
+
+// limitMessage is the complaint about a bad limit value; got is the value
+// as written.
+func limitMessage(field, got string) string {
+	if field == "maxInFlight" {
+		return fmt.Sprintf("must be an integer from 1 to %d, got %s", MaxInFlightLimit, got)
+	}
+	return fmt.Sprintf("must be a number of deliveries per second from 1/86400 (one a day) to %d, got %s",
+		MaxPerSecondLimit, got)
+}
+
+// validPerSecond reports whether r is an accepted maxPerSecond. NaN fails
+// every comparison, so the test is written to refuse it.
+func validPerSecond(r float64) bool { return r >= MinPerSecondLimit && r <= MaxPerSecondLimit }
+
+func (m *Manifest) validateLimits(ps *problems) {
+	if m.Limits == nil {
+		return
+	}
+	if r := m.Limits.MaxPerSecond; r != 0 && !validPerSecond(r) {
+		ps.add("limits.maxPerSecond", "%s", limitMessage("maxPerSecond", fmt.Sprint(r)))
+	}
+	if n := m.Limits.MaxInFlight; n < 0 || n > MaxInFlightLimit {
+		ps.add("limits.maxInFlight", "%s", limitMessage("maxInFlight", fmt.Sprint(n)))
+	}
 }
 
 func (m *Manifest) validateEvents(ps *problems) {

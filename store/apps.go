@@ -19,6 +19,10 @@ type App struct {
 	AppliedAt    time.Time `db:"applied_at" json:"appliedAt"`
 	// RemovedAt is set once the app was removed (and not applied since).
 	RemovedAt *time.Time `db:"removed_at" json:"removedAt,omitempty"`
+	// MaxPerSecond and MaxInFlight are the app's delivery limits (manifest
+	// "limits"); zero is no limit.
+	MaxPerSecond float64 `db:"max_per_second" json:"maxPerSecond,omitempty"`
+	MaxInFlight  int     `db:"max_in_flight" json:"maxInFlight,omitempty"`
 }
 
 // Declaration is one event type at one version declared by an app.
@@ -50,7 +54,8 @@ type AppDetail struct {
 	Subscriptions []Subscription  `db:"-" json:"subscriptions"`
 }
 
-const appColumns = `id, endpoint, delivery_path, content_hash, applied_at, removed_at`
+const appColumns = `id, endpoint, delivery_path, content_hash, applied_at, removed_at,
+	COALESCE(max_per_second, 0) AS max_per_second, COALESCE(max_in_flight, 0) AS max_in_flight`
 
 // ListApps returns every app, removed ones included, ordered by id.
 func (s *Store) ListApps(ctx context.Context) ([]App, error) {

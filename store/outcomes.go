@@ -115,17 +115,22 @@ type Batch struct {
 	// AppUnreachable: a delivery to the subscriber app found it unreachable
 	// and no delivery to it has succeeded since.
 	AppUnreachable bool
+	// Limits are the subscriber app's delivery limits (zero: none), so that
+	// an app without limits costs no extra query.
+	Limits Limits
 	// Events by id; ids that name no accepted event are absent.
 	Events map[string]BatchEvent
 }
 
-// DeliveryBatch reads, in one query, the subscription's target and the events
+// DeliveryBatch reads, in one query, the subscription's target, its app's
+// limits and the events
 // with the given ids (which must be UUIDs) with their outcome for it. An
 // unknown subscription is an error wrapping ErrNotFound.
 func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
+		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, '')
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
@@ -146,7 +151,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		var version *int32
 		var env []byte
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t

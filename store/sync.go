@@ -32,6 +32,13 @@ type ApplyResult struct {
 	SubscriptionsRestored  int `json:"subscriptionsRestored"`
 	SubscriptionsCancelled int `json:"subscriptionsCancelled"`
 
+	// LimitsChanged: the app's delivery limits (manifest "limits") changed;
+	// an app.limits_changed audit row says from what to what.
+	LimitsChanged bool `json:"limitsChanged,omitempty"`
+	// LimitsFrom and LimitsTo are the limits before and after, when changed.
+	LimitsFrom *Limits `json:"limitsFrom,omitempty"`
+	LimitsTo   *Limits `json:"limitsTo,omitempty"`
+
 	// StateChanges lists every subscription whose state or reason changed,
 	// of any app, in the order they were written.
 	StateChanges []StateChange `json:"stateChanges,omitempty"`
@@ -195,8 +202,10 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 	}
 	var stored string
 	var removed bool
-	err = tx.QueryRow(ctx, `SELECT content_hash, removed_at IS NOT NULL FROM apps WHERE id = $1`,
-		m.App).Scan(&stored, &removed)
+	var before Limits
+	err = tx.QueryRow(ctx, `SELECT content_hash, removed_at IS NOT NULL,
+		       COALESCE(max_per_second, 0), COALESCE(max_in_flight, 0) FROM apps WHERE id = $1`,
+		m.App).Scan(&stored, &removed, &before.MaxPerSecond, &before.MaxInFlight)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return ApplyResult{}, fmt.Errorf("read app: %w", err)
 	}
@@ -207,15 +216,27 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 	if err := lockSubscriptionStates(ctx, tx); err != nil {
 		return ApplyResult{}, err
 	}
+	limits := manifestLimits(m)
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
-		VALUES ($1, $2, $3, $4::jsonb, $5)
+		INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash, max_per_second, max_in_flight)
+		VALUES ($1, $2, $3, $4::jsonb, $5, NULLIF($6::double precision, 0), NULLIF($7::integer, 0))
 		ON CONFLICT (id) DO UPDATE SET
 			endpoint = EXCLUDED.endpoint, delivery_path = EXCLUDED.delivery_path,
 			manifest = EXCLUDED.manifest, content_hash = EXCLUDED.content_hash,
+			max_per_second = EXCLUDED.max_per_second, max_in_flight = EXCLUDED.max_in_flight,
 			applied_at = now(), removed_at = NULL`,
-		m.App, m.Endpoint, m.Path(), string(doc), hash); err != nil {
+		m.App, m.Endpoint, m.Path(), string(doc), hash, limits.MaxPerSecond, limits.MaxInFlight); err != nil {
 		return ApplyResult{}, fmt.Errorf("save app: %w", err)
+	}
+	if limits != before {
+		res.LimitsChanged = true
+		res.LimitsFrom, res.LimitsTo = &before, &limits
+		if err := AppendAudit(ctx, tx, AuditEntry{
+			Action: ActionAppLimitsChanged, Actor: actor, TargetType: TargetApp, TargetID: m.App,
+			Metadata: map[string]any{"from": before, "to": limits},
+		}); err != nil {
+			return ApplyResult{}, err
+		}
 	}
 	if err := syncDeclarations(ctx, tx, m, opts, &res); err != nil {
 		return ApplyResult{}, err
@@ -229,6 +250,8 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 	}
 	meta := res.auditMetadata()
 	meta["hash"] = hash
+	meta["limits"] = limits
+	meta["limitsChanged"] = res.LimitsChanged
 	if m.Source != "" {
 		meta["source"] = m.Source
 	}
@@ -244,6 +267,17 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 		return ApplyResult{}, err
 	}
 	return res, nil
+}
+
+// ActionAppLimitsChanged is the audit action of changed app delivery limits.
+const ActionAppLimitsChanged = "app.limits_changed"
+
+// manifestLimits are m's limits as the store keeps them.
+func manifestLimits(m *manifest.Manifest) Limits {
+	if m.Limits == nil {
+		return Limits{}
+	}
+	return Limits{MaxPerSecond: m.Limits.MaxPerSecond, MaxInFlight: m.Limits.MaxInFlight}
 }
 
 // RemoveApp retires every declaration of app, cancels its subscriptions,

@@ -202,6 +202,13 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		d.WaitUntil = now.Add(wait)
 		d.WaitStatus = StatusUnreachable
 		head.NextAttemptAt = d.WaitUntil
+	case activities.OutcomeLimited:
+		// The app's limits held the head back: that attempt is not spent
+		// (earlier attempts of a retried execution are, as their reports
+		// said), and the loop starts the next execution at once.
+		if head != nil && res.Attempt-1 > head.Attempts {
+			head.Attempts = res.Attempt - 1
+		}
 	case activities.OutcomeInactive:
 		d.SubState, d.SubReason = res.SubscriptionState, res.SubscriptionReason
 		if res.SubscriptionState == activities.SubscriptionCancelled {

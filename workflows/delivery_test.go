@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -526,5 +527,71 @@ func TestDatabaseOutageRechecksSoon(t *testing.T) {
 	}
 	if during.Status != workflows.StatusBlocked || after.Status != workflows.StatusIdle || after.Counters.Delivered != 1 {
 		t.Fatalf("status %q during the outage, %q (%+v) 10 s after it", during.Status, after.Status, after.Counters)
+	}
+}
+
+// TestLimitedHeadSpendsNoAttempt: while the app's limits hold the head back,
+// executions end with outcome limited and the next starts at once; no
+// attempt is spent, and a later event held back goes in the next execution,
+// in order.
+func TestLimitedHeadSpendsNoAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.store.limits = store.Limits{MaxPerSecond: 1}
+	// Acquires 1-3 (the head, three executions) and 6 (the third event,
+	// behind two delivered ones) are refused.
+	h.store.refuse = func(n int) bool { return n <= 3 || n == 6 }
+	h.eventsAt(time.Second, 1, 2, 3)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want 1, 2, 3 in order", got)
+	}
+	for _, c := range h.sub.all() {
+		if c.Attempt != 1 {
+			t.Errorf("event %s delivered with attempt %d; waits for the limits must not count", c.EventID, c.Attempt)
+		}
+	}
+	if h.store.acquires != 7 {
+		t.Errorf("%d acquires, want 7 (three refused for the head, one for event 3)", h.store.acquires)
+	}
+	if len(h.store.audits) != 0 {
+		t.Errorf("waits wrote audit rows: %+v", h.store.audits)
+	}
+}
+
+// TestNoLimitsNoAcquire: an app without limits never asks for a turn, so
+// its deliveries cost no extra database call.
+func TestNoLimitsNoAcquire(t *testing.T) {
+	h := newHarness(t)
+	h.eventsAt(time.Second, seqRange(1, 20)...)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(seqRange(1, 20)...)) {
+		t.Fatalf("delivered %v", got)
+	}
+	if h.store.acquires != 0 {
+		t.Errorf("%d acquires for an app without limits, want 0", h.store.acquires)
+	}
+}
+
+// TestLimitedRetryKeepsAttemptCount: a head whose first attempt failed and
+// whose retry is held back by the limits makes its next POST as attempt 2:
+// the failed attempt stays spent, the wait spends none.
+func TestLimitedRetryKeepsAttemptCount(t *testing.T) {
+	h := newHarness(t)
+	h.store.limits = store.Limits{MaxInFlight: 1}
+	h.store.refuse = func(n int) bool { return n == 2 || n == 3 }
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if nth == 0 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1)
+	h.run()
+	calls := h.sub.callsFor(eventID(1))
+	if len(calls) != 2 || calls[0].Attempt != 1 || calls[1].Attempt != 2 {
+		t.Fatalf("calls %+v, want attempt 1 failed then attempt 2 delivered", calls)
+	}
+	if h.store.acquires != 4 {
+		t.Errorf("%d acquires, want 4", h.store.acquires)
 	}
 }

@@ -237,6 +237,11 @@ type fakeStore struct {
 	outcomes map[string]string
 	updates  []store.OutcomeUpdate
 	audits   []store.AuditEntry
+	// limits are the app's limits the batch reports; refuse, when set,
+	// refuses the nth acquire (from 1) as too late; acquires counts them.
+	limits   store.Limits
+	refuse   func(n int) bool
+	acquires int
 	// reads counts the batches read: one per Deliver execution.
 	reads int
 	// dispatched are the seqs the relay handed to the key (the backlog's source).
@@ -275,6 +280,7 @@ func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string)
 	b := store.Batch{
 		Target: store.Target{SubscriptionID: subID, Type: "contacts.person.updated", Version: 1,
 			State: s.state, Reason: s.reason, App: "billing", Endpoint: "http://subscriber.test", DeliveryPath: "/deliver"},
+		Limits: s.limits,
 		Events: map[string]store.BatchEvent{},
 	}
 	for _, id := range ids {
@@ -291,6 +297,18 @@ func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string)
 	}
 	return b, nil
 }
+
+func (s *fakeStore) AcquireDelivery(context.Context, string, time.Duration, time.Duration) (store.Grant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acquires++
+	if s.refuse != nil && s.refuse(s.acquires) {
+		return store.Grant{Wait: time.Hour}, nil // the turn comes too late
+	}
+	return store.Grant{Granted: true}, nil
+}
+
+func (s *fakeStore) ReleaseDelivery(context.Context, string, string) error { return nil }
 
 func (s *fakeStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
 	s.mu.Lock()
