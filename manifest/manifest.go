@@ -21,7 +21,17 @@ type Manifest struct {
 
 	// Source names where the manifest was read from (a file path), for messages.
 	Source string `json:"-"`
+	// builtin marks Herald's own manifest, the only one that may use the
+	// app id ReservedApp (ParseBuiltin).
+	builtin bool
 }
+
+// ReservedApp is the app id of Herald's own operational events
+// (herald.key.failed, ...). No user manifest may use it.
+const ReservedApp = "herald"
+
+// IsBuiltin reports whether m is Herald's own manifest (ParseBuiltin).
+func (m *Manifest) IsBuiltin() bool { return m.builtin }
 
 // Event declares one published event type at one version.
 type Event struct {
