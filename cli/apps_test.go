@@ -400,4 +400,9 @@ func TestReservedHeraldApp(t *testing.T) {
 		t.Fatalf("remove: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
 	}
 	wantContains(t, "stderr", r.stderr, "reserved")
+	r = run(t, e, "apps", "token", "create", "herald")
+	if r.code != ExitInvalid {
+		t.Fatalf("token create: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "reserved")
 }
