@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/config"
 	"herald/manifest"
 	"herald/store"
 	"herald/subscriber"
@@ -206,5 +207,46 @@ func TestOperationalEventsLoopGuard(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d herald.key.failed events, want 1 (about billing's key only)", n)
+	}
+}
+
+// TestKeyExpiredIsDelivered: events a failed key held longer than the hold
+// expiry are dropped as expired, and the alerting app hears of it once.
+// Herald's own app is declared by the worker's start.
+func TestKeyExpiredIsDelivered(t *testing.T) {
+	s := start(t, func(cfg *config.Worker) { cfg.HoldExpiry = 3 * time.Second })
+	ctx := context.Background()
+	app, err := s.svc.Store.GetApp(ctx, store.HeraldApp)
+	if err != nil || len(app.Declarations) != 4 {
+		t.Fatalf("the worker did not declare the app herald: %+v, %v", app, err)
+	}
+	s.apply()
+	ops := startOps(t, s, store.TypeKeyExpired)
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "person-exp" {
+			return errors.New("not today")
+		}
+		return nil
+	})
+	first := s.publish("person-exp", 1)
+	second := s.publish("person-exp", 2)
+	// One event per expiry pass: both events at once, or one pass each.
+	expired := func() (ids []any, passes int) {
+		for _, ev := range ops.events(store.TypeKeyExpired) {
+			d := eventData(t, ev)
+			got, _ := d["eventIds"].([]any)
+			if ev.Subject != "billing:contacts.person.updated@1/person-exp" || d["count"] != float64(len(got)) ||
+				d["holdExpiry"] != "3s" || d["subjectKey"] != "person-exp" || d["subscriptionId"] != "billing:contacts.person.updated@1" {
+				t.Fatalf("herald.key.expired %s: %s", ev.Subject, ev.Data)
+			}
+			ids = append(ids, got...)
+			passes++
+		}
+		return ids, passes
+	}
+	waitFor(t, 60*time.Second, "herald.key.expired for both events", func() bool { ids, _ := expired(); return len(ids) >= 2 })
+	ids, passes := expired()
+	if len(ids) != 2 || ids[0] != first.ID || ids[1] != second.ID || passes > 2 {
+		t.Fatalf("expired ids %v in %d events, want %s and %s", ids, passes, first.ID, second.ID)
 	}
 }
