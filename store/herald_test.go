@@ -282,3 +282,29 @@ func TestLoopGuardNoKeyEventsAboutHeraldSubscriptions(t *testing.T) {
 		t.Fatalf("%d key events, want the first one only", n)
 	}
 }
+
+func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{newEvent("contacts.person.updated", "p1", "a")}
+	if _, err := s.InsertEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	wf := "deliver:" + billingPersonSub + ":p1"
+	failKey(t, s, billingPersonSub, "p1", evs[0].ID, wf)
+	if _, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
+		Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: wf, ErrorCode: "subscription_removed",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: evs[0].ID, Status: store.EventDelivered}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range heraldEvents(t, s) {
+		if ev.Type == store.TypeKeyRecovered {
+			t.Fatalf("recovered after the subscription's removal: %+v", ev)
+		}
+	}
+}

@@ -455,7 +455,11 @@ func (s *Store) CancelHeld(ctx context.Context, subscriptionID, subject, code st
 			audit.Metadata = map[string]any{}
 		}
 		audit.Metadata["count"] = n
-		return AppendAudit(ctx, tx, audit)
+		if err := AppendAudit(ctx, tx, audit); err != nil {
+			return err
+		}
+		// A removed subscription's key forgets its failure (no recovery).
+		return keyTransition(ctx, tx, subscriptionID, subject, audit)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel held events of %s %s: %w", subscriptionID, subject, err)
