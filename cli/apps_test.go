@@ -405,4 +405,18 @@ func TestReservedHeraldApp(t *testing.T) {
 		t.Fatalf("token create: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
 	}
 	wantContains(t, "stderr", r.stderr, "reserved")
+
+	// Once a worker has declared it (as each start does), the app shows.
+	st, err := store.Open(context.Background(), e.getenv("HERALD_DATABASE_URL"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.EnsureHeraldApp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, e, "apps", "show", "herald")
+	wantContains(t, "stdout", r.stdout, "herald.key.failed", "herald.key.recovered", "herald.key.expired",
+		"herald.subscription.state_changed")
+	wantContains(t, "stdout", mustRun(t, e, "catalog").stdout, "herald.key.failed")
 }
