@@ -378,3 +378,45 @@ func TestCheckEndpoints(t *testing.T) {
 		t.Errorf("allow-listed private address still warned: %+v", ws)
 	}
 }
+
+// TestReservedHeraldApp: a manifest may not be named herald (Herald's own
+// operational events), and the app cannot be removed.
+func TestReservedHeraldApp(t *testing.T) {
+	t.Parallel()
+	e := migratedEnv(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "herald.json", `{"app": "herald", "endpoint": "https://alerts.example", "events": [], "subscribes": []}`)
+	r := run(t, e, "apps", "apply", dir)
+	if r.code != ExitInvalid {
+		t.Fatalf("apply: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "nothing was applied", `"herald" is reserved for Herald's own operational events`)
+	r = run(t, e, "apps", "diff", dir)
+	if r.code != ExitInvalid {
+		t.Fatalf("diff: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	r = run(t, e, "apps", "remove", "herald")
+	if r.code != ExitInvalid {
+		t.Fatalf("remove: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "reserved")
+	r = run(t, e, "apps", "token", "create", "herald")
+	if r.code != ExitInvalid {
+		t.Fatalf("token create: exit %d, want %d\nstderr:\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "reserved")
+
+	// Once a worker has declared it (as each start does), the app shows.
+	st, err := store.Open(context.Background(), e.getenv("HERALD_DATABASE_URL"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.EnsureHeraldApp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, e, "apps", "show", "herald")
+	wantContains(t, "stdout", r.stdout, "herald.key.failed", "herald.key.recovered", "herald.key.expired",
+		"herald.subscription.state_changed")
+	wantContains(t, "stdout", mustRun(t, e, "catalog").stdout, "herald.key.failed")
+}

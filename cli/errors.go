@@ -60,7 +60,8 @@ func exitCode(err error) int {
 	case errors.As(err, &reported):
 		return reported.code
 	case errors.As(err, &usage), errors.As(err, &invalid), errors.As(err, &state),
-		errors.As(err, &badManifest), errors.As(err, &breaking), errors.Is(err, store.ErrNotFound):
+		errors.As(err, &badManifest), errors.As(err, &breaking), errors.Is(err, store.ErrNotFound),
+		errors.Is(err, store.ErrReservedApp):
 		return ExitInvalid
 	}
 	if _, ok := publish.IsRejection(err); ok {

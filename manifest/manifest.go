@@ -24,6 +24,9 @@ type Manifest struct {
 
 	// Source names where the manifest was read from (a file path), for messages.
 	Source string `json:"-"`
+	// builtin marks Herald's own manifest, the only one that may use the
+	// app id ReservedApp (ParseBuiltin).
+	builtin bool
 }
 
 // Limits bound the deliveries (HTTP POSTs) to one subscriber app, to any of
@@ -39,6 +42,13 @@ type Limits struct {
 
 // IsZero reports whether l sets no limit.
 func (l *Limits) IsZero() bool { return l == nil || (l.MaxPerSecond == 0 && l.MaxInFlight == 0) }
+
+// ReservedApp is the app id of Herald's own operational events
+// (herald.key.failed, ...). No user manifest may use it.
+const ReservedApp = "herald"
+
+// IsBuiltin reports whether m is Herald's own manifest (ParseBuiltin).
+func (m *Manifest) IsBuiltin() bool { return m.builtin }
 
 // Event declares one published event type at one version.
 type Event struct {

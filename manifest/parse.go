@@ -33,6 +33,16 @@ const maxConvertedBytes = 4 * MaxManifestBytes
 // Parse strips trailing '/' characters from the endpoint, so that appending the
 // delivery path never doubles it.
 func Parse(source string, data []byte) (*Manifest, error) {
+	return parse(source, data, false)
+}
+
+// ParseBuiltin is Parse for Herald's own manifest (app ReservedApp), which
+// Parse refuses.
+func ParseBuiltin(source string, data []byte) (*Manifest, error) {
+	return parse(source, data, true)
+}
+
+func parse(source string, data []byte, builtin bool) (*Manifest, error) {
 	fail := func(format string, args ...any) error {
 		var ps problems
 		ps.add("", format, args...)
@@ -59,7 +69,7 @@ func Parse(source string, data []byte) (*Manifest, error) {
 		return nil, fail("not valid JSON%s: %v", syntaxPosition(data, err), err)
 	}
 
-	m := &Manifest{Source: source}
+	m := &Manifest{Source: source, builtin: builtin}
 	var ps problems
 	if !m.decode(data, &ps) {
 		return nil, ps.asError(source, "")

@@ -103,6 +103,9 @@ func (m *Manifest) validateApp(ps *problems) {
 		ps.add("app", "is required")
 	case !ValidAppID(m.App):
 		ps.add("app", "%s is not a valid app id: want 1 to 80 characters of a-z, 0-9 and '-', starting with a letter", quote(m.App))
+	case m.App == ReservedApp && !m.builtin:
+		ps.add("app", "%q is reserved for Herald's own operational events (herald.key.failed, ...); "+
+			"subscribe to them from your app's manifest, under another app id", ReservedApp)
 	}
 }
 

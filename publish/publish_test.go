@@ -36,6 +36,8 @@ func TestPublishRejections(t *testing.T) {
 		{"app unknown", with(func(r *publish.Request) { r.App = "nobody"; r.Type = "nobody.x" }), publish.CodeUnknownApp, `app "nobody" is unknown`},
 		{"app removed", publish.Request{App: "gone", Type: "gone.thing.happened", Version: 1, Subject: "s", Data: json.RawMessage(`{}`)},
 			publish.CodeUnknownApp, `app "gone" is unknown or removed`},
+		{"herald's own app", publish.Request{App: "herald", Type: "herald.key.failed", Version: 1, Subject: "s", Data: json.RawMessage(`{}`)},
+			publish.CodeUnknownApp, `only Herald publishes its operational events`},
 		{"app unknown checked before type", with(func(r *publish.Request) { r.App = "nobody" }), publish.CodeUnknownApp, "unknown"},
 		{"type of another app", with(func(r *publish.Request) { r.Type = "billing.invoice.paid" }), publish.CodeTypeNotOwned,
 			`type "billing.invoice.paid" does not belong to app "contacts"`},

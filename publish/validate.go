@@ -53,6 +53,12 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 	if r.App == "" {
 		return store.NewEvent{}, &Rejection{Code: CodeUnknownApp, Message: "app is missing"}
 	}
+	if r.App == store.HeraldApp {
+		// Herald's operational events come from Herald only, so a
+		// subscriber can trust them (docs/operational-events.md).
+		return store.NewEvent{}, &Rejection{Code: CodeUnknownApp,
+			Message: fmt.Sprintf("app %q is Herald's own: only Herald publishes its operational events", store.HeraldApp)}
+	}
 	if !in.appKnown {
 		return store.NewEvent{}, &Rejection{Code: CodeUnknownApp,
 			Message: fmt.Sprintf("app %s is unknown or removed", quote(r.App))}

@@ -67,6 +67,15 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	} else if len(applied) > 0 {
 		log.Info("applied migrations", zap.Ints("versions", applied))
 	}
+	// Herald's own app and its operational events (herald.key.failed, ...);
+	// writes nothing when already declared.
+	if res, err := s.Store.EnsureHeraldApp(ctx); err != nil {
+		s.Store.Close()
+		return nil, err
+	} else if !res.Unchanged {
+		log.Info("declared herald's operational events", zap.Int("added", res.DeclarationsAdded),
+			zap.Int("updated", res.DeclarationsUpdated))
+	}
 	copts, err := cfg.TemporalClientOptions()
 	if err != nil {
 		s.Store.Close()

@@ -189,8 +189,18 @@ type OutcomeUpdate struct {
 // type and version and of this subject key are written, whatever a caller
 // claims, and a delivered outcome is never turned into a cancelled or
 // expired one.
+//
+// A delivered outcome for a key that had failed (failed_keys) also records
+// the key's recovery: a delivery.recovered audit row and a
+// herald.key.recovered event, in a transaction of their own.
 func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate) error {
-	return recordOutcomes(ctx, s.Pool, subscriptionID, subject, us)
+	wasFailed, err := recordOutcomes(ctx, s.Pool, subscriptionID, subject, us)
+	if err != nil || !wasFailed {
+		return err
+	}
+	return s.WithTx(ctx, func(tx pgx.Tx) error {
+		return recoverKey(ctx, tx, subscriptionID, subject)
+	})
 }
 
 // RecordWithAudit writes outcome rows (as RecordOutcomes) and audit rows in
@@ -198,11 +208,20 @@ func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject stri
 // outcomes without theirs.
 func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate, audit []AuditEntry) error {
 	return s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := recordOutcomes(ctx, tx, subscriptionID, subject, us); err != nil {
+		wasFailed, err := recordOutcomes(ctx, tx, subscriptionID, subject, us)
+		if err != nil {
 			return err
+		}
+		if wasFailed {
+			if err := recoverKey(ctx, tx, subscriptionID, subject); err != nil {
+				return err
+			}
 		}
 		for _, e := range audit {
 			if err := AppendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+			if err := keyTransition(ctx, tx, subscriptionID, subject, e); err != nil {
 				return err
 			}
 		}
@@ -210,11 +229,15 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 	})
 }
 
-func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject string, us []OutcomeUpdate) error {
+// recordOutcomes writes the outcome rows; when one of them is a delivery,
+// wasFailed reports whether the key is in failed_keys (it failed and has not
+// delivered since), checked in the same statement.
+func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject string, us []OutcomeUpdate) (wasFailed bool, err error) {
 	us = slices.DeleteFunc(slices.Clone(us), func(u OutcomeUpdate) bool { return !IsUUID(u.EventID) })
 	if len(us) == 0 {
-		return nil
+		return false, nil
 	}
+	anyDelivered := slices.ContainsFunc(us, func(u OutcomeUpdate) bool { return u.Status == EventDelivered })
 	n := len(us)
 	ids, statuses, codes, lastCodes, lastErrors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts := make([]int32, n)
@@ -222,7 +245,7 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 		ids[i], statuses[i], attempts[i] = u.EventID, u.Status, int32(u.Attempts)
 		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
 	}
-	_, err := q.Exec(ctx, `
+	write := `
 		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
 		                           code, last_code, last_error, delivered_at)
 		SELECT s.id, e.subject, e.id, e.seq, u.status, u.attempts, NULLIF(u.code, ''),
@@ -240,12 +263,21 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 		    last_error   = COALESCE(EXCLUDED.last_error, o.last_error),
 		    delivered_at = COALESCE(EXCLUDED.delivered_at, o.delivered_at),
 		    updated_at   = now()
-		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))`,
-		subscriptionID, subject, ids, statuses, attempts, codes, lastCodes, lastErrors)
-	if err != nil {
-		return fmt.Errorf("record outcomes of %s: %w", subscriptionID, err)
+		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))`
+	args := []any{subscriptionID, subject, ids, statuses, attempts, codes, lastCodes, lastErrors}
+	if anyDelivered {
+		// One round trip still: the insert runs as a CTE, and the probe of
+		// failed_keys (nearly always empty for the key) rides along.
+		err = q.QueryRow(ctx, `WITH written AS (`+write+`)
+			SELECT EXISTS (SELECT 1 FROM failed_keys WHERE subscription_id = $1 AND subject = $2)`,
+			args...).Scan(&wasFailed)
+	} else {
+		_, err = q.Exec(ctx, write, args...)
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("record outcomes of %s: %w", subscriptionID, err)
+	}
+	return wasFailed, nil
 }
 
 // RequeuedEvent is an event put back in a key's queue.
@@ -428,7 +460,11 @@ func (s *Store) CancelHeld(ctx context.Context, subscriptionID, subject, code st
 			audit.Metadata = map[string]any{}
 		}
 		audit.Metadata["count"] = n
-		return AppendAudit(ctx, tx, audit)
+		if err := AppendAudit(ctx, tx, audit); err != nil {
+			return err
+		}
+		// A removed subscription's key forgets its failure (no recovery).
+		return keyTransition(ctx, tx, subscriptionID, subject, audit)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cancel held events of %s %s: %w", subscriptionID, subject, err)

@@ -238,7 +238,9 @@ func stateFor(declared, hasPlace bool) (state, reason string) {
 
 // writeStateChange moves a subscription to c.To / c.ToReason and writes its
 // one subscription.state_changed audit row; extra adds metadata.
-func writeStateChange(ctx context.Context, q Querier, c StateChange, actor string, extra map[string]any) error {
+//
+// It also writes the change's herald.subscription.state_changed event in tx.
+func writeStateChange(ctx context.Context, q pgx.Tx, c StateChange, actor string, extra map[string]any) error {
 	if _, err := q.Exec(ctx, `UPDATE subscriptions SET state = $2, reason = NULLIF($3, ''), updated_at = now()
 		WHERE id = $1`, c.SubscriptionID, c.To, c.ToReason); err != nil {
 		return fmt.Errorf("set subscription %s %s: %w", c.SubscriptionID, c.To, err)
@@ -252,13 +254,16 @@ func writeStateChange(ctx context.Context, q Querier, c StateChange, actor strin
 	for k, v := range extra {
 		meta[k] = v
 	}
-	return AppendAudit(ctx, q, AuditEntry{
+	if err := AppendAudit(ctx, q, AuditEntry{
 		Action:     ActionSubscriptionStateChanged,
 		Actor:      actor,
 		TargetType: TargetSubscription,
 		TargetID:   c.SubscriptionID,
 		Metadata:   meta,
-	})
+	}); err != nil {
+		return err
+	}
+	return emitStateChange(ctx, q, c, actor, extra)
 }
 
 // nullable makes an empty reason a JSON null, as the column stores it.

@@ -141,6 +141,9 @@ func (s *Store) ApplyManifestWith(ctx context.Context, m *manifest.Manifest, opt
 	if m == nil || m.App == "" {
 		return ApplyResult{}, errors.New("apply manifest: no app named")
 	}
+	if err := refuseReserved(m); err != nil {
+		return ApplyResult{}, fmt.Errorf("apply manifest: %w", err)
+	}
 	if opts.AllowBreaking && strings.TrimSpace(opts.Reason) == "" {
 		return ApplyResult{}, fmt.Errorf("apply manifest %s: allowing breaking changes needs a reason", m.App)
 	}
@@ -170,6 +173,9 @@ func (s *Store) DiffManifests(ctx context.Context, ms []*manifest.Manifest) ([]A
 		for _, m := range ms {
 			if m == nil || m.App == "" {
 				return errors.New("no app named")
+			}
+			if err := refuseReserved(m); err != nil {
+				return err
 			}
 			res, err := applyManifestTx(ctx, tx, m, ApplyOptions{Actor: ActorSystem, dryRun: true})
 			if err != nil {
@@ -285,6 +291,9 @@ func manifestLimits(m *manifest.Manifest) Limits {
 // removed app changes nothing (Unchanged); an unknown app fails with an error
 // wrapping ErrNotFound. Applying a manifest for the app again restores it.
 func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, error) {
+	if app == HeraldApp {
+		return ApplyResult{}, fmt.Errorf("remove app %s: %w", app, ErrReservedApp)
+	}
 	var res ApplyResult
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		res = ApplyResult{App: app}

@@ -53,6 +53,9 @@ const apiTokenColumns = `id, app, name, created_at, created_by, revoked_at, COAL
 // an error wrapping ErrNotFound; a live token of the same name with
 // ErrTokenNameTaken.
 func (s *Store) CreateAPIToken(ctx context.Context, id, app, name string, hash []byte, actor string) (APIToken, error) {
+	if app == HeraldApp {
+		return APIToken{}, fmt.Errorf("create a token for %s: %w", app, ErrReservedApp)
+	}
 	var out APIToken
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var live bool

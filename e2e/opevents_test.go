@@ -1,0 +1,252 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/config"
+	"herald/manifest"
+	"herald/store"
+	"herald/subscriber"
+	"herald/workflows"
+)
+
+// opsReceiver is an alerting app's endpoint: it records every operational
+// event delivered to it, verified, and can be told to fail them all.
+type opsReceiver struct {
+	mu       sync.Mutex
+	got      []subscriber.Event
+	failures []subscriber.Failure
+	fail     bool
+	url      string
+}
+
+func (r *opsReceiver) handle(_ context.Context, ev subscriber.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("alerting bridge down")
+	}
+	r.got = append(r.got, ev)
+	return nil
+}
+
+// events returns the events received of the given types, in order.
+func (r *opsReceiver) events(types ...string) []subscriber.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []subscriber.Event
+	for _, ev := range r.got {
+		for _, typ := range types {
+			if ev.Type == typ {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out
+}
+
+// startOps runs an "alerts" app subscribed to types, at version 1.
+func startOps(t *testing.T, s *system, types ...string) *opsReceiver {
+	t.Helper()
+	r := &opsReceiver{}
+	h, err := subscriber.New(subscriber.Config{
+		Audiences: []string{"app:alerts"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json",
+		AllowLoopbackHTTP: true,
+		OnFailure: func(_ *http.Request, f subscriber.Failure) {
+			r.mu.Lock()
+			r.failures = append(r.failures, f)
+			r.mu.Unlock()
+		},
+	}, r.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	r.url = srv.URL
+	m := &manifest.Manifest{App: "alerts", Endpoint: srv.URL}
+	for _, typ := range types {
+		m.Subscribes = append(m.Subscribes, manifest.Subscription{Type: typ, Version: 1})
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func eventData(t *testing.T, ev subscriber.Event) map[string]any {
+	t.Helper()
+	var d map[string]any
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestKeyFailedAndRecoveredAreDelivered: an app subscribed to
+// herald.key.failed and herald.key.recovered receives, signed and in order,
+// the failure of another subscription's key once its attempts run out, and
+// its recovery once the operator's redeliver goes through.
+func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	c := s.dial()
+	ops := startOps(t, s, store.TypeKeyFailed, store.TypeKeyRecovered, store.TypeSubscriptionStateChanged)
+	const billing = "billing:contacts.person.updated@1"
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "person-ops" {
+			return errors.New("not today")
+		}
+		return nil
+	})
+	ev := s.publish("person-ops", 1)
+	id := workflows.DeliveryID(billing, "person-ops")
+	waitFor(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
+	keyEvents := func() []subscriber.Event { return ops.events(store.TypeKeyFailed, store.TypeKeyRecovered) }
+	waitFor(t, 30*time.Second, "herald.key.failed at the alerting app", func() bool { return len(keyEvents()) >= 1 })
+
+	s.sub.setReject(nil)
+	if err := c.SignalWorkflow(context.Background(), id, "", workflows.SignalRedeliver,
+		workflows.RedeliverSignal{Actor: "e2e-operator", Reason: "handler fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the redelivered head", func() bool { return s.sub.count("billing", "person-ops") == 1 })
+	waitFor(t, 30*time.Second, "herald.key.recovered at the alerting app", func() bool { return len(keyEvents()) >= 2 })
+
+	got := keyEvents()
+	if len(got) != 2 || got[0].Type != store.TypeKeyFailed || got[1].Type != store.TypeKeyRecovered {
+		t.Fatalf("operational events: %+v", got)
+	}
+	f, r := eventData(t, got[0]), eventData(t, got[1])
+	subject := billing + "/person-ops"
+	for _, e := range got {
+		if e.Subject != subject || e.Source != "app:herald" || e.DataVersion != 1 || e.Attempt != 1 {
+			t.Fatalf("event %s: subject %q, source %q, version %d, attempt %d", e.Type, e.Subject, e.Source, e.DataVersion, e.Attempt)
+		}
+	}
+	if e := got[0]; e.Subscription != "alerts:herald.key.failed@1" {
+		t.Fatalf("delivered for subscription %q", e.Subscription)
+	}
+	if f["subscriptionId"] != billing || f["subscriberApp"] != "billing" || f["eventType"] != "contacts.person.updated" ||
+		f["subjectKey"] != "person-ops" || f["eventId"] != ev.ID || f["code"] != "attempts_exhausted" ||
+		f["lastCode"] != "handler_failed" || f["attempts"] != float64(3) || f["workflowId"] != id ||
+		!strings.Contains(f["lastError"].(string), "not today") {
+		t.Fatalf("herald.key.failed data: %v", f)
+	}
+	if r["failedEventId"] != ev.ID || r["failedCode"] != "attempts_exhausted" || r["failedAt"] != f["failedAt"] ||
+		r["failedSeconds"].(float64) <= 0 || r["subjectKey"] != "person-ops" {
+		t.Fatalf("herald.key.recovered data: %v", r)
+	}
+
+	// A subscription state change reaches the app too.
+	if _, err := s.svc.Store.SetSubscriptionPaused(context.Background(), "audit-log:contacts.person.updated@1", true, "alice", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	paused := func() *subscriber.Event {
+		for _, ev := range ops.events(store.TypeSubscriptionStateChanged) {
+			if ev.Subject == "audit-log:contacts.person.updated@1" && strings.Contains(string(ev.Data), `"to":"paused"`) {
+				return &ev
+			}
+		}
+		return nil
+	}
+	waitFor(t, 30*time.Second, "herald.subscription.state_changed", func() bool { return paused() != nil })
+	if d := eventData(t, *paused()); d["from"] != "active" || d["actor"] != "alice" || d["reason"] != "maintenance" ||
+		d["subscriberApp"] != "audit-log" {
+		t.Fatalf("state change: %v", d)
+	}
+	ops.mu.Lock()
+	defer ops.mu.Unlock()
+	if len(ops.failures) != 0 {
+		t.Fatalf("operational deliveries failed verification: %+v", ops.failures)
+	}
+}
+
+// TestOperationalEventsLoopGuard: when the alerting app's own endpoint fails
+// on herald.key.failed, its key fails, and no herald.key.failed is emitted
+// about that: one event, not a chain.
+func TestOperationalEventsLoopGuard(t *testing.T) {
+	s := start(t, nil)
+	s.apply()
+	c := s.dial()
+	ops := startOps(t, s, store.TypeKeyFailed)
+	ops.mu.Lock()
+	ops.fail = true
+	ops.mu.Unlock()
+	const billing = "billing:contacts.person.updated@1"
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "person-loop" {
+			return errors.New("not today")
+		}
+		return nil
+	})
+	s.publish("person-loop", 1)
+	opsKey := workflows.DeliveryID("alerts:herald.key.failed@1", billing+"/person-loop")
+	waitFor(t, 60*time.Second, "the alerting app's key to fail", func() bool { return status(c, opsKey) == workflows.StatusFailed })
+	ctx := context.Background()
+	// The failure of the alerting key is recorded (its audit row) in the
+	// transaction that would have emitted an event about it.
+	waitFor(t, 30*time.Second, "the alerting key's delivery.failed row", func() bool {
+		rows, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryFailed, TargetID: opsKey})
+		return err == nil && len(rows) == 1
+	})
+	var n int
+	if err := s.svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1`, store.TypeKeyFailed).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d herald.key.failed events, want 1 (about billing's key only)", n)
+	}
+}
+
+// TestKeyExpiredIsDelivered: events a failed key held longer than the hold
+// expiry are dropped as expired, and the alerting app hears of it once.
+// Herald's own app is declared by the worker's start.
+func TestKeyExpiredIsDelivered(t *testing.T) {
+	s := start(t, func(cfg *config.Worker) { cfg.HoldExpiry = 3 * time.Second })
+	ctx := context.Background()
+	app, err := s.svc.Store.GetApp(ctx, store.HeraldApp)
+	if err != nil || len(app.Declarations) != 4 {
+		t.Fatalf("the worker did not declare the app herald: %+v, %v", app, err)
+	}
+	s.apply()
+	ops := startOps(t, s, store.TypeKeyExpired)
+	s.sub.setReject(func(audience, subject string, n int) error {
+		if audience == "app:billing" && subject == "person-exp" {
+			return errors.New("not today")
+		}
+		return nil
+	})
+	first := s.publish("person-exp", 1)
+	second := s.publish("person-exp", 2)
+	// One event per expiry pass: both events at once, or one pass each.
+	expired := func() (ids []any, passes int) {
+		for _, ev := range ops.events(store.TypeKeyExpired) {
+			d := eventData(t, ev)
+			got, _ := d["eventIds"].([]any)
+			if ev.Subject != "billing:contacts.person.updated@1/person-exp" || d["count"] != float64(len(got)) ||
+				d["holdExpiry"] != "3s" || d["subjectKey"] != "person-exp" || d["subscriptionId"] != "billing:contacts.person.updated@1" {
+				t.Fatalf("herald.key.expired %s: %s", ev.Subject, ev.Data)
+			}
+			ids = append(ids, got...)
+			passes++
+		}
+		return ids, passes
+	}
+	waitFor(t, 60*time.Second, "herald.key.expired for both events", func() bool { ids, _ := expired(); return len(ids) >= 2 })
+	ids, passes := expired()
+	if len(ids) != 2 || ids[0] != first.ID || ids[1] != second.ID || passes > 2 {
+		t.Fatalf("expired ids %v in %d events, want %s and %s", ids, passes, first.ID, second.ID)
+	}
+}

@@ -1,0 +1,423 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"herald/manifest"
+)
+
+// Herald's own app and its operational events (docs/operational-events.md).
+// The app is declared by Migrate from the manifest embedded below; apps
+// subscribe to its events like to any other. The events are written to the
+// event log in the transaction that records the transition (with its audit
+// row), so the relay and the Delivery workflows carry them like any event:
+// in order per subscription and subject key, signed.
+const (
+	HeraldApp = manifest.ReservedApp
+
+	TypeKeyFailed                = "herald.key.failed"
+	TypeKeyRecovered             = "herald.key.recovered"
+	TypeKeyExpired               = "herald.key.expired"
+	TypeSubscriptionStateChanged = "herald.subscription.state_changed"
+
+	// heraldVersion is the version of every operational event.
+	heraldVersion = 1
+	// ViaHerald is events.published_via of the operational events.
+	ViaHerald = "herald"
+)
+
+// ActionDeliveryRecovered is the audit action of a failed key delivering
+// again; it comes with a herald.key.recovered event.
+const ActionDeliveryRecovered = "delivery.recovered"
+
+// ErrReservedApp refuses a user manifest, diff or removal of the app
+// HeraldApp.
+var ErrReservedApp = fmt.Errorf("app id %q is reserved for Herald's own operational events; "+
+	"subscribe to herald.* events from your app's manifest instead", HeraldApp)
+
+// Codes of the audit rows that key events are derived from (the
+// activities package's CodeRetentionExpired and CodeSubscriptionRemoved).
+const (
+	codeRetentionExpired    = "retention_expired"
+	codeSubscriptionRemoved = "subscription_removed"
+)
+
+// maxLastErrorBytes caps lastError in herald.key.failed.
+const maxLastErrorBytes = 1000
+
+// maxSubjectBytes is the longest subject key (SPEC §1).
+const maxSubjectBytes = 200
+
+//go:embed herald_app.json
+var heraldManifestJSON []byte
+
+// HeraldManifest returns Herald's own manifest, the declarations of its
+// operational events.
+func HeraldManifest() (*manifest.Manifest, error) {
+	m, err := manifest.ParseBuiltin("herald (built in)", heraldManifestJSON)
+	if err != nil {
+		return nil, fmt.Errorf("herald's own manifest: %w", err)
+	}
+	return m, nil
+}
+
+// EnsureHeraldApp declares Herald's own app (HeraldApp) and its operational
+// events from the embedded manifest; an unchanged declaration writes
+// nothing, so every worker start calls it (service.New). Until it has run,
+// no operational event is emitted.
+func (s *Store) EnsureHeraldApp(ctx context.Context) (ApplyResult, error) {
+	m, err := HeraldManifest()
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	var res ApplyResult
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		res, err = applyManifestTx(ctx, tx, m, ApplyOptions{Actor: ActorSystem})
+		return err
+	})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("declare the app %s: %w", HeraldApp, err)
+	}
+	return res, nil
+}
+
+// refuseReserved refuses a manifest of the app HeraldApp that is not
+// Herald's own.
+func refuseReserved(m *manifest.Manifest) error {
+	if m != nil && m.App == HeraldApp && !m.IsBuiltin() {
+		return ErrReservedApp
+	}
+	return nil
+}
+
+// IsHeraldType reports whether an event type is one of Herald's own.
+func IsHeraldType(eventType string) bool {
+	return strings.HasPrefix(eventType, HeraldApp+".")
+}
+
+// subInfo is what operational events say about a subscription.
+type subInfo struct {
+	App     string
+	Type    string
+	Version int
+}
+
+// lookupSubscription reads what an event of type typ says about a
+// subscription; ok is false when the subscription does not exist or typ is
+// not declared (Herald's app not declared yet, see EnsureHeraldApp): then
+// nothing is emitted.
+func lookupSubscription(ctx context.Context, tx pgx.Tx, id, typ string) (s subInfo, ok bool, err error) {
+	err = tx.QueryRow(ctx, `
+		SELECT s.app, s.type, s.version,
+		       EXISTS (SELECT 1 FROM declarations d JOIN apps a ON a.id = d.app
+		                WHERE d.type = $2 AND d.version = $3 AND d.app = $4
+		                  AND d.retired_at IS NULL AND a.removed_at IS NULL)
+		  FROM subscriptions s WHERE s.id = $1`, id, typ, heraldVersion, HeraldApp).
+		Scan(&s.App, &s.Type, &s.Version, &ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return subInfo{}, false, nil
+	}
+	if err != nil {
+		return subInfo{}, false, fmt.Errorf("read subscription %s: %w", id, err)
+	}
+	return s, ok, nil
+}
+
+// heraldEnvelope is a CloudEvent of Herald's own; the field order is the
+// order publish writes.
+type heraldEnvelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	DataVersion     int             `json:"dataversion"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// envelopeTimeLayout is publish.TimeLayout.
+const envelopeTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func compactJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// emitHerald appends one operational event to the event log inside tx: it
+// becomes visible to the relay when tx commits, with the rows recording the
+// transition, and not at all when tx rolls back.
+func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data map[string]any) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("emit %s: event id: %w", typ, err)
+	}
+	body, err := compactJSON(data) // map keys come out sorted: canonical
+	if err != nil {
+		return fmt.Errorf("emit %s: encode data: %w", typ, err)
+	}
+	env, err := compactJSON(heraldEnvelope{
+		SpecVersion: "1.0", ID: id.String(), Source: "app:" + HeraldApp, Type: typ, Subject: subject,
+		Time: at.UTC().Format(envelopeTimeLayout), DataContentType: "application/json",
+		DataVersion: heraldVersion, Data: body,
+	})
+	if err != nil {
+		return fmt.Errorf("emit %s: encode envelope: %w", typ, err)
+	}
+	doc, err := json.Marshal([]any{HeraldApp, typ, heraldVersion, subject, json.RawMessage(body)})
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	sum := sha256.Sum256(doc)
+	ins, err := InsertEventsTx(ctx, tx, []NewEvent{{
+		ID: id.String(), SourceApp: HeraldApp, Type: typ, Version: heraldVersion, Subject: subject,
+		Envelope: env, ContentHash: hex.EncodeToString(sum[:]), Via: ViaHerald,
+	}})
+	if err != nil {
+		return fmt.Errorf("emit %s: %w", typ, err)
+	}
+	if ins[0].Conflict {
+		return fmt.Errorf("emit %s: event id %s already used", typ, ins[0].ID)
+	}
+	return nil
+}
+
+// keySubject is the subject key of a key event, "<subscription>/<subject>",
+// so one subscriber receives the events about one key in order. A subject
+// key that would make it longer than a subject may be is replaced by its
+// SHA-256 (the data carries the full one).
+func keySubject(subscriptionID, subject string) string {
+	s := subscriptionID + "/" + subject
+	if len(s) <= maxSubjectBytes {
+		return s
+	}
+	sum := sha256.Sum256([]byte(subject))
+	s = subscriptionID + "/sha256:" + hex.EncodeToString(sum[:16])
+	if len(s) <= maxSubjectBytes {
+		return s
+	}
+	sum = sha256.Sum256([]byte(subscriptionID + "/" + subject))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// deliveryWorkflowID is activities.DeliveryWorkflowID.
+func deliveryWorkflowID(subscriptionID, subject string) string {
+	return "deliver:" + subscriptionID + ":" + subject
+}
+
+// keyData is the data every key event starts with.
+func keyData(sub subInfo, subscriptionID, subject string) map[string]any {
+	return map[string]any{
+		"subscriptionId": subscriptionID,
+		"subscriberApp":  sub.App,
+		"eventType":      sub.Type,
+		"eventVersion":   sub.Version,
+		"subjectKey":     subject,
+		"workflowId":     deliveryWorkflowID(subscriptionID, subject),
+	}
+}
+
+// keyTransition derives a key event from an audit row the key's own
+// Delivery workflow wrote through RecordWithAudit, in the same transaction:
+// delivery.failed gives herald.key.failed (and marks the key in
+// failed_keys), delivery.cancelled with retention_expired gives
+// herald.key.expired, and with subscription_removed forgets the key's
+// failure. Loop guard: nothing is emitted about subscriptions to Herald's
+// own events, so a failing subscriber of herald.key.failed cannot feed
+// itself.
+func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, e AuditEntry) error {
+	if e.TargetID != deliveryWorkflowID(subscriptionID, subject) {
+		return nil // another workflow's row: not this key's transition
+	}
+	var kind string
+	switch {
+	case e.Action == ActionDeliveryFailed:
+		kind = TypeKeyFailed
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeRetentionExpired:
+		kind = TypeKeyExpired
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeSubscriptionRemoved:
+		if _, err := tx.Exec(ctx, `DELETE FROM failed_keys WHERE subscription_id = $1 AND subject = $2`,
+			subscriptionID, subject); err != nil {
+			return fmt.Errorf("forget failed key %s: %w", e.TargetID, err)
+		}
+		return nil
+	default:
+		return nil
+	}
+	sub, ok, err := lookupSubscription(ctx, tx, subscriptionID, kind)
+	if err != nil || !ok || IsHeraldType(sub.Type) {
+		return err
+	}
+	now := time.Now()
+	data := keyData(sub, subscriptionID, subject)
+	switch kind {
+	case TypeKeyFailed:
+		eventID, _ := e.Metadata["eventId"].(string)
+		if !IsUUID(eventID) {
+			return nil
+		}
+		var failedAt time.Time
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO failed_keys (subscription_id, subject, event_id, code)
+			VALUES ($1, $2, $3, $4)
+			ON CONFLICT (subscription_id, subject) DO UPDATE SET event_id = EXCLUDED.event_id, code = EXCLUDED.code
+			RETURNING now()`, subscriptionID, subject, eventID, e.ErrorCode).Scan(&failedAt); err != nil {
+			return fmt.Errorf("mark key %s failed: %w", e.TargetID, err)
+		}
+		data["eventId"] = eventID
+		data["code"] = e.ErrorCode
+		data["attempts"] = metaInt(e.Metadata["attempts"])
+		data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
+		if seq := metaInt(e.Metadata["seq"]); seq > 0 {
+			data["seq"] = seq
+		}
+		if s, _ := e.Metadata["lastCode"].(string); s != "" {
+			data["lastCode"] = s
+		}
+		if s, _ := e.Metadata["error"].(string); s != "" {
+			data["lastError"] = truncateUTF8(s, maxLastErrorBytes)
+		}
+		now = failedAt
+	case TypeKeyExpired:
+		count := metaInt(e.Metadata["count"])
+		if count < 1 {
+			return nil
+		}
+		data["count"] = count
+		data["expiredAt"] = now.UTC().Format(time.RFC3339Nano)
+		if ids, ok := e.Metadata["eventIds"].([]any); ok {
+			data["eventIds"] = ids
+		} else if ids, ok := e.Metadata["eventIds"].([]string); ok {
+			data["eventIds"] = ids
+		}
+		if s, _ := e.Metadata["holdExpiry"].(string); s != "" {
+			data["holdExpiry"] = s
+		}
+	}
+	return emitHerald(ctx, tx, kind, keySubject(subscriptionID, subject), now, data)
+}
+
+// recoverKey records that a key in failed_keys delivered again: it forgets
+// the failure and writes a delivery.recovered audit row and a
+// herald.key.recovered event, in tx. Of concurrent callers only the one
+// whose delete finds the row writes them.
+func recoverKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string) error {
+	var eventID, code string
+	var failedAt, at time.Time
+	err := tx.QueryRow(ctx, `
+		DELETE FROM failed_keys WHERE subscription_id = $1 AND subject = $2
+		RETURNING event_id::text, code, failed_at, now()`, subscriptionID, subject).
+		Scan(&eventID, &code, &failedAt, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("recover key %s: %w", deliveryWorkflowID(subscriptionID, subject), err)
+	}
+	failedFor := max(at.Sub(failedAt), 0)
+	if err := AppendAudit(ctx, tx, AuditEntry{
+		Action: ActionDeliveryRecovered, TargetType: TargetDelivery,
+		TargetID: deliveryWorkflowID(subscriptionID, subject),
+		Metadata: map[string]any{
+			"subscription": subscriptionID, "subject": subject, "failedEventId": eventID,
+			"failedCode": code, "failedAt": failedAt, "failedSeconds": failedFor.Seconds(),
+		},
+	}); err != nil {
+		return err
+	}
+	sub, ok, err := lookupSubscription(ctx, tx, subscriptionID, TypeKeyRecovered)
+	if err != nil || !ok || IsHeraldType(sub.Type) {
+		return err
+	}
+	data := keyData(sub, subscriptionID, subject)
+	data["failedEventId"] = eventID
+	data["failedCode"] = code
+	data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
+	data["recoveredAt"] = at.UTC().Format(time.RFC3339Nano)
+	data["failedSeconds"] = failedFor.Seconds()
+	return emitHerald(ctx, tx, TypeKeyRecovered, keySubject(subscriptionID, subject), at, data)
+}
+
+// emitStateChange writes herald.subscription.state_changed for one change
+// written by writeStateChange, in the same transaction.
+func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor string, extra map[string]any) error {
+	sub, ok, err := lookupSubscription(ctx, tx, c.SubscriptionID, TypeSubscriptionStateChanged)
+	if err != nil || !ok {
+		return err
+	}
+	if actor == "" {
+		actor = ActorSystem
+	}
+	now := time.Now()
+	data := map[string]any{
+		"subscriptionId": c.SubscriptionID,
+		"subscriberApp":  sub.App,
+		"eventType":      sub.Type,
+		"eventVersion":   sub.Version,
+		"from":           c.From,
+		"fromReason":     nullable(c.FromReason),
+		"to":             c.To,
+		"toReason":       nullable(c.ToReason),
+		"actor":          actor,
+		"changedAt":      now.UTC().Format(time.RFC3339Nano),
+	}
+	if r, _ := extra["reason"].(string); r != "" {
+		data["reason"] = r
+	}
+	subject := c.SubscriptionID
+	if len(subject) > maxSubjectBytes {
+		sum := sha256.Sum256([]byte(subject))
+		subject = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return emitHerald(ctx, tx, TypeSubscriptionStateChanged, subject, now, data)
+}
+
+// metaInt reads a whole number from audit metadata, which holds float64
+// after a trip through JSON (Temporal) and Go integers otherwise.
+func metaInt(v any) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	}
+	return 0
+}
+
+// truncateUTF8 cuts s to at most n bytes on a rune boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,310 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"herald/manifest"
+	"herald/store"
+)
+
+// heraldEvent is one operational event read back from the event log.
+type heraldEvent struct {
+	Type, Subject string
+	Envelope      struct {
+		Source string          `json:"source"`
+		Type   string          `json:"type"`
+		Data   json.RawMessage `json:"data"`
+	}
+	Data map[string]any
+}
+
+// heraldEvents returns the operational events in the log, in order, after
+// checking each one's data against its declared schema.
+func heraldEvents(t *testing.T, s *store.Store) []heraldEvent {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.Pool.Query(ctx, `SELECT type, subject, envelope FROM events
+		WHERE source_app = 'herald' AND state <> 'rejected' ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []heraldEvent
+	for rows.Next() {
+		var ev heraldEvent
+		var env []byte
+		if err := rows.Scan(&ev.Type, &ev.Subject, &env); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(env, &ev.Envelope); err != nil {
+			t.Fatalf("envelope %s: %v", env, err)
+		}
+		if err := json.Unmarshal(ev.Envelope.Data, &ev.Data); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := s.GetApp(ctx, store.HeraldApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range out {
+		var schema json.RawMessage
+		for _, d := range app.Declarations {
+			if d.Type == ev.Type && d.Version == 1 {
+				schema = d.DataSchema
+			}
+		}
+		compiled, err := manifest.CompileSchema(schema)
+		if err != nil {
+			t.Fatalf("schema of %s: %v", ev.Type, err)
+		}
+		if errs := manifest.ValidateData(compiled, ev.Envelope.Data); len(errs) > 0 {
+			t.Fatalf("%s data %s does not match its schema: %+v", ev.Type, ev.Envelope.Data, errs)
+		}
+		if ev.Envelope.Source != "app:herald" || ev.Envelope.Type != ev.Type {
+			t.Fatalf("envelope %+v", ev.Envelope)
+		}
+	}
+	return out
+}
+
+func heraldStore(t *testing.T) *store.Store {
+	t.Helper()
+	s := openSyncStore(t)
+	res, err := s.EnsureHeraldApp(context.Background())
+	if err != nil || res.Unchanged || res.DeclarationsAdded != 4 {
+		t.Fatalf("ensure herald app: %+v, %v", res, err)
+	}
+	return s
+}
+
+func TestHeraldAppDeclaredOnce(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	res, err := s.EnsureHeraldApp(ctx)
+	if err != nil || !res.Unchanged {
+		t.Fatalf("second ensure: %+v, %v", res, err)
+	}
+	app, err := s.GetApp(ctx, store.HeraldApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, d := range app.Declarations {
+		types = append(types, d.Type)
+	}
+	want := "herald.key.expired herald.key.failed herald.key.recovered herald.subscription.state_changed"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("declarations %v, want %s", types, want)
+	}
+	// A user's apply of other apps leaves it alone.
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || app.RemovedAt != nil || len(app.Declarations) != 4 {
+		t.Fatalf("herald app after a user apply: %+v, %v", app, err)
+	}
+}
+
+func TestReservedAppRefused(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	m := mkManifest("herald", []manifest.Event{decl("key.failed", 1)})
+	if _, err := s.ApplyManifest(ctx, m, "alice"); !errors.Is(err, store.ErrReservedApp) {
+		t.Fatalf("apply herald: %v", err)
+	}
+	if _, err := s.DiffManifests(ctx, []*manifest.Manifest{m}); !errors.Is(err, store.ErrReservedApp) {
+		t.Fatalf("diff herald: %v", err)
+	}
+	if _, err := s.RemoveApp(ctx, "herald", "alice"); !errors.Is(err, store.ErrReservedApp) {
+		t.Fatalf("remove herald: %v", err)
+	}
+	_, err := manifest.Parse("herald.json", []byte(`{"app":"herald","endpoint":"https://x.example","events":[],"subscribes":[]}`))
+	if err == nil || !strings.Contains(err.Error(), `"herald" is reserved`) {
+		t.Fatalf("parse a manifest named herald: %v", err)
+	}
+	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || len(app.Declarations) != 4 || app.RemovedAt != nil {
+		t.Fatalf("herald app: %+v, %v", app, err)
+	}
+}
+
+func TestSubscriptionStateChangeEmitsEvent(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	if _, err := s.SetSubscriptionPaused(ctx, billingPersonSub, true, "alice", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	var evs []heraldEvent
+	for _, ev := range heraldEvents(t, s) {
+		if ev.Subject == billingPersonSub {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) != 2 {
+		t.Fatalf("events %+v", evs)
+	}
+	for _, ev := range evs {
+		if ev.Type != store.TypeSubscriptionStateChanged || ev.Subject != billingPersonSub ||
+			ev.Data["subscriberApp"] != "billing" || ev.Data["eventType"] != "contacts.person.updated" ||
+			ev.Data["eventVersion"] != float64(1) {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+	if d := evs[0].Data; d["from"] != "blocked" || d["fromReason"] != "event_not_declared" || d["to"] != "active" ||
+		d["toReason"] != nil || d["actor"] != "alice" {
+		t.Fatalf("first change %+v", d)
+	}
+	if d := evs[1].Data; d["from"] != "active" || d["to"] != "paused" || d["toReason"] != "paused_by_operator" ||
+		d["reason"] != "maintenance" {
+		t.Fatalf("second change %+v", d)
+	}
+}
+
+// failKey records the head failure of a key as its Delivery workflow does.
+func failKey(t *testing.T, s *store.Store, sub, subject, eventID, workflowID string) {
+	t.Helper()
+	err := s.RecordWithAudit(context.Background(), sub, subject, []store.OutcomeUpdate{
+		{EventID: eventID, Status: store.EventFailed, Attempts: 3, Code: "attempts_exhausted",
+			LastCode: "handler_failed", LastError: strings.Repeat("é", 700)},
+	}, []store.AuditEntry{{
+		Action: store.ActionDeliveryFailed, Outcome: store.OutcomeFailed, TargetType: store.TargetDelivery,
+		TargetID: workflowID, ErrorCode: "attempts_exhausted",
+		Metadata: map[string]any{"seq": float64(1), "attempts": float64(3), "lastCode": "handler_failed",
+			"error": strings.Repeat("é", 700), "eventId": eventID, "subscription": sub, "subject": subject},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeyFailedThenRecovered(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{newEvent("contacts.person.updated", "p1", "a"), newEvent("contacts.person.updated", "p1", "b")}
+	if _, err := s.InsertEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	wf := "deliver:" + billingPersonSub + ":p1"
+	// A row by another workflow claiming the key is not the key's transition.
+	failKey(t, s, billingPersonSub, "p1", evs[0].ID, "deliver:forged")
+	failKey(t, s, billingPersonSub, "p1", evs[0].ID, wf)
+	// A failed attempt of the redelivered head is no transition.
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 1, LastCode: "handler_failed"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second delivery is no recovery
+		if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+			{EventID: evs[0].ID, Status: store.EventDelivered, Attempts: 2},
+			{EventID: evs[1].ID, Status: store.EventDelivered, Attempts: 1},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := heraldEvents(t, s)
+	var keyEvents []heraldEvent
+	for _, ev := range got {
+		if ev.Type != store.TypeSubscriptionStateChanged {
+			keyEvents = append(keyEvents, ev)
+		}
+	}
+	if len(keyEvents) != 2 || keyEvents[0].Type != store.TypeKeyFailed || keyEvents[1].Type != store.TypeKeyRecovered {
+		t.Fatalf("key events %+v", keyEvents)
+	}
+	f, r := keyEvents[0], keyEvents[1]
+	if f.Subject != billingPersonSub+"/p1" || r.Subject != f.Subject {
+		t.Fatalf("subjects %q %q", f.Subject, r.Subject)
+	}
+	if d := f.Data; d["subscriptionId"] != billingPersonSub || d["subjectKey"] != "p1" || d["eventId"] != evs[0].ID ||
+		d["code"] != "attempts_exhausted" || d["lastCode"] != "handler_failed" || d["attempts"] != float64(3) ||
+		d["workflowId"] != wf || len(d["lastError"].(string)) != 1000 {
+		t.Fatalf("failed data %+v", d)
+	}
+	if d := r.Data; d["failedEventId"] != evs[0].ID || d["failedCode"] != "attempts_exhausted" ||
+		d["failedSeconds"].(float64) < 0 || d["failedAt"] != f.Data["failedAt"] {
+		t.Fatalf("recovered data %+v", d)
+	}
+	rows, err := s.ListAudit(ctx, store.AuditFilter{Action: store.ActionDeliveryRecovered})
+	if err != nil || len(rows) != 1 || rows[0].TargetID != wf {
+		t.Fatalf("recovered audit rows %+v, %v", rows, err)
+	}
+}
+
+func TestLoopGuardNoKeyEventsAboutHeraldSubscriptions(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	const sub = "alerts:herald.key.failed@1"
+	mustApply(t, s, mkManifest("alerts", nil, subTo(store.TypeKeyFailed, 1)))
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{newEvent("contacts.person.updated", "p1", "a")}
+	if _, err := s.InsertEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	failKey(t, s, billingPersonSub, "p1", evs[0].ID, "deliver:"+billingPersonSub+":p1")
+	var failed []heraldEvent
+	for _, ev := range heraldEvents(t, s) {
+		if ev.Type == store.TypeKeyFailed {
+			failed = append(failed, ev)
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("herald.key.failed events %+v", failed)
+	}
+	// The alerting subscription's own key fails on that event: nothing more.
+	var id string
+	if err := s.Pool.QueryRow(ctx, `SELECT id::text FROM events WHERE type = $1`, store.TypeKeyFailed).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	subject := failed[0].Subject
+	failKey(t, s, sub, subject, id, "deliver:"+sub+":"+subject)
+	if err := s.RecordOutcomes(ctx, sub, subject, []store.OutcomeUpdate{{EventID: id, Status: store.EventDelivered}}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range heraldEvents(t, s) {
+		if ev.Type != store.TypeSubscriptionStateChanged {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d key events, want the first one only", n)
+	}
+}
+
+func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{newEvent("contacts.person.updated", "p1", "a")}
+	if _, err := s.InsertEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	wf := "deliver:" + billingPersonSub + ":p1"
+	failKey(t, s, billingPersonSub, "p1", evs[0].ID, wf)
+	if _, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
+		Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: wf, ErrorCode: "subscription_removed",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: evs[0].ID, Status: store.EventDelivered}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range heraldEvents(t, s) {
+		if ev.Type == store.TypeKeyRecovered {
+			t.Fatalf("recovered after the subscription's removal: %+v", ev)
+		}
+	}
+}
