@@ -1,0 +1,82 @@
+package tracing
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestSetupWithoutEndpointInstallsNothing: with no OTLP endpoint in the
+// environment the global provider and propagator stay OpenTelemetry's
+// defaults, spans do not record and the Temporal interceptor stays out.
+func TestSetupWithoutEndpointInstallsNothing(t *testing.T) {
+	before := otel.GetTracerProvider()
+	beforeProp := otel.GetTextMapPropagator()
+	shutdown, err := setup(context.Background(), env(map[string]string{
+		"OTEL_SERVICE_NAME": "herald-test", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if Enabled() {
+		t.Fatal("Enabled() is true without an endpoint")
+	}
+	if otel.GetTracerProvider() != before {
+		t.Fatal("the global tracer provider was replaced")
+	}
+	if otel.GetTextMapPropagator() != beforeProp {
+		t.Fatal("the global propagator was replaced")
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "x")
+	defer span.End()
+	if span.IsRecording() || span.SpanContext().IsValid() {
+		t.Fatalf("a span records or has a valid context without an endpoint: %v", span.SpanContext())
+	}
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(context.Background(), carrier)
+	if len(carrier) != 0 {
+		t.Fatalf("the propagator injects %v", carrier)
+	}
+}
+
+// TestSetupWithEndpointInstalls: an endpoint turns tracing on with a
+// recording provider and the W3C propagator; shutdown returns (no collector
+// listens, so the flush of no spans has nothing to send).
+func TestSetupWithEndpointInstalls(t *testing.T) {
+	defer Reset()
+	for _, proto := range []string{"", "grpc"} {
+		shutdown, err := setup(context.Background(), env(map[string]string{
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1/v1/traces",
+			"OTEL_EXPORTER_OTLP_PROTOCOL":        proto}))
+		if err != nil {
+			t.Fatalf("protocol %q: %v", proto, err)
+		}
+		if !Enabled() {
+			t.Fatal("Enabled() is false with an endpoint")
+		}
+		sctx, span := otel.Tracer("test").Start(context.Background(), "x")
+		if !span.IsRecording() || !span.SpanContext().IsValid() {
+			t.Fatal("the installed provider does not record")
+		}
+		carrier := propagation.MapCarrier{}
+		otel.GetTextMapPropagator().Inject(sctx, carrier)
+		span.End()
+		if want := "00-" + span.SpanContext().TraceID().String(); len(carrier["traceparent"]) != 55 || carrier["traceparent"][:35] != want {
+			t.Fatalf("traceparent %q, want one of trace %s", carrier["traceparent"], want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = shutdown(ctx) // the span cannot be exported: only returning matters
+		cancel()
+	}
+	if _, err := setup(context.Background(), env(map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})); err == nil {
+		t.Fatal("an unsupported protocol was accepted")
+	}
+}
