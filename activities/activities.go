@@ -172,6 +172,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		r := a.Poster.Post(ctx, PostRequest{
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
 			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
+			TraceContext: stored.TraceContext,
 		})
 		if a.Observer != nil {
 			a.Observer.Attempted(in.SubscriptionID, stored.Envelope, attempt, r)
