@@ -24,6 +24,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 )
 
 // DefaultServiceName is the service.name of Herald's spans when neither
@@ -120,4 +122,26 @@ func Reset() {
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
 	enabled.Store(false)
+}
+
+// TemporalInterceptors are the interceptors a Temporal client takes for
+// tracing: Temporal's OpenTelemetry tracing interceptor when tracing is
+// enabled, none otherwise. Set on the client (client.Options.Interceptors),
+// the interceptor also serves every worker built from that client, so it
+// must not be set on the worker's options as well. It carries the span of a
+// signal's context into the workflow's header, and on into its activities'
+// contexts (spans SignalWithStartWorkflow:…, HandleSignal:…, RunWorkflow:…,
+// StartActivity:…, RunActivity:…); workflow code calls no OpenTelemetry API
+// itself.
+func TemporalInterceptors() ([]interceptor.ClientInterceptor, error) {
+	if !Enabled() {
+		return nil, nil
+	}
+	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer: otel.GetTracerProvider().Tracer("herald/temporal"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: Temporal interceptor: %w", err)
+	}
+	return []interceptor.ClientInterceptor{i}, nil
 }
