@@ -5,16 +5,20 @@ import (
 	"net/url"
 	"strconv"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"herald/internal/tracing"
+	"herald/store"
 )
 
 // tracer is taken from OpenTelemetry's global provider at each use, so a
 // provider installed after this package loaded is the one used.
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer("herald/activities") }
+var tracerOf = tracing.NewTracer("herald/activities")
+
+func tracer() trace.Tracer { return tracerOf.Get() }
 
 // w3c reads an event's stored trace context and writes the traceparent
 // header of a delivery.
@@ -29,9 +33,18 @@ var w3c propagation.TraceContext
 // but still carries the event's stored context, which the request then
 // passes on in its traceparent header.
 func startPostSpan(ctx context.Context, r PostRequest) (context.Context, trace.Span) {
+	if !tracing.On() && !trace.SpanContextFromContext(ctx).IsValid() {
+		// Tracing off: only pass the stored context on.
+		if len(r.TraceContext) > 0 {
+			if sc := storedContext(r.TraceContext); sc.IsValid() {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+			}
+		}
+		return ctx, tracing.NoopSpan
+	}
 	var opts []trace.SpanStartOption
 	if len(r.TraceContext) > 0 {
-		if sc := trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(r.TraceContext))); sc.IsValid() {
+		if sc := storedContext(r.TraceContext); sc.IsValid() {
 			if act := trace.SpanContextFromContext(ctx); act.IsValid() {
 				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: act,
 					Attributes: []attribute.KeyValue{attribute.String("herald.link", "activity")}}))
@@ -58,6 +71,11 @@ func startPostSpan(ctx context.Context, r PostRequest) (context.Context, trace.S
 		span.SetAttributes(attrs...)
 	}
 	return ctx, span
+}
+
+// storedContext is an event's stored trace context.
+func storedContext(tc store.TraceContext) trace.SpanContext {
+	return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(tc)))
 }
 
 // endPostSpan ends an attempt's span with its outcome.

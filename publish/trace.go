@@ -3,12 +3,12 @@ package publish
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"herald/internal/tracing"
 	"herald/store"
 )
 
@@ -17,7 +17,9 @@ import (
 // global tracer provider at each use (a no-op one unless the program
 // installed another), not once: a tracer taken before the program installs
 // its provider would stay bound to the first provider ever installed.
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer("herald/publish") }
+var tracerOf = tracing.NewTracer("herald/publish")
+
+func tracer() trace.Tracer { return tracerOf.Get() }
 
 // w3c writes and reads the trace context stored with an event.
 var w3c propagation.TraceContext
@@ -26,6 +28,9 @@ var w3c propagation.TraceContext
 // ctx if there is one, and returns it with its W3C trace context (nil when
 // the span has no valid context: tracing is off and ctx carries no span).
 func startSpan(ctx context.Context, r Request) (trace.Span, store.TraceContext) {
+	if !tracing.On() && !trace.SpanContextFromContext(ctx).IsValid() {
+		return tracing.NoopSpan, nil // tracing off: nothing to do
+	}
 	_, span := tracer().Start(ctx, "publish "+r.Type, trace.WithSpanKind(trace.SpanKindProducer))
 	sc := span.SpanContext()
 	if !sc.IsValid() {

@@ -3,12 +3,12 @@ package relay
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"herald/internal/tracing"
 	"herald/store"
 )
 
@@ -17,7 +17,9 @@ const SpanSignal = "relay signal"
 
 // tracer is taken from OpenTelemetry's global provider at each use, so a
 // provider installed after this package loaded is the one used.
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer("herald/relay") }
+var tracerOf = tracing.NewTracer("herald/relay")
+
+func tracer() trace.Tracer { return tracerOf.Get() }
 
 var w3c propagation.TraceContext
 
@@ -35,6 +37,9 @@ func spanContextOf(ev store.PendingEvent) trace.SpanContext {
 // it, so that Temporal's tracing interceptor continues the trace into the
 // workflow.
 func startSignalSpan(ctx context.Context, id string, g *group, evs []store.PendingEvent) (context.Context, trace.Span) {
+	if !tracing.On() {
+		return ctx, tracing.NoopSpan
+	}
 	if sc := spanContextOf(evs[0]); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}

@@ -25,8 +25,8 @@ func TestSetupWithoutEndpointInstallsNothing(t *testing.T) {
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if Enabled() {
-		t.Fatal("Enabled() is true without an endpoint")
+	if Enabled() || On() {
+		t.Fatalf("Enabled() %v, On() %v without an endpoint", Enabled(), On())
 	}
 	if otel.GetTracerProvider() != before {
 		t.Fatal("the global tracer provider was replaced")
@@ -58,8 +58,8 @@ func TestSetupWithEndpointInstalls(t *testing.T) {
 		if err != nil {
 			t.Fatalf("protocol %q: %v", proto, err)
 		}
-		if !Enabled() {
-			t.Fatal("Enabled() is false with an endpoint")
+		if !Enabled() || !On() {
+			t.Fatalf("Enabled() %v, On() %v with an endpoint", Enabled(), On())
 		}
 		sctx, span := otel.Tracer("test").Start(context.Background(), "x")
 		if !span.IsRecording() || !span.SpanContext().IsValid() {
@@ -74,6 +74,10 @@ func TestSetupWithEndpointInstalls(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = shutdown(ctx) // the span cannot be exported: only returning matters
 		cancel()
+	}
+	Reset()
+	if Enabled() || On() {
+		t.Fatalf("after Reset: Enabled() %v, On() %v", Enabled(), On())
 	}
 	if _, err := setup(context.Background(), env(map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})); err == nil {
