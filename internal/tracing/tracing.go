@@ -39,9 +39,8 @@ var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 // enabled is set once a tracer provider is installed.
 var enabled atomic.Bool
 
-// Enabled reports whether Setup or Install installed a tracer provider.
-// Parts that cost something even with a no-op tracer (the Temporal tracing
-// interceptor) are added only when it is true.
+// Enabled reports whether Setup or Install installed a tracer provider (On
+// also sees a provider a program installed itself).
 func Enabled() bool { return enabled.Load() }
 
 // Configured reports whether the environment asks for OTLP export of traces.
@@ -125,8 +124,9 @@ func Reset() {
 }
 
 // TemporalInterceptors are the interceptors a Temporal client takes for
-// tracing: Temporal's OpenTelemetry tracing interceptor when tracing is
-// enabled, none otherwise. Set on the client (client.Options.Interceptors),
+// tracing: Temporal's OpenTelemetry tracing interceptor when a recording
+// tracer provider is installed (On: by Setup, Install, or a program
+// embedding Herald), none otherwise. Set on the client (client.Options.Interceptors),
 // the interceptor also serves every worker built from that client, so it
 // must not be set on the worker's options as well. It carries the span of a
 // signal's context into the workflow's header, and on into its activities'
@@ -134,7 +134,7 @@ func Reset() {
 // StartActivity:…, RunActivity:…); workflow code calls no OpenTelemetry API
 // itself.
 func TemporalInterceptors() ([]interceptor.ClientInterceptor, error) {
-	if !Enabled() {
+	if !On() {
 		return nil, nil
 	}
 	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -82,5 +83,18 @@ func TestSetupWithEndpointInstalls(t *testing.T) {
 	if _, err := setup(context.Background(), env(map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})); err == nil {
 		t.Fatal("an unsupported protocol was accepted")
+	}
+}
+
+// TestTemporalInterceptorsOnlyWhenOn: Temporal's client gets the tracing
+// interceptor only while a recording provider is installed.
+func TestTemporalInterceptorsOnlyWhenOn(t *testing.T) {
+	defer Reset()
+	if ics, err := TemporalInterceptors(); err != nil || len(ics) != 0 {
+		t.Fatalf("tracing off: %d interceptors, %v", len(ics), err)
+	}
+	Install(sdktrace.NewTracerProvider())
+	if ics, err := TemporalInterceptors(); err != nil || len(ics) != 1 {
+		t.Fatalf("tracing on: %d interceptors, %v", len(ics), err)
 	}
 }
