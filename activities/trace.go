@@ -14,7 +14,7 @@ import (
 	"herald/store"
 )
 
-// tracer is taken from OpenTelemetry's global provider at each use, so a
+// tracerOf takes its tracer from OpenTelemetry's global provider at each use, so a
 // provider installed after this package loaded is the one used.
 var tracerOf = tracing.NewTracer("herald/activities")
 

@@ -12,8 +12,8 @@ import (
 	"herald/store"
 )
 
-// tracer makes the publish spans, one per event: the root of the event's
-// trace, or a child of the caller's span. It is taken from OpenTelemetry's
+// tracerOf makes the publish spans, one per event: the root of the event's
+// trace, or a child of the caller's span. Its tracer is taken from OpenTelemetry's
 // global tracer provider at each use (a no-op one unless the program
 // installed another), not once: a tracer taken before the program installs
 // its provider would stay bound to the first provider ever installed.

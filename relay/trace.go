@@ -15,7 +15,7 @@ import (
 // SpanSignal is the name of the relay's span around one signal.
 const SpanSignal = "relay signal"
 
-// tracer is taken from OpenTelemetry's global provider at each use, so a
+// tracerOf takes its tracer from OpenTelemetry's global provider at each use, so a
 // provider installed after this package loaded is the one used.
 var tracerOf = tracing.NewTracer("herald/relay")
 
