@@ -1,7 +1,12 @@
 package tracing
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,9 +58,9 @@ func TestSetupWithoutEndpointInstallsNothing(t *testing.T) {
 func TestSetupWithEndpointInstalls(t *testing.T) {
 	defer Reset()
 	for _, proto := range []string{"", "grpc"} {
-		shutdown, err := setup(context.Background(), env(map[string]string{
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1/v1/traces",
-			"OTEL_EXPORTER_OTLP_PROTOCOL":        proto}))
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/v1/traces")
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", proto)
+		shutdown, err := Setup(context.Background())
 		if err != nil {
 			t.Fatalf("protocol %q: %v", proto, err)
 		}
@@ -96,5 +101,43 @@ func TestTemporalInterceptorsOnlyWhenOn(t *testing.T) {
 	Install(sdktrace.NewTracerProvider())
 	if ics, err := TemporalInterceptors(); err != nil || len(ics) != 1 {
 		t.Fatalf("tracing on: %d interceptors, %v", len(ics), err)
+	}
+}
+
+// TestShutdownFlushesToTheCollector: spans are exported by OTLP over HTTP
+// to the configured endpoint, with the resource of OTEL_SERVICE_NAME, and
+// shutdown sends what is still buffered.
+func TestShutdownFlushesToTheCollector(t *testing.T) {
+	defer Reset()
+	var mu sync.Mutex
+	var bodies [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/traces" && r.Header.Get("Content-Type") == "application/x-protobuf" {
+			mu.Lock()
+			bodies = append(bodies, body)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	// The exporter and the resource read the process environment themselves.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "herald-flush-test")
+	shutdown, err := Setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "span-to-flush")
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 1 || !bytes.Contains(bodies[0], []byte("span-to-flush")) || !bytes.Contains(bodies[0], []byte("herald-flush-test")) {
+		t.Fatalf("collector got %d exports; want one holding the span and the service name", len(bodies))
 	}
 }
