@@ -211,6 +211,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		r := a.Poster.Post(ctx, PostRequest{
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
 			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
+			TraceContext: stored.TraceContext,
 		})
 		a.release(ctx, batch.Target.App, lease)
 		if a.Observer != nil {

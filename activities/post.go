@@ -19,7 +19,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"herald/netguard"
+	"herald/store"
 )
 
 // Limits and defaults of one delivery attempt (docs/design.md#the-http-contract-of-a-delivery).
@@ -94,6 +97,9 @@ type PostRequest struct {
 	Attempt        int
 	// Timeout bounds the attempt (default DefaultPostTimeout).
 	Timeout time.Duration
+	// TraceContext is the event's stored W3C trace context: the parent of
+	// the attempt's "POST" span, whose traceparent the request carries.
+	TraceContext store.TraceContext
 }
 
 // PostResult is the outcome of one delivery attempt.
@@ -127,9 +133,11 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 // not at fault.
 func (p *Poster) Post(ctx context.Context, r PostRequest) PostResult {
 	start := time.Now()
+	ctx, span := startPostSpan(ctx, r)
 	res := p.post(ctx, r)
 	res.Duration = time.Since(start)
 	res.Message = truncate(res.Message, maxErrorText)
+	endPostSpan(span, res)
 	return res
 }
 
@@ -174,6 +182,9 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	req.Header.Set("Herald-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("Herald-Event-Id", r.EventID)
 	req.Header.Set("User-Agent", "Herald")
+	// traceparent (and tracestate) of the attempt's span; nothing when it
+	// has no valid trace context.
+	w3c.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if p.Webhook != nil {
 		wh, err := p.Webhook.SignWebhook(r.EventID, r.Body)
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"herald/publish"
@@ -99,7 +101,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, "read request", err)
 		return
 	}
-	accepted, problems, err := h.publish(r.Context(), cred, items)
+	// A publisher's W3C traceparent header makes each event's publish span a
+	// child of the publisher's span (only while tracing is on: the default
+	// global propagator reads nothing).
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	accepted, problems, err := h.publish(ctx, cred, items)
 	if err != nil {
 		h.fail(w, "publish", err)
 		return

@@ -13,6 +13,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"herald/config"
+	"herald/internal/tracing"
 	"herald/workflows"
 )
 
@@ -55,6 +56,11 @@ func (inv *invocation) dialTemporal() (*temporalConn, error) {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}
 	opts.Logger = discardLogger
+	ics, err := tracing.TemporalInterceptors()
+	if err != nil {
+		return nil, err
+	}
+	opts.Interceptors = append(opts.Interceptors, ics...)
 	ctx, cancel := context.WithTimeout(inv.ctx, temporalDialTimeout)
 	defer cancel()
 	c, err := client.DialContext(ctx, opts)

@@ -24,11 +24,15 @@ type envelope struct {
 	Time    time.Time
 	Version int
 	Data    []byte // compact JSON
+	// TraceParent and TraceState are the publish span's W3C trace context,
+	// written as the extension attributes of the CloudEvents distributed
+	// tracing extension when not empty.
+	TraceParent, TraceState string
 }
 
 // encode writes the envelope as compact JSON with a fixed field order:
 // specversion, id, source, type, subject, time, datacontenttype,
-// dataversion, data.
+// dataversion, traceparent and tracestate (when present), data.
 func (e envelope) encode() []byte {
 	var b bytes.Buffer
 	b.Grow(len(e.Data) + len(e.Subject) + len(e.Type) + 256)
@@ -44,6 +48,14 @@ func (e envelope) encode() []byte {
 	b.WriteString(e.Time.UTC().Format(TimeLayout))
 	b.WriteString(`","datacontenttype":"application/json","dataversion":`)
 	b.WriteString(strconv.Itoa(e.Version))
+	if e.TraceParent != "" {
+		b.WriteString(`,"traceparent":`)
+		writeJSONString(&b, e.TraceParent)
+		if e.TraceState != "" {
+			b.WriteString(`,"tracestate":`)
+			writeJSONString(&b, e.TraceState)
+		}
+	}
 	b.WriteString(`,"data":`)
 	b.Write(e.Data)
 	b.WriteByte('}')

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"herald/store"
@@ -134,18 +135,26 @@ func (p *Publisher) Publish(ctx context.Context, r Request) (Result, error) {
 // transaction, in the order given. It returns one Outcome per request, in the
 // same order; rejections are recorded one by one, best effort. An error means
 // nothing of the batch was accepted.
-func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, error) {
+func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) (_ []Outcome, err error) {
 	outs := make([]Outcome, len(rs))
 	evs := make([]store.NewEvent, 0, len(rs))
 	index := make([]int, 0, len(rs))
 	deprecated := make([]bool, len(rs))
+	spans := make([]trace.Span, len(rs))
+	defer func() {
+		if err != nil {
+			endFailed(spans, err)
+		}
+	}()
 	for i, r := range rs {
-		ev, dep, rej, err := p.check(ctx, p.store.Pool, r)
+		ev, dep, rej, span, err := p.check(ctx, p.store.Pool, r)
+		spans[i] = span
 		if err != nil {
 			return nil, err
 		}
 		if rej != nil {
 			outs[i].Rejection = rej
+			endRejected(span, rej)
 			p.record(ctx, r, rej)
 			continue
 		}
@@ -163,40 +172,46 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) ([]Outcome, 
 			rej := &Rejection{Code: CodeIDConflict,
 				Message: fmt.Sprintf("event id %s was already used for different content", ins.ID)}
 			outs[i].Rejection = rej
+			endRejected(spans[i], rej)
 			p.record(ctx, rs[i], rej)
 			continue
 		}
 		outs[i].Result = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
+		endAccepted(spans[i], ins.ID, outs[i].Result)
 	}
 	return outs, nil
 }
 
-// check looks up what validation needs, in the order of the checks, on q
-// (the pool, or the caller's transaction for PublishTx), and validates r.
-// deprecated reports a valid request for a deprecated version.
-func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (ev store.NewEvent, deprecated bool, rej *Rejection, err error) {
-	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes}
+// check starts the request's publish span (every way of publishing passes
+// here, so every event gets one), looks up what validation needs, in the
+// order of the checks, on q (the pool, or the caller's transaction for
+// PublishTx), and validates r. deprecated reports a valid request for a
+// deprecated version. The caller ends the span once the event's fate is
+// known.
+func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (ev store.NewEvent, deprecated bool, rej *Rejection, span trace.Span, err error) {
+	span, tc := startSpan(ctx, r)
+	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes, trace: tc}
 	known, err := p.cache.appExists(ctx, q, r.App)
 	if err != nil {
-		return store.NewEvent{}, false, nil, fmt.Errorf("publish: %w", err)
+		return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: %w", err)
 	}
 	in.appKnown = known
 	if known && ownsType(r.App, r.Type) && r.Version >= MinVersion && r.Version <= MaxVersion {
 		in.decl, err = p.cache.declaration(ctx, q, r.Type, r.Version)
 		if err != nil {
-			return store.NewEvent{}, false, nil, fmt.Errorf("publish: %w", err)
+			return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: %w", err)
 		}
 	}
 	if r.ID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
-			return store.NewEvent{}, false, nil, fmt.Errorf("publish: generate event id: %w", err)
+			return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: generate event id: %w", err)
 		}
 		in.newID = id.String()
 	}
 	ev, rej = validateRequest(r, in)
 	ev.Via, ev.Token = p.origin(r)
-	return ev, rej == nil && in.decl.Deprecated, rej, nil
+	return ev, rej == nil && in.decl.Deprecated, rej, span, nil
 }
 
 // record stores a rejection; failing to do so does not change the answer

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"herald/store"
 )
@@ -39,7 +40,7 @@ import (
 // It returns one Result per request, in order; a Duplicate result means the
 // same id and content were already accepted (by a committed transaction, or
 // earlier in this one).
-func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]Result, error) {
+func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ []Result, err error) {
 	if tx == nil {
 		return nil, errors.New("publish in transaction: no transaction given")
 	}
@@ -48,13 +49,23 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 	}
 	evs := make([]store.NewEvent, len(rs))
 	deprecated := make([]bool, len(rs))
+	spans := make([]trace.Span, len(rs))
+	defer func() {
+		if err != nil {
+			// All or nothing: the spans of the requests that passed end
+			// unpublished too (a refused one has already ended with its code).
+			endFailed(spans, err)
+		}
+	}()
 	var refused []error
 	for i, r := range rs {
-		ev, dep, rej, err := p.check(ctx, tx, r)
+		ev, dep, rej, span, err := p.check(ctx, tx, r)
+		spans[i] = span
 		if err != nil {
 			return nil, err
 		}
 		if rej != nil {
+			endRejected(span, rej)
 			p.recordOutside(ctx, r, rej)
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
@@ -79,6 +90,7 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 		if ins.Conflict {
 			rej := &Rejection{Code: CodeIDConflict,
 				Message: fmt.Sprintf("event id %s was already used for different content", ins.ID)}
+			endRejected(spans[i], rej)
 			p.recordOutside(ctx, rs[i], rej)
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
@@ -93,6 +105,11 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) ([]
 	}
 	if err := sp.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("publish in transaction: release savepoint: %w", err)
+	}
+	// The events are written in tx; whether tx commits is the caller's
+	// affair, after this span ends.
+	for i := range out {
+		endAccepted(spans[i], out[i].ID, out[i])
 	}
 	return out, nil
 }

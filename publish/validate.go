@@ -38,6 +38,9 @@ type checkInput struct {
 	now           time.Time // the event time when the request has none
 	newID         string    // the event id when the request has none
 	maxEventBytes int
+	// trace is the W3C trace context of the publish span (nil without
+	// one): stored with the event and written into its envelope.
+	trace store.TraceContext
 }
 
 // ownsType reports whether typ is "<app>.<name>" for the given app.
@@ -92,19 +95,21 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 		t = in.now
 	}
 	env := envelope{ID: id, App: r.App, Type: r.Type, Subject: r.Subject, Time: t,
-		Version: r.Version, Data: data}.encode()
+		Version: r.Version, Data: data,
+		TraceParent: in.trace["traceparent"], TraceState: in.trace["tracestate"]}.encode()
 	if len(env) > in.maxEventBytes {
 		return store.NewEvent{}, &Rejection{Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the encoded event is %d bytes, over the limit of %d bytes", len(env), in.maxEventBytes)}
 	}
 	return store.NewEvent{
-		ID:          id,
-		SourceApp:   r.App,
-		Type:        r.Type,
-		Version:     r.Version,
-		Subject:     r.Subject,
-		Envelope:    env,
-		ContentHash: contentHash(r.App, r.Type, r.Version, r.Subject, canonical),
+		ID:           id,
+		SourceApp:    r.App,
+		Type:         r.Type,
+		Version:      r.Version,
+		Subject:      r.Subject,
+		Envelope:     env,
+		ContentHash:  contentHash(r.App, r.Type, r.Version, r.Subject, canonical),
+		TraceContext: in.trace,
 	}, nil
 }
 

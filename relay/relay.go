@@ -364,8 +364,11 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 		for _, ev := range g.events[start:end] {
 			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq})
 		}
-		if _, err := r.Temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalEvent, sig, opts,
-			workflows.DeliveryWorkflowType, params); err != nil {
+		sctx, span := startSignalSpan(ctx, id, g, g.events[start:end])
+		_, err := r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
+			workflows.DeliveryWorkflowType, params)
+		endSignalSpan(span, err)
+		if err != nil {
 			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
 			return sent, start
 		}

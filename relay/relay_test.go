@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -50,9 +51,11 @@ type sent struct {
 	WorkflowID string
 	Seqs       []int64
 	Params     workflows.Params
+	// Span is the span context the call's context carried.
+	Span trace.SpanContext
 }
 
-func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, name string, arg any,
+func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any,
 	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -67,7 +70,7 @@ func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, name strin
 		return nil, err
 	}
 	f.args = append(f.args, raw)
-	s := sent{WorkflowID: id, Params: args[0].(workflows.Params)}
+	s := sent{WorkflowID: id, Params: args[0].(workflows.Params), Span: trace.SpanContextFromContext(ctx)}
 	for _, ev := range arg.(workflows.EventSignal).Events {
 		s.Seqs = append(s.Seqs, ev.Seq)
 	}

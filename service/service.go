@@ -22,6 +22,7 @@ import (
 
 	"herald/activities"
 	"herald/config"
+	"herald/internal/tracing"
 	"herald/internal/zaplog"
 	"herald/metrics"
 	"herald/netguard"
@@ -85,6 +86,14 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	s.metricsCloser = closer
 	copts.Logger = zaplog.ForTemporal(log.Named("temporal"))
 	copts.MetricsHandler = handler
+	// Tracing (when enabled) follows an event's trace through its signal
+	// into the Delivery workflow and its activities.
+	ics, err := tracing.TemporalInterceptors()
+	if err != nil {
+		s.Store.Close()
+		return nil, err
+	}
+	copts.Interceptors = append(copts.Interceptors, ics...)
 	s.Temporal, err = client.Dial(copts)
 	if err != nil {
 		s.Store.Close()

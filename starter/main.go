@@ -5,16 +5,31 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"herald/cli"
+	"herald/internal/tracing"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// With OTEL_EXPORTER_OTLP_ENDPOINT set, `starter publish` starts each
+	// event's trace (and commands that call Temporal carry it there).
+	shutdownTracing, err := tracing.Setup(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starter:", err)
+		os.Exit(2)
+	}
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := shutdownTracing(fctx); err != nil {
+		fmt.Fprintln(os.Stderr, "starter: flush traces:", err)
+	}
+	cancel()
 	os.Exit(code)
 }

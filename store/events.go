@@ -37,6 +37,23 @@ type NewEvent struct {
 	// Via and Token record how the event reached Herald (events.published_via,
 	// published_token); empty values are stored as NULL.
 	Via, Token string
+	// TraceContext is the W3C trace context of the publish span
+	// ("traceparent", "tracestate"), stored in events.trace_context; empty
+	// (no tracing) is stored as NULL.
+	TraceContext TraceContext
+}
+
+// TraceContext is an event's stored W3C trace context: the "traceparent"
+// and, when there is one, "tracestate" of its publish span. It is a
+// propagation carrier: propagation.MapCarrier(tc) reads it.
+type TraceContext map[string]string
+
+// param is the value of a trace_context parameter: NULL when empty.
+func (tc TraceContext) param() any {
+	if len(tc) == 0 {
+		return nil
+	}
+	return map[string]string(tc)
 }
 
 // InsertedEvent is the outcome of one NewEvent passed to InsertEvents.
@@ -163,13 +180,14 @@ func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
 	const insert = `
 		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
-		                    published_via, published_token)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''))
+		                    published_via, published_token, trace_context)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb)
 		ON CONFLICT (id) WHERE state <> 'rejected' DO NOTHING
 		RETURNING seq`
 	b := &pgx.Batch{}
 	for _, ev := range evs {
-		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token)
+		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
+			ev.TraceContext.param())
 	}
 	br := tx.SendBatch(ctx, b)
 	var existing []int

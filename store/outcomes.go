@@ -106,6 +106,8 @@ type BatchEvent struct {
 	Subject  string `db:"subject"`
 	Envelope []byte `db:"envelope"`
 	Outcome  string `db:"outcome"`
+	// TraceContext is the event's stored trace context (nil without one).
+	TraceContext TraceContext `db:"trace_context"`
 }
 
 // Batch is what one delivery needs: where the subscription's events go and
@@ -131,7 +133,8 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
-		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, '')
+		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
+		       e.trace_context
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
 		  LEFT JOIN events e ON e.id = ANY($2::uuid[]) AND e.state <> 'rejected'
@@ -150,14 +153,15 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		var seq *int64
 		var version *int32
 		var env []byte
+		var tc TraceContext
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t
 		if id != nil {
 			b.Events[*id] = BatchEvent{ID: *id, Seq: *seq, Type: *typ, Version: int(*version),
-				Subject: *subject, Envelope: env, Outcome: *outcome}
+				Subject: *subject, Envelope: env, Outcome: *outcome, TraceContext: tc}
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -20,13 +20,15 @@ type PendingEvent struct {
 	Subject    string    `db:"subject"`
 	Envelope   []byte    `db:"envelope"`
 	ReceivedAt time.Time `db:"received_at"`
+	// TraceContext is the event's stored trace context (nil without one).
+	TraceContext TraceContext `db:"trace_context"`
 }
 
 // Undispatched returns up to limit accepted, undispatched events in sequence
 // order.
 func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, type, version, subject, envelope, received_at
+		SELECT seq, id::text AS id, type, version, subject, envelope, received_at, trace_context
 		FROM events WHERE state = 'accepted' ORDER BY seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read undispatched events: %w", err)

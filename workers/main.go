@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
 	"herald/config"
+	"herald/internal/tracing"
 	"herald/internal/zaplog"
 	"herald/service"
 )
@@ -36,6 +38,21 @@ func run() int {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Tracing first: the service's Temporal client takes its interceptor only
+	// when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT).
+	shutdownTracing, err := tracing.Setup(ctx)
+	if err != nil {
+		log.Error("tracing", zap.Error(err))
+		return 2
+	}
+	defer func() {
+		// Flush the spans still buffered; ctx has ended by now.
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(fctx); err != nil {
+			log.Warn("flush traces", zap.Error(err))
+		}
+	}()
 	svc, err := service.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("start", zap.Error(err))
