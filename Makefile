@@ -1,5 +1,5 @@
 # Herald's two set-up commands are `make dev` and `make test`; see README.md.
-.PHONY: help dev test lint build vet temporal-cli clean bench chaos
+.PHONY: help dev test test-unit lint build vet temporal-cli clean bench chaos
 .DEFAULT_GOAL := help
 
 GO ?= go
@@ -15,6 +15,10 @@ dev:
 ## test: make lint, promtool tests of the alert rules, and all tests (race detector) against real PostgreSQL and Temporal
 test:
 	scripts/test.sh
+
+## test-unit: the quick loop: every test that needs no PostgreSQL, Temporal or worker process (go test -short), under a minute
+test-unit:
+	$(GO) test -short -count=1 ./...
 
 ## lint: gofmt, go vet, staticcheck and Temporal's workflowcheck (pinned, built into .tools/bin once)
 lint:

@@ -144,9 +144,19 @@ func (inv *invocation) reportRejection(rej *publish.Rejection) error {
 		}
 		return &reportedError{code: ExitInvalid}
 	}
-	fmt.Fprintf(inv.stderr, "rejected: %s: %s\n", rej.Code, rej.Message)
+	fmt.Fprintf(inv.stderr, "rejected: %s: %s\n", rej.Code, headline(rej.Message, rej.Errors))
 	printDataErrors(inv.stderr, rej.Errors)
 	return &reportedError{code: ExitInvalid}
+}
+
+// headline is the first line of a rejection: its message, or, when the
+// schema violations follow one per line, their count (the message lists the
+// same violations and would repeat them).
+func headline(message string, errs []manifest.DataError) string {
+	if len(errs) == 0 {
+		return message
+	}
+	return fmt.Sprintf("the data does not match the declared schema (%s):", plural(len(errs), "violation"))
 }
 
 // printDataErrors prints each schema violation as "  /pointer: message".
@@ -227,7 +237,7 @@ func printLineRejections(w io.Writer, sum publish.Summary) {
 	rejs := append([]publish.LineRejection(nil), sum.Rejections...)
 	sort.SliceStable(rejs, func(i, j int) bool { return rejs[i].Line < rejs[j].Line })
 	for _, r := range rejs {
-		fmt.Fprintf(w, "line %d: %s: %s\n", r.Line, r.Code, linePrefix.ReplaceAllString(r.Message, ""))
+		fmt.Fprintf(w, "line %d: %s: %s\n", r.Line, r.Code, headline(linePrefix.ReplaceAllString(r.Message, ""), r.Errors))
 		printDataErrors(w, r.Errors)
 	}
 	if n := sum.Rejected - len(sum.Rejections); n > 0 {

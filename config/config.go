@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/activities"
 	"herald/netguard"
 	"herald/workflows"
 )
@@ -65,6 +66,13 @@ const (
 	DefaultTemporalNamespace = "default"
 	DefaultHTTPAddr          = "127.0.0.1:8088"
 	DefaultLogLevel          = "info"
+	// DefaultRetentionEvery is how often retention runs (HERALD_RETENTION_EVERY).
+	DefaultRetentionEvery = 24 * time.Hour
+	// DefaultWorkflowCacheSize bounds the key workflows a worker keeps in
+	// memory (HERALD_WORKFLOW_CACHE_SIZE).
+	DefaultWorkflowCacheSize = 2000
+	// DefaultDBMaxConns is each worker's PostgreSQL pool size (HERALD_DB_MAX_CONNS).
+	DefaultDBMaxConns = 20
 )
 
 // LoadCommon reads the shared settings.
@@ -134,19 +142,19 @@ func (w Worker) WithDefaults() Worker {
 		w.Retention = workflows.DefaultRetention
 	}
 	if w.RetentionEvery == 0 {
-		w.RetentionEvery = 24 * time.Hour
+		w.RetentionEvery = DefaultRetentionEvery
 	}
 	if len(w.Schedule) == 0 {
 		w.Schedule = workflows.DefaultRetrySchedule
 	}
 	if w.DeliveryTimeout == 0 {
-		w.DeliveryTimeout = 30 * time.Second
+		w.DeliveryTimeout = activities.DefaultPostTimeout
 	}
 	if w.WorkflowCacheSize == 0 {
-		w.WorkflowCacheSize = 2000
+		w.WorkflowCacheSize = DefaultWorkflowCacheSize
 	}
 	if w.DBMaxConns == 0 {
-		w.DBMaxConns = 20
+		w.DBMaxConns = DefaultDBMaxConns
 	}
 	return w
 }

@@ -120,13 +120,22 @@ func setup(t *testing.T) (*store.Store, *publish.Publisher) {
 
 func publishN(t *testing.T, p *publish.Publisher, typ, subject string, n int) {
 	t.Helper()
+	if err := tryPublishN(p, typ, subject, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPublishN publishes n events and returns the first error: for
+// goroutines, which must not call t.Fatal.
+func tryPublishN(p *publish.Publisher, typ, subject string, n int) error {
 	for i := 0; i < n; i++ {
 		if _, err := p.Publish(context.Background(), publish.Request{
 			App: "contacts", Type: typ, Version: 1, Subject: subject, Data: json.RawMessage(`{}`),
 		}); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("publish %s #%d: %w", subject, i+1, err)
 		}
 	}
+	return nil
 }
 
 func TestDispatchFansOutInOrderAndMarksDispatched(t *testing.T) {
@@ -220,14 +229,22 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	go func() { _ = r2.Run(ctx2) }()
 
 	var wg sync.WaitGroup
+	errs := make(chan error, 4)
 	for k := 0; k < 4; k++ {
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
-			publishN(t, p, "contacts.person.updated", fmt.Sprintf("k%d", k), 25)
+			errs <- tryPublishN(p, "contacts.person.updated", fmt.Sprintf("k%d", k), 25)
 		}(k)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// While r1 leads and events flow, r2 never leads too: checked until r1
+	// has dispatched some of them.
+	waitFor(t, "r1 to dispatch while r2 stands by", func() bool {
+		if r2.IsLeader() {
+			t.Fatal("two leaders")
+		}
+		return len(tmp.bySeq()) > 0
+	})
 	if r2.IsLeader() {
 		t.Fatal("two leaders")
 	}
@@ -235,6 +252,12 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	<-done1
 	waitFor(t, "r2 to take over", r2.IsLeader)
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitFor(t, "everything dispatched", func() bool {
 		lag, err := st.RelayLag(context.Background())
 		return err == nil && lag.Undispatched == 0

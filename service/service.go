@@ -14,10 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"herald/activities"
@@ -118,12 +116,8 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	// replayed from its short history when it next has work).
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	s.worker = worker.New(s.Temporal, workflows.TaskQueue, workerOptions(cfg))
-	s.worker.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
-	s.worker.RegisterWorkflowWithOptions(workflows.Retention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowType})
-	s.worker.RegisterActivity(acts)
 	settings := cfg.DeliveryParams()
-	s.worker.RegisterActivityWithOptions(func(context.Context) (workflows.Params, error) { return settings, nil },
-		activity.RegisterOptions{Name: workflows.SettingsActivity})
+	workflows.Register(s.worker, acts, func() (workflows.Params, error) { return settings, nil })
 
 	s.Relay = &relay.Relay{
 		Store:    s.Store,

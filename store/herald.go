@@ -58,7 +58,7 @@ const (
 // maxLastErrorBytes caps lastError in herald.key.failed.
 const maxLastErrorBytes = 1000
 
-// maxSubjectBytes is the longest subject key (SPEC §1).
+// maxSubjectBytes is the longest subject key (docs/design.md#identifiers).
 const maxSubjectBytes = 200
 
 //go:embed herald_app.json

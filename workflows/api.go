@@ -210,8 +210,21 @@ var DefaultRetrySchedule = []time.Duration{
 // (HERALD_MAX_REARMS=0).
 const NoRearms = -1
 
-// DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
-const DefaultHoldExpiry = 720 * time.Hour
+// Defaults of the delivery settings (docs/configuration.md). The delivery
+// timeout's is activities.DefaultPostTimeout.
+const (
+	// DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
+	DefaultHoldExpiry = 720 * time.Hour
+	// DefaultRearmCooldown is how long a failed key waits before it re-arms
+	// itself (HERALD_REARM_COOLDOWN).
+	DefaultRearmCooldown = time.Hour
+	// DefaultMaxRearms is how many times in a row a failed key re-arms itself
+	// (HERALD_MAX_REARMS).
+	DefaultMaxRearms = 3
+	// DefaultIdleTimeout is how long a key's workflow waits with nothing
+	// queued before it completes (HERALD_IDLE_TIMEOUT).
+	DefaultIdleTimeout = 10 * time.Minute
+)
 
 // WithDefaults fills every zero setting with its default.
 func (p Params) WithDefaults() Params {
@@ -219,16 +232,16 @@ func (p Params) WithDefaults() Params {
 		p.RetrySchedule = DefaultRetrySchedule
 	}
 	if p.DeliveryTimeout <= 0 {
-		p.DeliveryTimeout = 30 * time.Second
+		p.DeliveryTimeout = activities.DefaultPostTimeout
 	}
 	if p.RearmCooldown <= 0 {
-		p.RearmCooldown = time.Hour
+		p.RearmCooldown = DefaultRearmCooldown
 	}
 	if p.MaxRearms == 0 {
-		p.MaxRearms = 3
+		p.MaxRearms = DefaultMaxRearms
 	}
 	if p.IdleTimeout <= 0 {
-		p.IdleTimeout = 10 * time.Minute
+		p.IdleTimeout = DefaultIdleTimeout
 	}
 	if p.RecheckInterval <= 0 {
 		p.RecheckInterval = time.Minute

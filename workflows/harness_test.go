@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
 	"herald/store"
@@ -46,13 +44,11 @@ func newHarness(t *testing.T) *harness {
 	h.sub = &fakeSubscriber{env: h.env}
 	h.store = newFakeStore()
 	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env}}
-	h.env.RegisterWorkflowWithOptions(workflows.Delivery, workflow.RegisterOptions{Name: workflows.DeliveryWorkflowType})
-	h.env.RegisterActivity(acts)
 	// The worker's settings, for a workflow started without them.
-	h.env.RegisterActivityWithOptions(func(context.Context) (workflows.Params, error) {
+	workflows.Register(h.env, acts, func() (workflows.Params, error) {
 		h.settingsAsked++
 		return h.settings.WithDefaults(), nil
-	}, activity.RegisterOptions{Name: workflows.SettingsActivity})
+	})
 	h.params = workflows.Params{
 		SubscriptionID: "billing:contacts.person.updated@1",
 		SubscriberApp:  "billing",

@@ -59,6 +59,7 @@ func RepoRoot() string {
 // throwaway cluster when HERALD_DATABASE_URL is not set.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
+	needsServices(t, "PostgreSQL")
 	if u := os.Getenv("HERALD_DATABASE_URL"); u != "" {
 		return u
 	}
@@ -129,6 +130,7 @@ func WithSearchPath(t testing.TB, rawURL, schema string) string {
 // not set.
 func TemporalAddress(t testing.TB) string {
 	t.Helper()
+	needsServices(t, "a Temporal server")
 	if a := os.Getenv("TEMPORAL_ADDRESS"); a != "" {
 		return a
 	}
@@ -155,6 +157,7 @@ func TemporalAddress(t testing.TB) string {
 // TemporalCLI returns the path of the pinned temporal binary, building it once.
 func TemporalCLI(t testing.TB) string {
 	t.Helper()
+	needsServices(t, "the Temporal CLI")
 	out, err := exec.Command(filepath.Join(RepoRoot(), "scripts", "temporal.sh"), "install").Output()
 	if err != nil {
 		t.Fatalf("testenv: install Temporal CLI: %v: %s", err, stderrOf(err))
@@ -167,4 +170,14 @@ func stderrOf(err error) string {
 		return strings.TrimSpace(string(ee.Stderr))
 	}
 	return ""
+}
+
+// needsServices skips a test that needs real services when tests run with
+// -short: make test-unit, the quick loop without services. make test runs
+// every test, these included.
+func needsServices(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s; skipped with -short (make test runs it)", what)
+	}
 }
