@@ -137,7 +137,7 @@ var (
 		"Events queued for a subscription (waiting, in delivery or retrying), from the outcome rows.",
 		[]string{"subscription", "app"}, nil)
 	keysDesc = prometheus.NewDesc("herald_subscription_keys",
-		"Subject keys of a subscription that hold events, by status: pending (queued events, none failed) or failed (head failed terminally; the key holds).",
+		"Subject keys of a subscription that hold events, by status: failed (head failed terminally; the key holds), paused, blocked (the subscription's state), unreachable (the app is), retrying (a queued event has failed attempts), pending (the rest).",
 		[]string{"subscription", "app", "status"}, nil)
 	heldUpDesc = prometheus.NewDesc("herald_subscription_metrics_up",
 		"1 when the per-subscription gauges were read from PostgreSQL at this scrape, 0 when the query failed.", nil, nil)
@@ -168,8 +168,15 @@ func (c held) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(heldUpDesc, prometheus.GaugeValue, 1)
 	for _, h := range counts {
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(h.Queued), h.SubscriptionID, h.App)
-		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(h.PendingKeys), h.SubscriptionID, h.App, "pending")
-		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(h.FailedKeys), h.SubscriptionID, h.App, "failed")
+		for _, k := range []struct {
+			status string
+			n      int64
+		}{
+			{"pending", h.PendingKeys}, {"retrying", h.RetryingKeys}, {"unreachable", h.UnreachableKeys},
+			{"blocked", h.BlockedKeys}, {"paused", h.PausedKeys}, {"failed", h.FailedKeys},
+		} {
+			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(k.n), h.SubscriptionID, h.App, k.status)
+		}
 	}
 }
 

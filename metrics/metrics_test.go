@@ -58,12 +58,17 @@ func TestHeldGauges(t *testing.T) {
 		if fail {
 			return nil, errors.New("database down")
 		}
-		return []store.HeldCounts{{SubscriptionID: "billing:t@1", App: "billing", Queued: 7, PendingKeys: 2, FailedKeys: 1}}, nil
+		return []store.HeldCounts{{SubscriptionID: "billing:t@1", App: "billing", Queued: 7, PendingKeys: 2, FailedKeys: 1,
+			RetryingKeys: 3, UnreachableKeys: 4, PausedKeys: 5, BlockedKeys: 6}}, nil
 	})
 	names := []string{"herald_subscription_keys", "herald_subscription_metrics_up", "herald_subscription_queued_events"}
 	check(t, gather(t, m, names...),
+		`herald_subscription_keys{app=billing,status=blocked,subscription=billing:t@1} 6`,
 		`herald_subscription_keys{app=billing,status=failed,subscription=billing:t@1} 1`,
+		`herald_subscription_keys{app=billing,status=paused,subscription=billing:t@1} 5`,
 		`herald_subscription_keys{app=billing,status=pending,subscription=billing:t@1} 2`,
+		`herald_subscription_keys{app=billing,status=retrying,subscription=billing:t@1} 3`,
+		`herald_subscription_keys{app=billing,status=unreachable,subscription=billing:t@1} 4`,
 		`herald_subscription_metrics_up{} 1`,
 		`herald_subscription_queued_events{app=billing,subscription=billing:t@1} 7`)
 	fail = true

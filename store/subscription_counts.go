@@ -65,39 +65,63 @@ type HeldCounts struct {
 	SubscriptionID string
 	App            string // the subscriber app
 	Queued         int64  // events queued (waiting, being delivered or retried)
-	PendingKeys    int64  // keys with queued events and no failed one
-	FailedKeys     int64  // keys whose head failed terminally: they hold until redeliver or cancel
+	// Keys holding events, by status, each key counted once, in this order:
+	FailedKeys      int64 // its head failed terminally: it holds until redeliver or cancel
+	PausedKeys      int64 // the subscription is paused
+	BlockedKeys     int64 // the subscription is blocked
+	UnreachableKeys int64 // the subscriber app is marked unreachable
+	RetryingKeys    int64 // a queued event has failed attempts
+	PendingKeys     int64 // the rest: queued events waiting for or in delivery
 }
 
 // HeldPerSubscription returns the HeldCounts of every subscription that is
 // not cancelled or still holds events, in one query. It reads only held
 // rows (queued or failed) through their partial index, so its cost follows
-// the backlog, not the event log's size. A key's finer status (retrying,
-// unreachable, paused, …) lives in Temporal's visibility store only.
+// the backlog, not the event log's size. A key's status is derived from
+// what PostgreSQL holds (its outcome rows, the subscription's state, the
+// app's reachability); it matches the workflow's HeraldStatus except that
+// delivering and idle-with-queued keys are both "pending".
 func (s *Store) HeldPerSubscription(ctx context.Context) ([]HeldCounts, error) {
 	rows, err := s.Pool.Query(ctx, `
 		WITH k AS (
 			SELECT subscription_id, subject,
-			       count(*) FILTER (WHERE status = 'queued') AS queued,
-			       bool_or(status = 'failed')                AS failed
+			       count(*) FILTER (WHERE status = 'queued')                 AS queued,
+			       bool_or(status = 'failed')                                AS failed,
+			       bool_or(status = 'queued' AND attempts > 0)               AS retrying
 			  FROM outcomes
 			 WHERE status IN ('queued', 'failed')
 			 GROUP BY subscription_id, subject
+		), c AS (
+			SELECT s.id, s.app, k.subject, k.queued,
+			       CASE WHEN k.subject IS NULL     THEN NULL
+			            WHEN k.failed              THEN 'failed'
+			            WHEN s.state = 'paused'    THEN 'paused'
+			            WHEN s.state = 'blocked'   THEN 'blocked'
+			            WHEN u.app IS NOT NULL     THEN 'unreachable'
+			            WHEN k.retrying            THEN 'retrying'
+			            ELSE 'pending' END AS status
+			  FROM subscriptions s
+			  LEFT JOIN k ON k.subscription_id = s.id
+			  LEFT JOIN unreachable_apps u ON u.app = s.app
+			 WHERE s.state <> 'cancelled' OR k.subscription_id IS NOT NULL
 		)
-		SELECT s.id, s.app,
-		       COALESCE(sum(k.queued), 0)::bigint,
-		       count(k.subject) FILTER (WHERE NOT k.failed),
-		       count(k.subject) FILTER (WHERE k.failed)
-		  FROM subscriptions s LEFT JOIN k ON k.subscription_id = s.id
-		 WHERE s.state <> 'cancelled' OR k.subscription_id IS NOT NULL
-		 GROUP BY s.id, s.app
-		 ORDER BY s.id`)
+		SELECT id, app, COALESCE(sum(queued), 0)::bigint,
+		       count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status = 'paused'),
+		       count(*) FILTER (WHERE status = 'blocked'),
+		       count(*) FILTER (WHERE status = 'unreachable'),
+		       count(*) FILTER (WHERE status = 'retrying'),
+		       count(*) FILTER (WHERE status = 'pending')
+		  FROM c
+		 GROUP BY id, app
+		 ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("count held events per subscription: %w", err)
 	}
 	var out []HeldCounts
 	var c HeldCounts
-	_, err = pgx.ForEachRow(rows, []any{&c.SubscriptionID, &c.App, &c.Queued, &c.PendingKeys, &c.FailedKeys}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&c.SubscriptionID, &c.App, &c.Queued,
+		&c.FailedKeys, &c.PausedKeys, &c.BlockedKeys, &c.UnreachableKeys, &c.RetryingKeys, &c.PendingKeys}, func() error {
 		out = append(out, c)
 		return nil
 	})

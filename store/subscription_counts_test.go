@@ -117,6 +117,22 @@ func TestHeldPerSubscription(t *testing.T) {
 		}
 	}
 
+	// Key p2's event fails an attempt: p2 is retrying. Then the app is
+	// unreachable, then the subscription paused: each takes precedence over
+	// the one before, and the failed key stays failed.
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p2", []store.OutcomeUpdate{
+		{EventID: evs[3].ID, Seq: 4, Status: store.EventQueued, Attempts: 2, LastCode: "handler_failed"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantBilling := func(when string, w store.HeldCounts) {
+		t.Helper()
+		w.SubscriptionID, w.App, w.Queued, w.FailedKeys = billingPersonSub, "billing", 3, 1
+		if b := held()[billingPersonSub]; b != w {
+			t.Errorf("billing %s = %+v, want %+v", when, b, w)
+		}
+	}
+	wantBilling("with p2 retrying", store.HeldCounts{RetryingKeys: 1})
 	if err := s.MarkUnreachable(ctx, "billing"); err != nil {
 		t.Fatal(err)
 	}
@@ -124,4 +140,9 @@ func TestHeldPerSubscription(t *testing.T) {
 	if err != nil || len(apps) != 1 || apps[0].App != "billing" || apps[0].Since.IsZero() {
 		t.Fatalf("unreachable apps = %+v, %v", apps, err)
 	}
+	wantBilling("unreachable", store.HeldCounts{UnreachableKeys: 1})
+	if _, err := s.SetSubscriptionPaused(ctx, billingPersonSub, true, "tester", "test"); err != nil {
+		t.Fatal(err)
+	}
+	wantBilling("paused", store.HeldCounts{PausedKeys: 1})
 }
