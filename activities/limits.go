@@ -74,7 +74,14 @@ func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget t
 			}
 			return g.Lease, turnGranted, nil
 		case !g.AtCapacity:
-			return "", turnTooLate, nil // the next token comes after the budget
+			// The next token comes after the budget. Spend the budget waiting
+			// rather than end at once: the workflow starts the next execution
+			// as soon as this one ends, so a key held back by the rate asks
+			// again once per budget, not in a tight loop.
+			if slept := sleepBeating(ctx, left, hb); slept == sleepCancelled {
+				return "", turnCancelled, ctx.Err()
+			}
+			return "", turnTooLate, nil
 		}
 		d := min(pause/2+rand.N(pause), left)
 		if slept := sleepBeating(ctx, d, hb); slept != sleptFully {

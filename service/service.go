@@ -68,7 +68,11 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 	}
 	// Herald's own app and its operational events (herald.key.failed, ...);
 	// writes nothing when already declared.
-	if res, err := s.Store.EnsureHeraldApp(ctx); err != nil {
+	if res, err := s.Store.EnsureHeraldApp(ctx); errors.Is(err, store.ErrHeraldAppTaken) {
+		// A user's app of that name from before: not taken over; the
+		// worker runs, without operational events.
+		log.Warn("operational events are off", zap.Error(err))
+	} else if err != nil {
 		s.Store.Close()
 		return nil, err
 	} else if !res.Unchanged {

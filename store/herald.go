@@ -43,6 +43,13 @@ const (
 // again; it comes with a herald.key.recovered event.
 const ActionDeliveryRecovered = "delivery.recovered"
 
+// ErrHeraldAppTaken says a user app named herald exists, declared before
+// the name was reserved: Herald does not take it over, and emits no
+// operational events until it is renamed (docs/operational-events.md).
+var ErrHeraldAppTaken = errors.New("an app named " + HeraldApp + " was declared by a user before the name was reserved; " +
+	"operational events are off until it is renamed: apply its manifest under another id, move its subscribers, " +
+	"then starter apps remove " + HeraldApp)
+
 // ErrReservedApp refuses a user manifest, diff or removal of the app
 // HeraldApp.
 var ErrReservedApp = fmt.Errorf("app id %q is reserved for Herald's own operational events; "+
@@ -85,6 +92,19 @@ func (s *Store) EnsureHeraldApp(ctx context.Context) (ApplyResult, error) {
 	}
 	var res ApplyResult
 	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		if err := lockApp(ctx, tx, HeraldApp); err != nil {
+			return err
+		}
+		// An app named herald declared by a user before the name was
+		// reserved is not taken over: its endpoint is not Herald's.
+		var endpoint string
+		switch err := tx.QueryRow(ctx, `SELECT endpoint FROM apps WHERE id = $1`, HeraldApp).Scan(&endpoint); {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case endpoint != m.Endpoint:
+			return fmt.Errorf("%w (its endpoint is %s)", ErrHeraldAppTaken, endpoint)
+		}
 		res, err = applyManifestTx(ctx, tx, m, ApplyOptions{Actor: ActorSystem})
 		return err
 	})
@@ -167,6 +187,11 @@ func compactJSON(v any) ([]byte, error) {
 // becomes visible to the relay when tx commits, with the rows recording the
 // transition, and not at all when tx rolls back.
 func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data map[string]any) error {
+	// A user's app named herald from before the name was reserved
+	// (ErrHeraldAppTaken): its subscribers get nothing from Herald.
+	if own, err := isHeraldsOwnApp(ctx, tx); err != nil || !own {
+		return err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("emit %s: event id: %w", typ, err)
@@ -420,4 +445,22 @@ func truncateUTF8(s string, n int) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// isHeraldsOwnApp reports whether the app row named HeraldApp is Herald's
+// own (its built-in endpoint), not a user's app declared before the name was
+// reserved. No row counts as Herald's own.
+func isHeraldsOwnApp(ctx context.Context, tx pgx.Tx) (bool, error) {
+	m, err := HeraldManifest()
+	if err != nil {
+		return false, err
+	}
+	var endpoint string
+	switch err := tx.QueryRow(ctx, `SELECT endpoint FROM apps WHERE id = $1`, HeraldApp).Scan(&endpoint); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return endpoint == m.Endpoint, nil
 }

@@ -308,3 +308,33 @@ func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
 		}
 	}
 }
+
+// TestUserAppNamedHeraldIsNotTakenOver: an app named herald declared by a
+// user before the name was reserved keeps its endpoint; Herald refuses to
+// declare over it (the worker then runs without operational events), emits
+// nothing, and the user's app may be removed.
+func TestUserAppNamedHeraldIsNotTakenOver(t *testing.T) {
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
+		VALUES ('herald', 'https://herald.users.example', '/hooks', '{}', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnsureHeraldApp(ctx); !errors.Is(err, store.ErrHeraldAppTaken) {
+		t.Fatalf("ensure over a user's app: %v, want ErrHeraldAppTaken", err)
+	}
+	var endpoint string
+	if err := s.Pool.QueryRow(ctx, `SELECT endpoint FROM apps WHERE id = 'herald'`).Scan(&endpoint); err != nil || endpoint != "https://herald.users.example" {
+		t.Fatalf("the user's app now has endpoint %q (%v)", endpoint, err)
+	}
+	// A state change of another subscription emits no operational event.
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, mkManifest("billing", nil, subTo("contacts.person.updated", 1)))
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE source_app = 'herald'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d operational events emitted under a user's app named herald (%v)", n, err)
+	}
+	if _, err := s.RemoveApp(ctx, "herald", "alice"); err != nil {
+		t.Fatalf("remove the user's app named herald: %v", err)
+	}
+}

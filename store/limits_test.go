@@ -262,3 +262,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// TestLoweredRateForgivesOldDebt: tokens reserved ahead at a high rate are a
+// debt; once the rate is lowered, the wait it causes is bounded (60 s at the
+// new rate), not debt / new rate.
+func TestLoweredRateForgivesOldDebt(t *testing.T) {
+	s := openSyncStore(t)
+	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 100})
+	// 100 burst + 1,400 reserved up to 14 s ahead: a debt of 1,400 tokens.
+	for i := 0; i < 1500; i++ {
+		if g := acquire(t, s, time.Minute, 15*time.Second); !g.Granted {
+			t.Fatalf("acquire %d at 100/s within 15 s: %+v", i, g)
+		}
+	}
+	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 1})
+	g := acquire(t, s, time.Minute, 0)
+	if g.Granted || g.Wait < 55*time.Second || g.Wait > 62*time.Second {
+		t.Fatalf("first acquire at 1/s after the debt: %+v, want refused with a wait of about 61 s (not 1,400 s)", g)
+	}
+}

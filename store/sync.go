@@ -291,14 +291,21 @@ func manifestLimits(m *manifest.Manifest) Limits {
 // removed app changes nothing (Unchanged); an unknown app fails with an error
 // wrapping ErrNotFound. Applying a manifest for the app again restores it.
 func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, error) {
-	if app == HeraldApp {
-		return ApplyResult{}, fmt.Errorf("remove app %s: %w", app, ErrReservedApp)
-	}
 	var res ApplyResult
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		res = ApplyResult{App: app}
 		if err := lockApp(ctx, tx, app); err != nil {
 			return err
+		}
+		if app == HeraldApp {
+			// Herald's own app cannot be removed; a user's app of that
+			// name, declared before the name was reserved, can.
+			if own, err := isHeraldsOwnApp(ctx, tx); err != nil || own {
+				if err == nil {
+					err = ErrReservedApp
+				}
+				return fmt.Errorf("remove app %s: %w", app, err)
+			}
 		}
 		var removed bool
 		err := tx.QueryRow(ctx, `SELECT removed_at IS NOT NULL FROM apps WHERE id = $1`, app).Scan(&removed)

@@ -59,6 +59,12 @@ BEGIN
         -- Refill, capped at the burst (one second's worth, at least one).
         v_tokens := least(greatest(1, v_rate),
                           v_tokens + v_rate * greatest(0, extract(epoch FROM v_now - v_at)));
+        -- Tokens reserved ahead are a debt in tokens. After the rate was
+        -- lowered, a debt run up at the old rate would stall the app for
+        -- debt / new rate; forgive what lies beyond 60 s at the new rate.
+        -- Reservations never reach that far at a constant rate (at most the
+        -- caller's budget, 15 s), so this never lets more through.
+        v_tokens := greatest(v_tokens, -v_rate * 60);
         wait := greatest(0, (1 - v_tokens) / v_rate);
     END IF;
     granted := NOT at_capacity AND wait <= p_max_wait;
