@@ -179,7 +179,19 @@ func workerOptions(cfg config.Worker) worker.Options {
 		// On SIGTERM, deliveries in flight get this long to finish before
 		// they are cancelled (and retried by Temporal elsewhere).
 		WorkerStopTimeout:                cfg.DeliveryTimeout + 5*time.Second,
-		MaxConcurrentWorkflowTaskPollers: WorkflowTaskPollers,
+		// Workflow tasks: the SDK's autoscaling behaviour pinned at a fixed
+		// count, for its separate pollers of the normal and the sticky queue.
+		// With a fixed count (MaxConcurrentWorkflowTaskPollers) the SDK runs
+		// one mixed pool that polls only the sticky queue while the server
+		// reports a sticky backlog: under a steady stream a worker's backlog
+		// did not empty for tens of seconds, and the workflow tasks of keys
+		// whose worker had died waited 40-75 s on the normal queue (the
+		// chaos suite with eager activity execution on failed 3 of 3 runs;
+		// with separate pollers it passed).
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: WorkflowTaskPollers, MinimumNumberOfPollers: WorkflowTaskPollers,
+			MaximumNumberOfPollers: WorkflowTaskPollers,
+		}),
 		MaxConcurrentActivityTaskPollers: ActivityTaskPollers,
 	}
 }
