@@ -178,7 +178,7 @@ func workerOptions(cfg config.Worker) worker.Options {
 	return worker.Options{
 		// On SIGTERM, deliveries in flight get this long to finish before
 		// they are cancelled (and retried by Temporal elsewhere).
-		WorkerStopTimeout:                cfg.DeliveryTimeout + 5*time.Second,
+		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
 		// Workflow tasks: the SDK's autoscaling behaviour pinned at a fixed
 		// count, for its separate pollers of the normal and the sticky queue.
 		// With a fixed count (MaxConcurrentWorkflowTaskPollers) the SDK runs
