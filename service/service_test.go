@@ -1,24 +1,35 @@
 package service
 
 import (
+	"reflect"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/worker"
 
 	"herald/config"
 )
 
-// TestWorkerOptionsFixedPollers guards issue 13: the worker polls with a
-// fixed number of pollers, never the SDK's autoscaling behaviour, which
-// stalled workflow tasks on Temporal servers without autoscaling support.
+// TestWorkerOptionsFixedPollers guards issues 13 and 19: the worker polls
+// with a fixed number of pollers, never scaled down (the SDK's autoscaling
+// stalled workflow tasks on servers without autoscaling support), and for
+// workflow tasks with separate normal and sticky pollers (one mixed pool
+// starved the normal queue while the sticky queue had a backlog).
 func TestWorkerOptionsFixedPollers(t *testing.T) {
 	o := workerOptions(config.Worker{DeliveryTimeout: 30 * time.Second})
-	if o.WorkflowTaskPollerBehavior != nil || o.ActivityTaskPollerBehavior != nil {
-		t.Errorf("poller behaviours set (%T, %T); want fixed poller counts", o.WorkflowTaskPollerBehavior, o.ActivityTaskPollerBehavior)
+	// Workflow tasks: separate normal and sticky pollers (the autoscaling
+	// behaviour), pinned at WorkflowTaskPollers so they never scale down.
+	want := worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: WorkflowTaskPollers, MinimumNumberOfPollers: WorkflowTaskPollers,
+		MaximumNumberOfPollers: WorkflowTaskPollers,
+	})
+	if !reflect.DeepEqual(o.WorkflowTaskPollerBehavior, want) || o.MaxConcurrentWorkflowTaskPollers != 0 || WorkflowTaskPollers < 2 {
+		t.Errorf("workflow task pollers: behaviour %+v, count %d; want autoscaling pinned at %d", o.WorkflowTaskPollerBehavior,
+			o.MaxConcurrentWorkflowTaskPollers, WorkflowTaskPollers)
 	}
-	if o.MaxConcurrentWorkflowTaskPollers != WorkflowTaskPollers || o.MaxConcurrentActivityTaskPollers != ActivityTaskPollers ||
-		WorkflowTaskPollers < 2 || ActivityTaskPollers < 1 {
-		t.Errorf("pollers: %d workflow, %d activity; want %d and %d (at least 2 workflow pollers: one pool serves the sticky queue too)",
-			o.MaxConcurrentWorkflowTaskPollers, o.MaxConcurrentActivityTaskPollers, WorkflowTaskPollers, ActivityTaskPollers)
+	if o.ActivityTaskPollerBehavior != nil || o.MaxConcurrentActivityTaskPollers != ActivityTaskPollers || ActivityTaskPollers < 1 {
+		t.Errorf("activity pollers: behaviour %T, %d; want a fixed count of %d", o.ActivityTaskPollerBehavior,
+			o.MaxConcurrentActivityTaskPollers, ActivityTaskPollers)
 	}
 	if o.WorkerStopTimeout != 35*time.Second {
 		t.Errorf("stop timeout %v, want the delivery timeout plus 5s", o.WorkerStopTimeout)
