@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"herald/internal/tracing"
-	"herald/store"
 )
 
 // tracerOf takes its tracer from OpenTelemetry's global provider at each use, so a
@@ -20,8 +19,7 @@ var tracerOf = tracing.NewTracer("herald/activities")
 
 func tracer() trace.Tracer { return tracerOf.Get() }
 
-// w3c reads an event's stored trace context and writes the traceparent
-// header of a delivery.
+// w3c writes the traceparent header of a delivery.
 var w3c propagation.TraceContext
 
 // startPostSpan starts the span of one delivery attempt, "POST" (HTTP
@@ -36,7 +34,7 @@ func startPostSpan(ctx context.Context, r PostRequest) (context.Context, trace.S
 	if !tracing.On() && !trace.SpanContextFromContext(ctx).IsValid() {
 		// Tracing off: only pass the stored context on.
 		if len(r.TraceContext) > 0 {
-			if sc := storedContext(r.TraceContext); sc.IsValid() {
+			if sc := tracing.StoredSpanContext(r.TraceContext); sc.IsValid() {
 				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 			}
 		}
@@ -44,7 +42,7 @@ func startPostSpan(ctx context.Context, r PostRequest) (context.Context, trace.S
 	}
 	var opts []trace.SpanStartOption
 	if len(r.TraceContext) > 0 {
-		if sc := storedContext(r.TraceContext); sc.IsValid() {
+		if sc := tracing.StoredSpanContext(r.TraceContext); sc.IsValid() {
 			if act := trace.SpanContextFromContext(ctx); act.IsValid() {
 				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: act,
 					Attributes: []attribute.KeyValue{attribute.String("herald.link", "activity")}}))
@@ -71,11 +69,6 @@ func startPostSpan(ctx context.Context, r PostRequest) (context.Context, trace.S
 		span.SetAttributes(attrs...)
 	}
 	return ctx, span
-}
-
-// storedContext is an event's stored trace context.
-func storedContext(tc store.TraceContext) trace.SpanContext {
-	return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(tc)))
 }
 
 // endPostSpan ends an attempt's span with its outcome.

@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"herald/internal/tracing"
@@ -21,16 +20,6 @@ var tracerOf = tracing.NewTracer("herald/relay")
 
 func tracer() trace.Tracer { return tracerOf.Get() }
 
-var w3c propagation.TraceContext
-
-// spanContextOf is an event's stored trace context (invalid without one).
-func spanContextOf(ev store.PendingEvent) trace.SpanContext {
-	if len(ev.TraceContext) == 0 {
-		return trace.SpanContext{}
-	}
-	return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(ev.TraceContext)))
-}
-
 // startSignalSpan starts the span of one signal carrying evs to workflow id:
 // a child of the first event's publish span, linked to the other events'
 // (a signal carries events of several traces). The returned context carries
@@ -40,7 +29,7 @@ func startSignalSpan(ctx context.Context, id string, g *group, evs []store.Pendi
 	if !tracing.On() {
 		return ctx, tracing.NoopSpan
 	}
-	if sc := spanContextOf(evs[0]); sc.IsValid() {
+	if sc := tracing.StoredSpanContext(evs[0].TraceContext); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	ctx, span := tracer().Start(ctx, SpanSignal, trace.WithSpanKind(trace.SpanKindProducer))
@@ -54,7 +43,7 @@ func startSignalSpan(ctx context.Context, id string, g *group, evs []store.Pendi
 		attribute.String("messaging.message.id", evs[0].ID),
 	)
 	for _, ev := range evs[1:] {
-		if sc := spanContextOf(ev); sc.IsValid() {
+		if sc := tracing.StoredSpanContext(ev.TraceContext); sc.IsValid() {
 			span.AddLink(trace.Link{SpanContext: sc})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -97,12 +98,9 @@ func (s *Store) EnsureHeraldApp(ctx context.Context) (ApplyResult, error) {
 		}
 		// An app named herald declared by a user before the name was
 		// reserved is not taken over: its endpoint is not Herald's.
-		var endpoint string
-		switch err := tx.QueryRow(ctx, `SELECT endpoint FROM apps WHERE id = $1`, HeraldApp).Scan(&endpoint); {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
+		if own, endpoint, err := heraldAppIsOwn(ctx, tx); err != nil {
 			return err
-		case endpoint != m.Endpoint:
+		} else if !own {
 			return fmt.Errorf("%w (its endpoint is %s)", ErrHeraldAppTaken, endpoint)
 		}
 		res, err = applyManifestTx(ctx, tx, m, ApplyOptions{Actor: ActorSystem})
@@ -189,7 +187,7 @@ func compactJSON(v any) ([]byte, error) {
 func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data map[string]any) error {
 	// A user's app named herald from before the name was reserved
 	// (ErrHeraldAppTaken): its subscribers get nothing from Herald.
-	if own, err := isHeraldsOwnApp(ctx, tx); err != nil || !own {
+	if own, _, err := heraldAppIsOwn(ctx, tx); err != nil || !own {
 		return err
 	}
 	id, err := uuid.NewV7()
@@ -447,20 +445,29 @@ func truncateUTF8(s string, n int) string {
 	return s
 }
 
-// isHeraldsOwnApp reports whether the app row named HeraldApp is Herald's
-// own (its built-in endpoint), not a user's app declared before the name was
-// reserved. No row counts as Herald's own.
-func isHeraldsOwnApp(ctx context.Context, tx pgx.Tx) (bool, error) {
+// heraldEndpoint is the endpoint of Herald's own manifest, read once: it
+// tells Herald's app row from a user's app of the same name.
+var heraldEndpoint = sync.OnceValues(func() (string, error) {
 	m, err := HeraldManifest()
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	var endpoint string
+	return m.Endpoint, nil
+})
+
+// heraldAppIsOwn reports whether the app row named HeraldApp is Herald's
+// own (its built-in endpoint), not a user's app declared before the name was
+// reserved, with the row's endpoint. No row counts as Herald's own.
+func heraldAppIsOwn(ctx context.Context, tx pgx.Tx) (own bool, endpoint string, err error) {
+	builtin, err := heraldEndpoint()
+	if err != nil {
+		return false, "", err
+	}
 	switch err := tx.QueryRow(ctx, `SELECT endpoint FROM apps WHERE id = $1`, HeraldApp).Scan(&endpoint); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return true, nil
+		return true, "", nil
 	case err != nil:
-		return false, err
+		return false, "", err
 	}
-	return endpoint == m.Endpoint, nil
+	return endpoint == builtin, endpoint, nil
 }

@@ -300,7 +300,7 @@ func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, 
 		if app == HeraldApp {
 			// Herald's own app cannot be removed; a user's app of that
 			// name, declared before the name was reserved, can.
-			if own, err := isHeraldsOwnApp(ctx, tx); err != nil || own {
+			if own, _, err := heraldAppIsOwn(ctx, tx); err != nil || own {
 				if err == nil {
 					err = ErrReservedApp
 				}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -66,4 +67,13 @@ func (t *Tracer) Get() trace.Tracer {
 	b := &boundTracer{tp: tp, t: tp.Tracer(t.name)}
 	t.cached.Store(b)
 	return b.t
+}
+
+// StoredSpanContext is the span context of an event's stored W3C trace
+// context (traceparent, tracestate); invalid when there is none.
+func StoredSpanContext(tc map[string]string) trace.SpanContext {
+	if len(tc) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(tc)))
 }
