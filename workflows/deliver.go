@@ -110,7 +110,10 @@ const maxRecent = 1000
 // delivered remembers an event this run delivered.
 func (d *delivery) delivered(id string) {
 	if d.recent == nil {
-		d.recent = make(map[string]bool, maxRecent)
+		// Not sized for maxRecent: a map of that capacity costs some 40 KB,
+		// held by every cached key workflow however few events its key has
+		// (80 MB of a worker's heap at 2,000 live keys).
+		d.recent = make(map[string]bool)
 	}
 	if len(d.recentOrder) >= maxRecent {
 		delete(d.recent, d.recentOrder[0])
