@@ -1,8 +1,9 @@
 // Package testkit is what Herald's tests share on top of internal/testenv
-// (which provides the services): Eventually, the one way a test waits; a
-// listener a test keeps across worker restarts; and System, a running
-// Herald (worker service, verifying recording subscriber, the fixture
-// manifests, a publisher and the environment of the starter CLI).
+// (which provides the services): Eventually, the one way a test waits, and
+// sockets without a race: a listener a test keeps across server restarts
+// and a port that refuses connections until the test listens on it. It
+// imports no Herald package, so any package's tests may use it; the
+// running system is internal/testkit/system.
 package testkit
 
 import (

@@ -1,4 +1,4 @@
-package testkit
+package system
 
 import (
 	"encoding/json"
@@ -47,8 +47,15 @@ func Manifests(endpoint string) []*manifest.Manifest {
 // fresh directory and returns it (for `starter apps apply DIR`).
 func WriteManifests(t testing.TB, endpoint string) string {
 	t.Helper()
+	return WriteManifestDir(t, Manifests(endpoint)...)
+}
+
+// WriteManifestDir writes ms as <app>.json files into a fresh directory and
+// returns it.
+func WriteManifestDir(t testing.TB, ms ...*manifest.Manifest) string {
+	t.Helper()
 	dir := t.TempDir()
-	for _, m := range Manifests(endpoint) {
+	for _, m := range ms {
 		b, err := json.MarshalIndent(m, "", "  ")
 		if err != nil {
 			t.Fatal(err)
@@ -58,4 +65,15 @@ func WriteManifests(t testing.TB, endpoint string) string {
 		}
 	}
 	return dir
+}
+
+// Manifest is the fixture manifest of app with endpoint (nil for an app
+// not in the fixture).
+func Manifest(app, endpoint string) *manifest.Manifest {
+	for _, m := range Manifests(endpoint) {
+		if m.App == app {
+			return m
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package testkit
+package system
 
 import (
 	"context"
@@ -29,7 +29,9 @@ type Recorder struct {
 // NewRecorder returns an empty Recorder that accepts everything.
 func NewRecorder() *Recorder { return &Recorder{got: map[string][]Arrival{}} }
 
-func (r *Recorder) handle(_ context.Context, ev subscriber.Event) error {
+// Handle is the subscriber.Handler that records (a test may serve it on a
+// subscriber of its own).
+func (r *Recorder) Handle(_ context.Context, ev subscriber.Event) error {
 	var data struct {
 		N int `json:"n"`
 	}

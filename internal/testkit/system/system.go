@@ -1,4 +1,9 @@
-package testkit
+// Package system is a running Herald for a test: a worker service in its
+// own database schema and Temporal namespace, serving on a listener the
+// test keeps across restarts; a verifying recording subscriber; the one set
+// of fixture manifests; a publisher; and the environment of the starter
+// CLI. The e2e, cli and api tests share it.
+package system
 
 import (
 	"context"
@@ -8,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"herald/config"
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/publish"
 	"herald/service"
 	"herald/subscriber"
@@ -35,7 +42,7 @@ type System struct {
 	// Publisher publishes through Svc's store.
 	Publisher *publish.Publisher
 
-	ln       *Listener
+	ln       *testkit.Listener
 	logLevel zapcore.Level
 	stop     func()
 }
@@ -69,14 +76,14 @@ func Start(t testing.TB, opts ...Option) *System {
 	for _, o := range opts {
 		o(s)
 	}
-	s.ln = Listen(t)
+	s.ln = testkit.Listen(t)
 	s.Cfg.HTTPAddr = s.ln.Addr().String()
 	h, err := subscriber.New(subscriber.Config{
 		Audiences:         []string{"app:billing", "app:audit-log"},
 		JWKSURL:           s.WorkerURL() + "/.well-known/jwks.json",
 		AllowLoopbackHTTP: true, // the worker serves its JWKS on loopback
 		OnFailure:         s.Sub.onFailure,
-	}, s.Sub.handle)
+	}, s.Sub.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,23 +98,29 @@ func Start(t testing.TB, opts ...Option) *System {
 // run starts the worker service with s.Cfg on a new view of the listener.
 func (s *System) run() {
 	s.t.Helper()
+	s.Svc, s.stop = RunWorker(s.t, s.Cfg, s.logLevel, service.WithListener(s.ln.View()))
+	s.Publisher = publish.New(s.Svc.Store, publish.Options{})
+}
+
+// RunWorker starts a worker service with cfg in the background, logging
+// from level on into the test's log, and returns it and a function that
+// stops it gracefully and waits for it (the caller's cleanup must call it).
+func RunWorker(t testing.TB, cfg config.Worker, level zapcore.Level, opts ...service.Option) (*service.Service, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := zaptest.NewLogger(s.t, zaptest.Level(s.logLevel))
-	svc, err := service.New(ctx, s.Cfg, log, service.WithListener(s.ln.View()))
+	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(level)), opts...)
 	if err != nil {
 		cancel()
-		s.t.Fatalf("start the worker: %v", err)
+		t.Fatalf("start the worker: %v", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := svc.Run(ctx); err != nil {
-			s.t.Errorf("worker: %v", err) // Errorf: not the test's goroutine
+			t.Errorf("worker: %v", err) // Errorf: not the test's goroutine
 		}
 	}()
-	s.Svc = svc
-	s.Publisher = publish.New(svc.Store, publish.Options{})
-	s.stop = func() {
+	return svc, func() {
 		cancel()
 		<-done
 	}
@@ -142,6 +155,18 @@ func (s *System) Apply() {
 			s.t.Fatal(err)
 		}
 	}
+}
+
+// Dial connects a Temporal client to the System's namespace; the test's
+// cleanup closes it.
+func (s *System) Dial() client.Client {
+	s.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: s.Cfg.TemporalAddress, Namespace: s.Cfg.TemporalNamespace})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(c.Close)
+	return c
 }
 
 // Env is the environment the starter CLI needs to work on this System.
