@@ -67,6 +67,7 @@ func (e *env) countRows(sql string, args ...any) int {
 }
 
 func TestPublishTxRollbackPublishesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -105,6 +106,7 @@ func TestPublishTxRollbackPublishesNothing(t *testing.T) {
 }
 
 func TestPublishTxCommitPublishesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -190,6 +192,7 @@ func TestPublishTxCommitPublishesOnce(t *testing.T) {
 }
 
 func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -253,6 +256,7 @@ func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
 // transaction began first, takes the next sequence number only after the
 // first commits.
 func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
+	// Serial: holds a key's advisory lock, which is not per schema.
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -313,6 +317,7 @@ func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
 // observer polls like the relay: an event never becomes visible behind one
 // already seen, so the relay's sequence order is the commit order.
 func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -421,6 +426,7 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 var errRollback = errors.New("roll back on purpose")
 
 func TestPublishDeprecatedVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	e.exec(`UPDATE declarations SET deprecated = true WHERE type = 'contacts.blob.stored' AND version = 1`)

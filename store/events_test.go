@@ -42,6 +42,7 @@ func newEvent(typ, subject, hash string) store.NewEvent {
 }
 
 func TestInsertEventsStoresAndNotifies(t *testing.T) {
+	t.Parallel()
 	s, url := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -99,6 +100,7 @@ func TestInsertEventsStoresAndNotifies(t *testing.T) {
 }
 
 func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
+	t.Parallel()
 	s, url := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -141,6 +143,7 @@ func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
 }
 
 func TestInsertEventsIdempotency(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	first := newEvent("contacts.person.updated", "p-1", "hash-a")
@@ -213,6 +216,7 @@ func TestInsertEventsIdempotency(t *testing.T) {
 }
 
 func TestInsertEventsWaitsForKeyLock(t *testing.T) {
+	// Serial: holds a key's advisory lock, which is not per schema.
 	s, _ := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -267,6 +271,7 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 // appear in its publish order. Multi-key batches in opposite key orders check
 // that lock ordering avoids deadlocks.
 func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -382,6 +387,7 @@ func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
 }
 
 func TestRecordRejectionAndLastRejections(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	id := uuid.NewString()
@@ -470,6 +476,7 @@ func TestRecordRejectionAndLastRejections(t *testing.T) {
 }
 
 func TestGetEventNotFound(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
@@ -480,6 +487,7 @@ func TestGetEventNotFound(t *testing.T) {
 }
 
 func TestLookupDeclarationAndAppExists(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	exec := func(sql string, args ...any) {
