@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"herald/internal/testkit"
 	"herald/publish"
 	"herald/store"
 )
@@ -324,43 +325,14 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 	ctx := e.ctx
 
 	const workers, perWorker = 4, 15
-	stop := make(chan struct{})
-	observed := make(chan error, 1)
-	go func() {
-		seen := map[int64]bool{}
-		var maxSeen int64
-		for {
-			select {
-			case <-stop:
-				observed <- nil
-				return
-			default:
-			}
-			rows, err := e.store.Pool.Query(ctx,
-				`SELECT seq FROM events WHERE subject = 'k' AND state = 'accepted' ORDER BY seq`)
-			if err != nil {
-				observed <- err
-				return
-			}
-			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				observed <- err
-				return
-			}
-			pollMax := maxSeen
-			for _, q := range seqs {
-				if !seen[q] {
-					if q < maxSeen {
-						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
-						return
-					}
-					seen[q] = true
-				}
-				pollMax = max(pollMax, q)
-			}
-			maxSeen = pollMax
+	stopWatching := testkit.WatchVisibility(func() ([]int64, error) {
+		rows, err := e.store.Pool.Query(ctx,
+			`SELECT seq FROM events WHERE subject = 'k' AND state = 'accepted' ORDER BY seq`)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -392,12 +364,11 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
 	close(errs)
 	for err := range errs {
 		t.Fatalf("publisher: %v", err)
 	}
-	if err := <-observed; err != nil {
+	if err := stopWatching(); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 

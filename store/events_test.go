@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/store"
 )
 
@@ -277,45 +278,14 @@ func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
 	defer cancel()
 
 	const publishers, perPublisher = 4, 50
-	stop := make(chan struct{})
-	observed := make(chan error, 1)
-	go func() {
-		seen := map[int64]bool{}
-		var maxSeen int64
-		for {
-			select {
-			case <-stop:
-				observed <- nil
-				return
-			default:
-			}
-			rows, err := s.Pool.Query(ctx,
-				`SELECT seq FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
-			if err != nil {
-				observed <- err
-				return
-			}
-			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				observed <- err
-				return
-			}
-			pollMax := maxSeen
-			for _, q := range seqs {
-				if !seen[q] {
-					if q < maxSeen {
-						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
-						return
-					}
-					seen[q] = true
-				}
-				if q > pollMax {
-					pollMax = q
-				}
-			}
-			maxSeen = pollMax
+	stopWatching := testkit.WatchVisibility(func() ([]int64, error) {
+		rows, err := s.Pool.Query(ctx,
+			`SELECT seq FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	})
 
 	type published struct {
 		id    string
@@ -352,12 +322,11 @@ func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
 	close(errs)
 	for err := range errs {
 		t.Fatalf("publisher: %v", err)
 	}
-	if err := <-observed; err != nil {
+	if err := stopWatching(); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 

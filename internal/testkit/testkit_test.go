@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -95,5 +96,42 @@ func TestEventually(t *testing.T) {
 	Eventually(ft, 0, "nothing", func() bool { return false })
 	if !strings.Contains(ft.msg, "timed out after 0s waiting for nothing") {
 		t.Fatalf("message %q", ft.msg)
+	}
+}
+
+// TestWatchVisibility: a number that shows up behind a higher one already
+// seen is reported; growing in order is not.
+func TestWatchVisibility(t *testing.T) {
+	t.Parallel()
+	feed := func(polls ...[]int64) (func() ([]int64, error), chan struct{}) {
+		var mu sync.Mutex
+		i := 0
+		all := make(chan struct{})
+		return func() ([]int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if i == len(polls)-1 {
+				select {
+				case <-all:
+				default:
+					close(all)
+				}
+				return polls[i], nil
+			}
+			i++
+			return polls[i-1], nil
+		}, all
+	}
+	inOrder, all := feed([]int64{1}, []int64{1, 2}, []int64{1, 2, 3, 5})
+	stop := WatchVisibility(inOrder)
+	<-all
+	if err := stop(); err != nil {
+		t.Errorf("in order: %v", err)
+	}
+	late, all := feed([]int64{1, 2}, []int64{1, 2, 4}, []int64{1, 2, 3, 4})
+	stop = WatchVisibility(late)
+	<-all
+	if err := stop(); err == nil || err.Error() != "seq 3 became visible after seq 4" {
+		t.Errorf("3 behind 4: %v", err)
 	}
 }
