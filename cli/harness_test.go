@@ -138,11 +138,10 @@ func (h *herald) audit(action, subscription, subject string) []store.AuditRow {
 // checks its outcome, actor and reason.
 func (h *herald) wantAudit(action, subscription, subject, actor, reason string) {
 	h.t.Helper()
-	var rows []store.AuditRow
 	// The workflow writes the row while it applies the operation; one
 	// operation is applied once (the workflows tests count its rows), so
 	// the count is final once a row is there: no waiting for a duplicate.
-	rows = testkit.EventuallyValue(h.t, 10*time.Second, action+" audit row of "+subject, func() ([]store.AuditRow, bool) {
+	rows := testkit.EventuallyValue(h.t, 10*time.Second, action+" audit row of "+subject, func() ([]store.AuditRow, bool) {
 		rows := h.audit(action, subscription, subject)
 		return rows, len(rows) > 0
 	})
