@@ -53,7 +53,8 @@ type Option func(*System)
 // Config lets fn change the worker's configuration before it starts.
 func Config(fn func(*config.Worker)) Option { return func(s *System) { fn(&s.Cfg) } }
 
-// API turns the publishing API on (on a free loopback port; Svc.APIAddr).
+// API turns the publishing API on, on a free loopback port (Svc.APIAddr;
+// a Restart listens on a new one).
 func API() Option { return func(s *System) { s.Cfg.APIAddr = "127.0.0.1:0" } }
 
 // Schedule sets the worker's retry schedule (testenv's default is two
