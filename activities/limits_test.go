@@ -35,6 +35,7 @@ func (s *limitStore) ReleaseDelivery(_ context.Context, _, lease string) error {
 }
 
 func TestWaitTurnSleepsForAReservedToken(t *testing.T) {
+	// Serial: measures how long a wait takes (a bound in ms).
 	st := &limitStore{grants: []store.Grant{{Granted: true, Wait: 80 * time.Millisecond, Lease: "l1"}}}
 	a := &Activities{Store: st}
 	start := time.Now()
@@ -51,6 +52,7 @@ func TestWaitTurnSleepsForAReservedToken(t *testing.T) {
 }
 
 func TestWaitTurnPollsAFullAllowance(t *testing.T) {
+	// Serial: measures how long a wait takes (a bound in ms).
 	st := &limitStore{grants: []store.Grant{{AtCapacity: true}, {AtCapacity: true}, {Granted: true, Lease: "l2"}}}
 	a := &Activities{Store: st}
 	lease, turn, err := a.waitTurn(context.Background(), "billing", time.Second, 5*time.Second, 0)
@@ -71,6 +73,7 @@ func TestWaitTurnPollsAFullAllowance(t *testing.T) {
 // not taken; the wait spends its budget (asked once) and ends too late, so a
 // rate-limited key asks again once per budget, not in a tight loop.
 func TestWaitTurnTooLateTakesNothing(t *testing.T) {
+	// Serial: measures how long a wait takes (a bound in ms).
 	st := &limitStore{grants: []store.Grant{{Wait: time.Minute}}}
 	a := &Activities{Store: st}
 	const budget = 300 * time.Millisecond
@@ -82,6 +85,7 @@ func TestWaitTurnTooLateTakesNothing(t *testing.T) {
 }
 
 func TestWaitTurnCancelledReleases(t *testing.T) {
+	t.Parallel()
 	st := &limitStore{grants: []store.Grant{{Granted: true, Wait: 5 * time.Second, Lease: "l3"}}}
 	a := &Activities{Store: st}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"herald/activities"
+	"herald/internal/testkit"
 	"herald/netguard"
 )
 
@@ -90,6 +91,7 @@ func sha256b64url(b []byte) string {
 }
 
 func TestPostSendsSignedRequest(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		method, path string
 		header       http.Header
@@ -150,6 +152,7 @@ func TestPostSendsSignedRequest(t *testing.T) {
 }
 
 func TestPostBodyHashOfEmptyBody(t *testing.T) {
+	t.Parallel()
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {})
 	p, signer := newPoster(t)
 	req := request(srv.URL)
@@ -164,6 +167,7 @@ func TestPostBodyHashOfEmptyBody(t *testing.T) {
 }
 
 func TestPostClassifiesResponses(t *testing.T) {
+	t.Parallel()
 	httpDate := func(d time.Duration) func() string {
 		return func() string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
 	}
@@ -254,6 +258,7 @@ func TestPostClassifiesResponses(t *testing.T) {
 }
 
 func TestPostDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
 	var targetHits atomic.Int32
 	target := server(t, func(w http.ResponseWriter, r *http.Request) { targetHits.Add(1) })
 	redirector := server(t, func(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +318,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 func TestPostReadsAtMostTheLimit(t *testing.T) {
+	// Serial: measures how long Post takes.
 	const tenMiB = 10 << 20
 	tests := []struct {
 		name   string
@@ -366,6 +372,7 @@ func TestPostReadsAtMostTheLimit(t *testing.T) {
 }
 
 func TestPostErrorTextIsBounded(t *testing.T) {
+	t.Parallel()
 	// 3,000 two-byte characters, a NUL and an invalid byte: the stored text
 	// must be valid UTF-8, NUL-free and at most 1,000 characters.
 	body := "\x00\xff" + strings.Repeat("é", 3000)
@@ -393,12 +400,10 @@ func TestPostErrorTextIsBounded(t *testing.T) {
 }
 
 func TestPostConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	t.Parallel()
+	// Bound for the test, not listening: refused, and no other test can
+	// take the port meanwhile.
+	addr := testkit.ReservePort(t).Addr()
 	p, _ := newPoster(t)
 	res := p.Post(context.Background(), request("http://"+addr+"/"))
 	if res.Code != activities.CodeSubscriberUnreachable || res.Status != 0 {
@@ -410,6 +415,7 @@ func TestPostConnectionRefused(t *testing.T) {
 }
 
 func TestPostDNSFailure(t *testing.T) {
+	t.Parallel()
 	// A resolver that cannot reach any DNS server: the look-up fails without
 	// leaving the process.
 	g := loopbackGuard(t)
@@ -427,6 +433,7 @@ func TestPostDNSFailure(t *testing.T) {
 }
 
 func TestPostConnectionLost(t *testing.T) {
+	t.Parallel()
 	for _, reset := range []bool{false, true} {
 		t.Run("reset="+strconv.FormatBool(reset), func(t *testing.T) {
 			var hits atomic.Int32
@@ -456,6 +463,7 @@ func TestPostConnectionLost(t *testing.T) {
 }
 
 func TestPostHandlerTimeout(t *testing.T) {
+	// Serial: measures the client timeout (a bound in ms).
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
 		// The server notices a gone client only once the body is read.
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -481,6 +489,7 @@ func TestPostHandlerTimeout(t *testing.T) {
 }
 
 func TestPostEndpointForbidden(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
 	posters := map[string]*activities.Poster{
@@ -505,6 +514,7 @@ func TestPostEndpointForbidden(t *testing.T) {
 }
 
 func TestPostInvalidURL(t *testing.T) {
+	t.Parallel()
 	for _, url := range []string{"ftp://example.test/x", "://nope", "/relative/path", "http:///no-host", "", "http://[::1"} {
 		signer := &fakeSigner{}
 		p := &activities.Poster{Client: netguard.NewHTTPClient(netguard.New(nil), netguard.ClientOptions{}), Signer: signer}
@@ -519,6 +529,7 @@ func TestPostInvalidURL(t *testing.T) {
 }
 
 func TestPostNotSentIsNotCounted(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
 	client := netguard.NewHTTPClient(loopbackGuard(t), netguard.ClientOptions{})
@@ -547,6 +558,7 @@ func TestPostNotSentIsNotCounted(t *testing.T) {
 }
 
 func TestPostCallerCancelsMidRequest(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -569,6 +581,7 @@ func TestPostCallerCancelsMidRequest(t *testing.T) {
 }
 
 func TestPostTLS(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(srv.Close)
 

@@ -21,6 +21,7 @@ const storedParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // stored trace context, linked to the span of its context (the activity's),
 // and the request carries its traceparent and the stored tracestate.
 func TestPostSpan(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
 	var mu sync.Mutex
 	var got []http.Header
 	srv := server(t, func(w http.ResponseWriter, r *http.Request) {

@@ -20,8 +20,8 @@ func person(id, subject string, n int) string {
 	if id != "" {
 		idField = fmt.Sprintf(`"id":%q,`, id)
 	}
-	return fmt.Sprintf(`{%s"type":"contacts.person.updated","version":1,"subject":%q,"data":{"id":%q,"name":"Person %d"}}`,
-		idField, subject, subject, n)
+	return fmt.Sprintf(`{%s"type":"contacts.person.updated","version":1,"subject":%q,"data":{"id":%q,"name":"Person %d","n":%d}}`,
+		idField, subject, subject, n, n)
 }
 
 // eventRow reads what the event log holds of an accepted event.
@@ -40,6 +40,7 @@ func eventRow(t *testing.T, st *store.Store, id string) (app, via, token string)
 }
 
 func TestPublishOneEvent(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	acc := wantAccepted(t, s.post(token, "application/json", person("", "person-1", 1)), 1)
@@ -58,13 +59,13 @@ func TestPublishOneEvent(t *testing.T) {
 	// The CLI and the library record how they published, without a token.
 	id := uuid.NewString()
 	s.starter("publish", "--app", "contacts", "--type", "contacts.person.updated", "--version", "1",
-		"--subject", "person-3", "--data", `{"id":"person-3","name":"Three"}`, "--id", id)
+		"--subject", "person-3", "--data", `{"id":"person-3","name":"Three","n":3}`, "--id", id)
 	if app, via, name := eventRow(t, s.store, id); app != "contacts" || via != publish.ViaCLI || name != "" {
 		t.Fatalf("CLI event row: app %q via %q token %q", app, via, name)
 	}
 	res, err := publish.New(s.store, publish.Options{}).Publish(context.Background(), publish.Request{
 		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: "person-4",
-		Data: []byte(`{"id":"person-4","name":"Four"}`)})
+		Data: []byte(`{"id":"person-4","name":"Four","n":4}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +75,7 @@ func TestPublishOneEvent(t *testing.T) {
 }
 
 func TestUnauthorized(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	body := person("", "person-1", 1)
@@ -115,6 +117,7 @@ func TestUnauthorized(t *testing.T) {
 }
 
 func TestOnlyOwnEvents(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	invoice := `{"type":"billing.invoice.paid","version":1,"subject":"invoice-1",
@@ -159,7 +162,7 @@ func TestOnlyOwnEvents(t *testing.T) {
 // metrics returns the worker's /metrics page.
 func (s *server) metrics() string {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.svc.Addr() + "/metrics")
+	resp, err := http.Get("http://" + s.Svc.Addr() + "/metrics")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -172,16 +175,17 @@ func (s *server) metrics() string {
 }
 
 func TestRejectionCodes(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
-	big := fmt.Sprintf(`{"type":"contacts.person.updated","version":1,"subject":"p","data":{"id":"p","name":%q}}`,
+	big := fmt.Sprintf(`{"type":"contacts.person.updated","version":1,"subject":"p","data":{"id":"p","name":%q,"n":1}}`,
 		strings.Repeat("x", publish.DefaultMaxEventBytes))
 	for _, tc := range []struct {
 		name, body, code string
 		status           int
 	}{
 		{"not declared", `{"type":"contacts.person.updated","version":7,"subject":"p","data":{}}`, publish.CodeEventNotDeclared, 422},
-		{"subject", `{"type":"contacts.person.updated","version":1,"subject":"","data":{"id":"p","name":"P"}}`, publish.CodeSubjectInvalid, 422},
+		{"subject", `{"type":"contacts.person.updated","version":1,"subject":"","data":{"id":"p","name":"P","n":1}}`, publish.CodeSubjectInvalid, 422},
 		{"data", `{"type":"contacts.person.updated","version":1,"subject":"p","data":{"name":42}}`, publish.CodeDataInvalid, 422},
 		{"unknown field", `{"type":"contacts.person.updated","version":1,"subject":"p","data":{},"colour":"red"}`, publish.CodeDataInvalid, 422},
 		{"too large", big, publish.CodePayloadTooLarge, 413},
@@ -210,6 +214,7 @@ func TestRejectionCodes(t *testing.T) {
 }
 
 func TestBatchIsSettledPerEvent(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	okID, badID := uuid.NewString(), uuid.NewString()
@@ -258,6 +263,7 @@ func TestBatchIsSettledPerEvent(t *testing.T) {
 }
 
 func TestNDJSON(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	body := person("", "person-1", 1) + "\n\n" + person("", "person-2", 2) + "\r\n" + person("", "person-3", 3)
@@ -276,6 +282,7 @@ func TestNDJSON(t *testing.T) {
 }
 
 func TestIdempotentByEventID(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	id := uuid.NewString()

@@ -18,6 +18,7 @@ func request(contentType, body string, limit int64) *http.Request {
 }
 
 func TestReadEvents(t *testing.T) {
+	t.Parallel()
 	ev := `{"type":"a.b","version":1,"subject":"s","data":{}}`
 	for _, tc := range []struct {
 		name, ct, body string
@@ -103,6 +104,7 @@ func FuzzReadEvents(f *testing.F) {
 }
 
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	id, token, hash, err := NewToken()
 	if err != nil {
 		t.Fatal(err)

@@ -6,27 +6,25 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zapcore"
 
 	"herald/cli"
 	"herald/internal/testenv"
-	"herald/service"
+	"herald/internal/testkit/system"
 	"herald/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// server is a running worker with the publishing API on, in its own schema
-// and Temporal namespace, with the example manifests applied.
+// server is a running worker with the publishing API on (internal/testkit's
+// System), with the fixture manifests applied.
 type server struct {
+	*system.System
 	t     *testing.T
-	svc   *service.Service
 	env   map[string]string
 	base  string // http://host:port of the API
 	store *store.Store
@@ -34,29 +32,9 @@ type server struct {
 
 func startServer(t *testing.T) *server {
 	t.Helper()
-	cfg := testenv.WorkerConfig(t)
-	cfg.APIAddr = "127.0.0.1:0"
-	cfg.DBMaxConns = 6
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	if err != nil {
-		cancel()
-		t.Fatalf("start the worker: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.Run(ctx); err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	s := &server{t: t, svc: svc, base: "http://" + svc.APIAddr(), store: svc.Store,
-		env: map[string]string{"HERALD_DATABASE_URL": cfg.DatabaseURL, "USER": "tester"}}
-	s.starter("apps", "apply", filepath.Join(testenv.RepoRoot(), "examples", "manifests"))
+	sys := system.Start(t, system.API(), system.DBConns(6), system.LogLevel(zapcore.ErrorLevel))
+	s := &server{System: sys, t: t, base: "http://" + sys.Svc.APIAddr(), store: sys.Svc.Store, env: sys.Env()}
+	s.starter("apps", "apply", system.WriteManifests(t, sys.SubURL))
 	return s
 }
 

@@ -18,6 +18,7 @@ import (
 )
 
 func TestTokenRevokeTakesEffect(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	first := s.token("contacts", "crm")
 	second := s.token("contacts", "batch-job")
@@ -113,6 +114,7 @@ func (r *countingReader) Read(p []byte) (int, error) {
 // raw connection and gets 413 before it has sent it all: the server stops
 // reading at the limit.
 func TestOversizedBodyRefusedWhileReading(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	const total = 256 << 20 // 16 times the limit
@@ -143,6 +145,7 @@ func TestOversizedBodyRefusedWhileReading(t *testing.T) {
 }
 
 func TestTooManyEvents(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	token := s.token("contacts", "crm")
 	var b strings.Builder

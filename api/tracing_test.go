@@ -16,6 +16,7 @@ import (
 // with a traceparent header gets a publish span that is a child of the
 // caller's span, in the caller's trace, and stores that trace's context.
 func TestPublishContinuesTheCallersTrace(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
 	rec := tracetest.NewSpanRecorder()
 	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	t.Cleanup(tracing.Reset)

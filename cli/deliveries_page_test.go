@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"herald/internal/testkit/system"
+	"herald/manifest"
 	"herald/publish"
 )
 
@@ -19,17 +20,16 @@ const deletedType = "contacts.person.deleted"
 // to it, beside contacts.person.updated@1.
 func (h *herald) addDeletedType() {
 	h.t.Helper()
-	app, err := h.svc.Store.GetApp(context.Background(), "billing")
+	app, err := h.Svc.Store.GetApp(context.Background(), "billing")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	dir := h.t.TempDir()
-	schema := `{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`
-	writeFile(h.t, dir, "contacts.json", fmt.Sprintf(`{"app":"contacts","endpoint":%q,"events":[
-		{"name":"person.updated","version":1,"subject":"person","dataSchema":%s},
-		{"name":"person.deleted","version":1,"subject":"person","dataSchema":%s}]}`, app.Endpoint, schema, schema))
-	writeFile(h.t, dir, "billing.json", fmt.Sprintf(`{"app":"billing","endpoint":%q,"subscribes":[
-		{"type":"contacts.person.updated","version":1},{"type":%q,"version":1}]}`, app.Endpoint, deletedType))
+	contacts := system.Manifest("contacts", app.Endpoint)
+	contacts.Events = append(contacts.Events, manifest.Event{Name: "person.deleted", Version: 1, Subject: "person",
+		DataSchema: json.RawMessage(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`)})
+	billing := system.Manifest("billing", app.Endpoint)
+	billing.Subscribes = append(billing.Subscribes, manifest.Subscription{Type: deletedType, Version: 1})
+	dir := system.WriteManifestDir(h.t, contacts, billing)
 	mustRun(h.t, h.env, "apps", "apply", dir)
 }
 
@@ -43,7 +43,7 @@ func TestDeliveriesTypeAndPaging(t *testing.T) {
 	updated := []string{"p-1", "p-2", "p-3", "p-4", "p-5"}
 	h.publish(updated, 1)
 	for _, k := range []string{"d-1", "d-2"} {
-		if _, err := h.publisher.Publish(context.Background(), publish.Request{App: "contacts", Type: deletedType, Version: 1,
+		if _, err := h.Publisher.Publish(context.Background(), publish.Request{App: "contacts", Type: deletedType, Version: 1,
 			Subject: k, Data: json.RawMessage(`{"n":9}`)}); err != nil {
 			t.Fatal(err)
 		}

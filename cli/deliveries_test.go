@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/testkit"
 	"herald/workflows"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestRecoverFailedKeys(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t)
-	h.sub.setReject(func(app, subject string, n int) bool {
+	h.rejectIf(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && (subject == "k-cancel" || subject == "k-redeliver")
 	})
 	h.publish([]string{"k-redeliver", "k-cancel", "k-ok"}, 1, 2, 3)
@@ -62,13 +63,13 @@ func TestRecoverFailedKeys(t *testing.T) {
 		"Queued behind the head: 2", "Counters: delivered 0, failed 1", "Recover: starter redeliver --subscription "+billingSub+" --subject k-redeliver")
 
 	// redeliver after the fix delivers the held events in order.
-	h.sub.setReject(func(app, subject string, n int) bool {
+	h.rejectIf(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && subject == "k-cancel"
 	})
 	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-redeliver", "--reason", "handler fixed", "--actor", "alice")
 	wantContains(t, "redeliver output", r.stdout, "redeliver "+id+": done",
 		"requeued:  1 event ("+st.Head.EventID+")", "key now:   delivering, 3 events queued",
-		"temporal workflow update execute --address "+h.address+" --namespace "+h.namespace+" --workflow-id "+id+
+		"temporal workflow update execute --address "+h.Cfg.TemporalAddress+" --namespace "+h.Cfg.TemporalNamespace+" --workflow-id "+id+
 			` --name redeliver --input '{"actor":"alice","reason":"handler fixed"}'`)
 	h.waitArrivals("billing", "k-redeliver", 1, 2, 3)
 	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "k-redeliver", "alice", "handler fixed")
@@ -102,21 +103,21 @@ func TestPauseResumeKey(t *testing.T) {
 
 	r := mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "maintenance", "--actor", "bob")
 	wantContains(t, "pause output", r.stdout, "pause "+workflows.DeliveryID(billingSub, "k-p")+": done", "key now:   paused, 0 events queued",
-		`update execute --address `+h.address+` --namespace `+h.namespace+` --workflow-id `+workflows.DeliveryID(billingSub, "k-p")+
+		`update execute --address `+h.Cfg.TemporalAddress+` --namespace `+h.Cfg.TemporalNamespace+` --workflow-id `+workflows.DeliveryID(billingSub, "k-p")+
 			` --name pause --input '{"actor":"bob","reason":"maintenance"}'`)
 	// The update answered once applied: the key is paused now.
 	if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
 		t.Fatalf("after pause answered: status %s, key paused %v", st.Status, st.KeyPaused)
 	}
 	h.publish([]string{"k-p"}, 2)
-	waitFor(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
+	testkit.Eventually(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
 		st := h.state(billingSub, "k-p")
 		return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
 	})
 	text := mustRun(t, h.env, "inspect", "--subscription", billingSub, "--subject", "k-p").stdout
 	wantContains(t, "inspect of a paused key", text, "status        paused", "Release: starter resume")
 	h.waitListed([]string{"k-p"}, "--status", "paused")
-	if got := h.sub.arrivals("billing", "k-p"); !slices.Equal(got, []int{1}) {
+	if got := h.Sub.Ns("billing", "k-p"); !slices.Equal(got, []int{1}) {
 		t.Fatalf("a paused key delivered %v", got)
 	}
 	h.wantAudit(workflows.AuditDeliveryPaused, billingSub, "k-p", "bob", "maintenance")
@@ -145,11 +146,11 @@ func TestBulkRecovery(t *testing.T) {
 			return app == "audit-log" && subject == "c-1"
 		}
 	}
-	h.sub.setReject(reject(false))
+	h.rejectIf(reject(false))
 	h.publish([]string{"r-1", "r-2"}, 1, 2)
 	h.waitListed([]string{"r-1", "r-2"}, "--status", "failed", "--subscription", billingSub)
 
-	h.sub.setReject(reject(true))
+	h.rejectIf(reject(true))
 	r := mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--all-failed", "--reason", "subscriber fixed", "--json")
 	bulk := decode[bulkJSON](t, r.stdout)
 	if len(bulk.Keys) != 2 || bulk.Keys[0].Subject != "r-1" || bulk.Keys[1].Subject != "r-2" ||
@@ -198,7 +199,7 @@ func TestBulkRecovery(t *testing.T) {
 func TestUnknownWorkflowAndStatus(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t)
-	h.sub.setReject(func(app, subject string, n int) bool { return app == "billing" && subject == "k-bad" })
+	h.rejectIf(func(app, subject string, n int) bool { return app == "billing" && subject == "k-bad" })
 	h.publish([]string{"k-bad", "k-good"}, 1)
 	h.waitArrivals("billing", "k-good", 1)
 	h.waitListed([]string{"k-bad"}, "--status", "failed")
@@ -220,17 +221,17 @@ func TestUnknownWorkflowAndStatus(t *testing.T) {
 	}
 
 	var got statusJSON
-	waitFor(t, 30*time.Second, "status to count the keys", func() bool {
+	testkit.Eventually(t, 30*time.Second, "status to count the keys", func() bool {
 		got = decode[statusJSON](t, mustRun(t, h.env, "status", "--json").stdout)
 		return got.Keys.ByStatus[workflows.StatusFailed] == 1 && got.Keys.ByStatus[workflows.StatusIdle] == 3
 	})
-	if got.Keys.Error != "" || !got.Keys.Reachable || got.Keys.Total != 4 || got.Keys.Namespace != h.namespace || got.Worker.State != workerReady {
+	if got.Keys.Error != "" || !got.Keys.Reachable || got.Keys.Total != 4 || got.Keys.Namespace != h.Cfg.TemporalNamespace || got.Worker.State != workerReady {
 		t.Errorf("status --json: keys %+v, worker %+v", got.Keys, got.Worker)
 	}
 	text := mustRun(t, h.env, "status").stdout
-	wantContains(t, "status text", text, "Relay", "Delivery keys (running delivery workflows in Temporal "+h.address,
+	wantContains(t, "status text", text, "Relay", "Delivery keys (running delivery workflows in Temporal "+h.Cfg.TemporalAddress,
 		"failed       1", "idle         3", "total        4", "1 failed key held: starter deliveries --status failed",
-		"Worker (http://"+h.svc.Addr()+"/readyz): ready")
+		"Worker (http://"+h.Svc.Addr()+"/readyz): ready")
 
 	// A namespace Temporal does not know: status says so and still exits 0.
 	r := mustRun(t, h.env.with("TEMPORAL_NAMESPACE", "no-such-namespace"), "status")
@@ -242,7 +243,7 @@ func TestUnknownWorkflowAndStatus(t *testing.T) {
 
 	// With the worker stopped, deliveries still lists the keys, without
 	// heads, after one query timeout; status reports the worker unreachable.
-	h.stopWorker()
+	h.Stop()
 	start := time.Now()
 	out := decode[deliveriesJSON](t, mustRun(t, h.env, "deliveries", "--json").stdout)
 	if took := time.Since(start); took > 2*listQueryTimeout+5*time.Second {

@@ -1,15 +1,14 @@
 package cli
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zapcore"
 
 	"herald/internal/testenv"
-	"herald/service"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 )
 
 // TestStatusLagWhileWorkerStopped: with no worker running, accepted events
@@ -25,8 +24,9 @@ func TestStatusLagWhileWorkerStopped(t *testing.T) {
 	for _, subject := range []string{"person-1", "person-1", "person-2"} {
 		mustRun(t, e, personUpdated(subject, `{"id":"1","name":"A"}`)...)
 	}
-	// A port nothing listens on: no worker.
-	st := decode[statusJSON](t, mustRun(t, e.with("HERALD_WORKER_URL", "http://127.0.0.1:1"), "status", "--json").stdout)
+	// A port bound for the test that nothing listens on: no worker.
+	noWorker := "http://" + testkit.ReservePort(t).Addr()
+	st := decode[statusJSON](t, mustRun(t, e.with("HERALD_WORKER_URL", noWorker), "status", "--json").stdout)
 	if st.Relay.Undispatched != 3 || st.Relay.OldestAgeSeconds <= 0 {
 		t.Fatalf("with no worker: relay %+v, want 3 undispatched with an age", st.Relay)
 	}
@@ -34,25 +34,10 @@ func TestStatusLagWhileWorkerStopped(t *testing.T) {
 		t.Errorf("worker state %q with no worker", st.Worker.State)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, zaptest.NewLogger(t, zaptest.Level(zap.DPanicLevel)))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st = decode[statusJSON](t, mustRun(t, e.with("HERALD_WORKER_URL", "http://"+svc.Addr()), "status", "--json").stdout)
-		if st.Relay.Undispatched == 0 && st.Worker.State == "ready" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the worker started: relay %+v, worker %+v", st.Relay, st.Worker)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	svc, stop := system.RunWorker(t, cfg, zapcore.DPanicLevel)
+	t.Cleanup(stop)
+	testkit.EventuallyValue(t, 30*time.Second, "status to report the relay caught up and the worker ready", func() (statusJSON, bool) {
+		st := decode[statusJSON](t, mustRun(t, e.with("HERALD_WORKER_URL", "http://"+svc.Addr()), "status", "--json").stdout)
+		return st, st.Relay.Undispatched == 0 && st.Worker.State == "ready"
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"herald/config"
+	"herald/internal/testkit"
 	"herald/store"
 	"herald/workflows"
 )
@@ -19,7 +20,7 @@ import (
 // in sequence order, as the event log has them.
 func (h *herald) keyEvents(subscription, subject string) []store.RequeuedEvent {
 	h.t.Helper()
-	keys, err := h.svc.Store.WindowEvents(context.Background(), subscription, subject, time.Time{}, time.Now().Add(time.Hour))
+	keys, err := h.Svc.Store.WindowEvents(context.Background(), subscription, subject, time.Time{}, time.Now().Add(time.Hour))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func (h *herald) keyEvents(subscription, subject string) []store.RequeuedEvent {
 // false when there is none.
 func (h *herald) workflowStatus(id string) (enums.WorkflowExecutionStatus, bool) {
 	h.t.Helper()
-	d, err := h.svc.Temporal.DescribeWorkflow(context.Background(), id, "")
+	d, err := h.Svc.Temporal.DescribeWorkflow(context.Background(), id, "")
 	if isNotFound(err) {
 		return 0, false
 	}
@@ -46,7 +47,7 @@ func (h *herald) workflowStatus(id string) (enums.WorkflowExecutionStatus, bool)
 // waitClosed waits until the key's workflow has completed (idle timeout).
 func (h *herald) waitClosed(id string) {
 	h.t.Helper()
-	waitFor(h.t, 30*time.Second, id+" to complete", func() bool {
+	testkit.Eventually(h.t, 30*time.Second, id+" to complete", func() bool {
 		st, ok := h.workflowStatus(id)
 		return ok && st == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
@@ -72,7 +73,7 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 
 	// events show: the outcome per subscription, settled by the deliveries.
 	var shown eventShowJSON
-	waitFor(t, 10*time.Second, "both outcomes of event 1 to be delivered", func() bool {
+	testkit.Eventually(t, 10*time.Second, "both outcomes of event 1 to be delivered", func() bool {
 		shown = decode[eventShowJSON](t, mustRun(t, h.env, "events", "show", evs[0].ID, "--json").stdout)
 		return len(shown.Outcomes) == 2 && shown.Outcomes[0].Status == store.EventDelivered &&
 			shown.Outcomes[1].Status == store.EventDelivered
@@ -114,7 +115,7 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 	// Started without settings, the workflow took the worker's: its idle
 	// timeout of a second (not the default ten minutes) ends it again.
 	h.waitClosed(id)
-	if got := h.sub.arrivals("audit-log", "k-idle"); !slices.Equal(got, []int{1, 2}) {
+	if got := h.Sub.Ns("audit-log", "k-idle"); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("audit-log received %v, want [1 2]: the redeliver was for billing only", got)
 	}
 
@@ -164,7 +165,7 @@ func TestRedeliverEventAfterIdle(t *testing.T) {
 // shownEnvelope is the envelope of an event as the event log has it.
 func shownEnvelope(t *testing.T, h *herald, id string) json.RawMessage {
 	t.Helper()
-	ev, err := h.svc.Store.GetEvent(context.Background(), id)
+	ev, err := h.Svc.Store.GetEvent(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestRedeliverWindow(t *testing.T) {
 		}
 	}
 	for _, k := range keys {
-		if got := h.sub.arrivals("audit-log", k); !slices.Equal(got, []int{1, 2, 3}) {
+		if got := h.Sub.Ns("audit-log", k); !slices.Equal(got, []int{1, 2, 3}) {
 			t.Errorf("audit-log received %v of %s; the replay was for billing only", got, k)
 		}
 	}

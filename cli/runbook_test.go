@@ -15,6 +15,7 @@ import (
 
 	"herald/config"
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/publish"
 	"herald/store"
 	"herald/workflows"
@@ -29,7 +30,7 @@ func TestRunbookTemporalCommands(t *testing.T) {
 	lines := runbookCommands(t)
 	h := startHerald(t)
 	temporalBin := testenv.TemporalCLI(t)
-	h.sub.setReject(func(app, subject string, n int) bool {
+	h.rejectIf(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && (subject == "person-42" || subject == "person-43")
 	})
 	h.publish([]string{"person-42", "person-43"}, 1, 2, 3)
@@ -38,7 +39,7 @@ func TestRunbookTemporalCommands(t *testing.T) {
 	out := h.runTemporal(temporalBin, findCommand(t, lines, "temporal workflow query", "--type state"))
 	wantContains(t, "temporal workflow query", out, `"status":"failed"`, `"code":"schema_mismatch"`, `"subject":"person-42"`)
 
-	h.sub.setReject(func(app, subject string, n int) bool {
+	h.rejectIf(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && subject == "person-43"
 	})
 	line := findCommand(t, lines, "temporal workflow signal --workflow-id", "--name redeliver", `--input '{"actor"`)
@@ -118,7 +119,7 @@ func decodeInput[T any](t *testing.T, line string) T {
 // output.
 func (h *herald) runTemporal(bin, line string) string {
 	h.t.Helper()
-	cmd := exec.Command("bash", "-c", line+" --address "+shellQuote(h.address)+" --namespace "+shellQuote(h.namespace))
+	cmd := exec.Command("bash", "-c", line+" --address "+shellQuote(h.Cfg.TemporalAddress)+" --namespace "+shellQuote(h.Cfg.TemporalNamespace))
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOME="+h.t.TempDir(), // no operator's CLI config file
@@ -139,7 +140,7 @@ func TestRunbookSignalWithStart(t *testing.T) {
 	sig := decodeFlag[workflows.RedeliverSignal](t, line, "--signal-input")
 	h := startHerald(t, func(c *config.Worker) { c.IdleTimeout = time.Second })
 	temporalBin := testenv.TemporalCLI(t)
-	if _, err := h.publisher.Publish(context.Background(), publish.Request{ID: sig.EventID,
+	if _, err := h.Publisher.Publish(context.Background(), publish.Request{ID: sig.EventID,
 		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: "person-42", Data: json.RawMessage(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestRunbookSignalWithStart(t *testing.T) {
 	h.runTemporal(temporalBin, line)
 	h.waitArrivals("billing", "person-42", 1, 1)
 	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "person-42", sig.Actor, sig.Reason)
-	if got := h.sub.arrivals("audit-log", "person-42"); len(got) != 1 {
+	if got := h.Sub.Ns("audit-log", "person-42"); len(got) != 1 {
 		t.Errorf("audit-log received %v, want the event once", got)
 	}
 }
@@ -196,14 +197,14 @@ func TestRunbookUpdateCommands(t *testing.T) {
 	h := startHerald(t)
 	temporalBin := testenv.TemporalCLI(t)
 	const subject = "person-42"
-	h.sub.setReject(func(app, s string, n int) bool { return app == "billing" && s == subject && (n == 1 || n == 4) })
+	h.rejectIf(func(app, s string, n int) bool { return app == "billing" && s == subject && (n == 1 || n == 4) })
 	h.publish([]string{subject}, 1)
-	if _, err := h.publisher.Publish(context.Background(), publish.Request{ID: fixedID,
+	if _, err := h.Publisher.Publish(context.Background(), publish.Request{ID: fixedID,
 		App: "contacts", Type: "contacts.person.updated", Version: 1, Subject: subject, Data: json.RawMessage(`{"n":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	h.publish([]string{subject}, 3)
-	waitFor(t, 30*time.Second, subject+" to fail with 2 and 3 queued", func() bool {
+	testkit.Eventually(t, 30*time.Second, subject+" to fail with 2 and 3 queued", func() bool {
 		st, ok := h.tryState(billingSub, subject)
 		return ok && st.Status == workflows.StatusFailed && len(st.Queued) == 2
 	})
@@ -232,8 +233,8 @@ func TestRunbookUpdateCommands(t *testing.T) {
 
 	// A failed head, retried after the fix.
 	h.publish([]string{subject}, 4)
-	waitFor(t, 30*time.Second, subject+" to fail on 4", func() bool { return h.state(billingSub, subject).Status == workflows.StatusFailed })
-	h.sub.setReject(nil)
+	testkit.Eventually(t, 30*time.Second, subject+" to fail on 4", func() bool { return h.state(billingSub, subject).Status == workflows.StatusFailed })
+	h.rejectIf(nil)
 	runUpdate(retryLine, "status:delivering")
 	h.wantAuditReason(workflows.AuditDeliveryRedelivered, billingSub, subject, "alice", "handler fixed")
 	h.waitArrivals("billing", subject, 3, 2, 4)
@@ -241,14 +242,14 @@ func TestRunbookUpdateCommands(t *testing.T) {
 	// Everything queued, cancelled while the key is held.
 	mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", subject)
 	h.publish([]string{subject}, 5, 6)
-	waitFor(t, 10*time.Second, "5 and 6 to queue", func() bool { return len(h.state(billingSub, subject).Queued) == 1 })
+	testkit.Eventually(t, 10*time.Second, "5 and 6 to queue", func() bool { return len(h.state(billingSub, subject).Queued) == 1 })
 	runUpdate(cancelAllLine, "queued:0")
 	h.wantAuditReason(workflows.AuditDeliveryCancelled, billingSub, subject, "alice", "person deleted")
 	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", subject)
 	if st := h.state(billingSub, subject); st.Head != nil || st.Counters.Cancelled != 4 {
 		t.Errorf("after cancel all: head %+v, %d cancelled; want none queued and 4 cancelled", st.Head, st.Counters.Cancelled)
 	}
-	if got := h.sub.arrivals("billing", subject); !slices.Equal(got, []int{3, 2, 4}) {
+	if got := h.Sub.Ns("billing", subject); !slices.Equal(got, []int{3, 2, 4}) {
 		t.Errorf("billing received %v, want [3 2 4]", got)
 	}
 }
@@ -272,7 +273,7 @@ func updateResult(t *testing.T, out string) string {
 func (h *herald) wantAuditReason(action, subscription, subject, actor, reason string) {
 	h.t.Helper()
 	var found []store.AuditRow
-	waitFor(h.t, 10*time.Second, fmt.Sprintf("a %s audit row with reason %q", action, reason), func() bool {
+	testkit.Eventually(h.t, 10*time.Second, fmt.Sprintf("a %s audit row with reason %q", action, reason), func() bool {
 		found = found[:0]
 		for _, r := range h.audit(action, subscription, subject) {
 			var meta struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/testkit"
 	"herald/store"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestSubscriptionsCounts(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t)
-	h.sub.setReject(func(app, subject string, n int) bool {
+	h.rejectIf(func(app, subject string, n int) bool {
 		return app == "billing" && n == 1 && (subject == "k-f" || subject == "k-c")
 	})
 	h.publish([]string{"k-ok", "k-f"}, 1, 2)
@@ -25,7 +26,7 @@ func TestSubscriptionsCounts(t *testing.T) {
 		h.waitArrivals("audit-log", k, 1, 2)
 	}
 	h.waitArrivals("audit-log", "k-c", 1)
-	waitFor(t, 30*time.Second, "k-c to fail", func() bool {
+	testkit.Eventually(t, 30*time.Second, "k-c to fail", func() bool {
 		st, ok := h.tryState(billingSub, "k-c")
 		return ok && st.Head != nil && st.Status == "failed"
 	})
@@ -36,7 +37,7 @@ func TestSubscriptionsCounts(t *testing.T) {
 		auditLogSub: {Delivered: 5},
 	}
 	var got []subscriptionJSON
-	waitFor(t, 30*time.Second, "the outcome counts", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the outcome counts", func() bool {
 		got = decode[[]subscriptionJSON](t, mustRun(t, h.env, "subscriptions", "--json").stdout)
 		for _, s := range got {
 			if s.Deliveries != want[s.ID] {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/testkit"
 	"herald/store"
 	"herald/workflows"
 )
@@ -17,13 +18,13 @@ import (
 func TestOperatorUpdatesAnswer(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t)
-	h.sub.setReject(func(app, subject string, n int) bool { return app == "billing" && subject == "k-u" && n == 1 })
+	h.rejectIf(func(app, subject string, n int) bool { return app == "billing" && subject == "k-u" && n == 1 })
 	h.publish([]string{"k-u"}, 1, 2, 3)
 	h.waitArrivals("audit-log", "k-u", 1, 2, 3)
 	id := workflows.DeliveryID(billingSub, "k-u")
 	key := []string{"--subscription", billingSub, "--subject", "k-u"}
 	evs := h.keyEvents(billingSub, "k-u")
-	waitFor(t, 30*time.Second, "k-u to fail", func() bool { return h.state(billingSub, "k-u").Status == workflows.StatusFailed })
+	testkit.Eventually(t, 30*time.Second, "k-u to fail", func() bool { return h.state(billingSub, "k-u").Status == workflows.StatusFailed })
 
 	// Rejected by the validator: a reason over 1000 bytes. Nothing runs.
 	r := run(t, h.env, append([]string{"redeliver", "--reason", strings.Repeat("x", 1001)}, key...)...)
@@ -68,7 +69,7 @@ func TestOperatorUpdatesAnswer(t *testing.T) {
 	}
 
 	// redeliver after the fix: the head is requeued and delivered.
-	h.sub.setReject(nil)
+	h.rejectIf(nil)
 	r = mustRun(t, h.env, append([]string{"redeliver", "--json", "--reason", "fixed"}, key...)...)
 	rd := decode[opJSON](t, r.stdout)
 	if rd.Result == nil || !rd.Result.Changed || !slices.Equal(rd.Result.Requeued, []string{evs[0].ID}) ||
@@ -79,7 +80,7 @@ func TestOperatorUpdatesAnswer(t *testing.T) {
 	h.wantAudit(workflows.AuditDeliveryRedelivered, billingSub, "k-u", "tester", "fixed")
 
 	// Nothing stuck any more: redeliver and cancel have nothing to do.
-	waitFor(t, 10*time.Second, "k-u to be idle", func() bool { return h.state(billingSub, "k-u").Status == workflows.StatusIdle })
+	testkit.Eventually(t, 10*time.Second, "k-u to be idle", func() bool { return h.state(billingSub, "k-u").Status == workflows.StatusIdle })
 	for _, c := range []struct {
 		args []string
 		want string
@@ -118,7 +119,7 @@ func TestRedeliverEventRunningKey(t *testing.T) {
 	mustRun(t, h.env, append([]string{"pause"}, key...)...)
 	h.publish([]string{"k-e"}, 2)
 	evs := h.keyEvents(billingSub, "k-e")
-	waitFor(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
+	testkit.Eventually(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
 		st := h.state(billingSub, "k-e")
 		return st.Head != nil && st.Head.EventID == evs[1].ID
 	})
@@ -143,10 +144,10 @@ func TestRedeliverEventRunningKey(t *testing.T) {
 func TestAllFailedNothingToDo(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t)
-	h.sub.setReject(func(app, subject string, n int) bool { return app == "billing" && subject == "k-n" })
+	h.rejectIf(func(app, subject string, n int) bool { return app == "billing" && subject == "k-n" })
 	h.publish([]string{"k-n"}, 1)
 	h.waitListed([]string{"k-n"}, "--status", "failed", "--subscription", billingSub)
-	h.sub.setReject(nil)
+	h.rejectIf(nil)
 	mustRun(t, h.env, "redeliver", "--subscription", billingSub, "--subject", "k-n")
 	h.waitArrivals("billing", "k-n", 1)
 

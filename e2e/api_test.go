@@ -10,26 +10,28 @@ import (
 	"time"
 
 	"herald/api"
-	"herald/config"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 )
 
 // TestPublishOverHTTPDelivered: events published with POST /v1/events reach
 // every subscriber, in order per key, with the ids the API answered.
 func TestPublishOverHTTPDelivered(t *testing.T) {
-	s := start(t, func(cfg *config.Worker) { cfg.APIAddr = "127.0.0.1:0" })
-	s.apply()
+	t.Parallel()
+	s := system.Start(t, system.API())
+	s.Apply()
 	id, token, hash, err := api.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.svc.Store.CreateAPIToken(context.Background(), id, "contacts", "e2e", hash, "e2e"); err != nil {
+	if _, err := s.Svc.Store.CreateAPIToken(context.Background(), id, "contacts", "e2e", hash, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	var body strings.Builder
 	for n := 1; n <= 5; n++ {
-		fmt.Fprintf(&body, `{"type":"contacts.person.updated","version":1,"subject":"person-http","data":{"name":%q,"n":%d}}`+"\n", dataMarker, n)
+		fmt.Fprintf(&body, `{"type":"contacts.person.updated","version":1,"subject":"person-http","data":{"name":%q,"n":%d}}`+"\n", system.DataMarker, n)
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+s.svc.APIAddr()+api.EventsPath, strings.NewReader(body.String()))
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.Svc.APIAddr()+api.EventsPath, strings.NewReader(body.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +47,8 @@ func TestPublishOverHTTPDelivered(t *testing.T) {
 		t.Fatalf("status %d, answer %+v (%v)", resp.StatusCode, answer, err)
 	}
 	for _, app := range []string{"billing", "audit-log"} {
-		waitFor(t, 60*time.Second, app+" to receive the five events", func() bool { return s.sub.count(app, "person-http") >= 5 })
-		got := s.sub.arrivals(app, "person-http")
+		testkit.Eventually(t, 60*time.Second, app+" to receive the five events", func() bool { return s.Sub.Count(app, "person-http") >= 5 })
+		got := s.Sub.Arrivals(app, "person-http")
 		for i, a := range got {
 			if a.N != i+1 || a.ID != answer.Accepted[i].ID {
 				t.Fatalf("%s received %+v, want n=1..5 with ids %+v", app, got, answer.Accepted)

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/store"
 	"herald/subscriber"
 	"herald/workflows"
@@ -25,12 +27,13 @@ import (
 // exactly in per-key order with a verified signature, the failing key holds
 // while the others flow, and a real redeliver signal resumes it.
 func TestDeliveryEndToEnd(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
 	const keys, perKey = 5, 20
 	fixed := false
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-bad" && n == 3 && !fixed {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-bad" && n == 3 && !fixed {
 			return subscriber.Reject(fmt.Errorf("event %d does not fit", n))
 		}
 		return nil
@@ -41,30 +44,30 @@ func TestDeliveryEndToEnd(t *testing.T) {
 	}
 	for n := 1; n <= perKey; n++ {
 		for _, subj := range subjects {
-			s.publish(subj, n)
+			s.Publish(subj, n)
 		}
 	}
 
-	waitFor(t, 90*time.Second, "every healthy key delivered to both apps", func() bool {
+	testkit.Eventually(t, 90*time.Second, "every healthy key delivered to both apps", func() bool {
 		for _, subj := range subjects {
-			if s.sub.count("audit-log", subj) < perKey {
+			if s.Sub.Count("audit-log", subj) < perKey {
 				return false
 			}
-			if subj != "person-bad" && s.sub.count("billing", subj) < perKey {
+			if subj != "person-bad" && s.Sub.Count("billing", subj) < perKey {
 				return false
 			}
 		}
-		return s.sub.count("billing", "person-bad") >= 2
+		return s.Sub.Count("billing", "person-bad") >= 2
 	})
 
-	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
+	c, err := client.Dial(client.Options{HostPort: s.Cfg.TemporalAddress, Namespace: s.Cfg.TemporalNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	badID := workflows.DeliveryID("billing:contacts.person.updated@1", "person-bad")
 	var st workflows.State
-	waitFor(t, 30*time.Second, "the failing key to hold as failed", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the failing key to hold as failed", func() bool {
 		v, err := c.QueryWorkflow(context.Background(), badID, "", workflows.QueryState)
 		if err != nil || v.Get(&st) != nil {
 			return false
@@ -74,23 +77,23 @@ func TestDeliveryEndToEnd(t *testing.T) {
 	if st.Head == nil || st.Head.Code != "schema_mismatch" || len(st.Queued) != perKey-3 {
 		t.Fatalf("failed key state: head %+v, %d queued", st.Head, len(st.Queued))
 	}
-	if got := s.sub.count("billing", "person-bad"); got != 2 {
+	if got := s.Sub.Count("billing", "person-bad"); got != 2 {
 		t.Fatalf("billing got %d events of the failed key; only those before the failure may arrive", got)
 	}
 
 	// The operator fixes the subscriber and sends a real redeliver signal.
-	s.sub.setReject(nil)
+	s.Sub.SetReject(nil)
 	if err := c.SignalWorkflow(context.Background(), badID, "", workflows.SignalRedeliver,
 		workflows.RedeliverSignal{Actor: "e2e-operator", Reason: "fixed the handler"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the held key to drain after redeliver", func() bool {
-		return s.sub.count("billing", "person-bad") >= perKey
+	testkit.Eventually(t, 60*time.Second, "the held key to drain after redeliver", func() bool {
+		return s.Sub.Count("billing", "person-bad") >= perKey
 	})
 
 	for _, app := range []string{"billing", "audit-log"} {
 		for _, subj := range subjects {
-			got := s.sub.arrivals(app, subj)
+			got := s.Sub.Arrivals(app, subj)
 			if len(got) != perKey {
 				t.Errorf("%s/%s: %d deliveries, want %d (no duplicates)", app, subj, len(got), perKey)
 				continue
@@ -103,19 +106,19 @@ func TestDeliveryEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if f := s.sub.verificationFailures(); len(f) != 0 {
+	if f := s.Sub.VerificationFailures(); len(f) != 0 {
 		t.Fatalf("deliveries failed verification: %+v", f)
 	}
 
 	ctx := context.Background()
-	failed, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryFailed})
+	failed, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryFailed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(failed) != 1 || failed[0].TargetID != badID || failed[0].ErrorCode != "schema_mismatch" {
 		t.Fatalf("delivery.failed audit rows: %+v", failed)
 	}
-	red, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryRedelivered})
+	red, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryRedelivered})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,16 +132,16 @@ func TestDeliveryEndToEnd(t *testing.T) {
 		if !strings.Contains(h, "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED") {
 			t.Fatalf("history of %s is not one: %.300s", id, h)
 		}
-		if holdsText(t, h, dataMarker) {
+		if holdsText(t, h, system.DataMarker) {
 			t.Fatalf("history of %s holds event data", id)
 		}
 	}
 	// The check decodes payloads: it would find a body carried in a signal.
-	if !holdsText(t, `{"data":"`+base64.StdEncoding.EncodeToString([]byte(`{"n":`+strconv.Quote(dataMarker)+`}`))+`"}`, dataMarker) {
+	if !holdsText(t, `{"data":"`+base64.StdEncoding.EncodeToString([]byte(`{"n":`+strconv.Quote(system.DataMarker)+`}`))+`"}`, system.DataMarker) {
 		t.Fatal("holdsText misses a marker inside a base64 payload")
 	}
 
-	lag, err := s.svc.Store.RelayLag(ctx)
+	lag, err := s.Svc.Store.RelayLag(ctx)
 	if err != nil || lag.Undispatched != 0 {
 		t.Fatalf("relay lag after the run: %+v, %v", lag, err)
 	}
@@ -148,7 +151,7 @@ func TestDeliveryEndToEnd(t *testing.T) {
 // workflows/ when HERALD_RECORD_HISTORY names a file:
 //
 //	HERALD_RECORD_HISTORY=$PWD/workflows/testdata/delivery-history.json go test ./e2e -run EndToEnd
-func recordHistory(t *testing.T, s *system, workflowID string) {
+func recordHistory(t *testing.T, s *system.System, workflowID string) {
 	path := os.Getenv("HERALD_RECORD_HISTORY")
 	if path == "" {
 		return
@@ -194,10 +197,10 @@ func holdsText(t *testing.T, doc, text string) bool {
 }
 
 // history is a workflow's history as the Temporal CLI prints it in JSON.
-func history(t *testing.T, s *system, workflowID string) string {
+func history(t *testing.T, s *system.System, workflowID string) string {
 	t.Helper()
-	out, err := exec.Command(testenv.TemporalCLI(t), "workflow", "show", "--address", s.cfg.TemporalAddress,
-		"--namespace", s.cfg.TemporalNamespace, "--workflow-id", workflowID, "--output", "json").Output()
+	out, err := exec.Command(testenv.TemporalCLI(t), "workflow", "show", "--address", s.Cfg.TemporalAddress,
+		"--namespace", s.Cfg.TemporalNamespace, "--workflow-id", workflowID, "--output", "json").Output()
 	if err != nil {
 		t.Fatalf("read history of %s: %v", workflowID, err)
 	}

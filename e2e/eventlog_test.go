@@ -11,22 +11,13 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"herald/config"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/manifest"
 	"herald/store"
 	"herald/subscriber"
 	"herald/workflows"
 )
-
-// dial connects to the system's Temporal namespace.
-func (s *system) dial() client.Client {
-	s.t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(c.Close)
-	return c
-}
 
 // closedRun returns the run id of a workflow once its latest run has
 // completed ("" while it runs).
@@ -43,30 +34,31 @@ func closedRun(c client.Client, id string) string {
 // has delivered them and its workflow has completed, the relay does not hand
 // them to the key again: no new run starts, nothing arrives twice.
 func TestReSendAfterCompletionIsNotDelivered(t *testing.T) {
-	s := start(t, func(c *config.Worker) { c.IdleTimeout = time.Second })
-	s.apply()
-	c := s.dial()
+	t.Parallel()
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.IdleTimeout = time.Second }))
+	s.Apply()
+	c := s.Dial()
 	for n := 1; n <= 3; n++ {
-		s.publish("person-9", n)
+		s.Publish("person-9", n)
 	}
 	ids := map[string]string{}
 	for _, app := range []string{"billing", "audit-log"} {
 		id := workflows.DeliveryID(app+":contacts.person.updated@1", "person-9")
-		waitFor(t, 60*time.Second, app+"'s key to deliver and complete", func() bool {
+		testkit.Eventually(t, 60*time.Second, app+"'s key to deliver and complete", func() bool {
 			ids[id] = closedRun(c, id)
-			return s.sub.count(app, "person-9") == 3 && ids[id] != ""
+			return s.Sub.Count(app, "person-9") == 3 && ids[id] != ""
 		})
 	}
 	ctx := context.Background()
 	// The crash: the events look undispatched again.
-	if _, err := s.svc.Store.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', dispatched_at = NULL`); err != nil {
+	if _, err := s.Svc.Store.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', dispatched_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.svc.Store.Pool.Exec(ctx, `SELECT pg_notify($1, '')`, store.NotifyChannel); err != nil {
+	if _, err := s.Svc.Store.Pool.Exec(ctx, `SELECT pg_notify($1, '')`, store.NotifyChannel); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the relay to dispatch the events again", func() bool {
-		lag, err := s.svc.Store.RelayLag(ctx)
+	testkit.Eventually(t, 30*time.Second, "the relay to dispatch the events again", func() bool {
+		lag, err := s.Svc.Store.RelayLag(ctx)
 		return err == nil && lag.Undispatched == 0
 	})
 	for id, run := range ids {
@@ -75,7 +67,7 @@ func TestReSendAfterCompletionIsNotDelivered(t *testing.T) {
 		}
 	}
 	for _, app := range []string{"billing", "audit-log"} {
-		if n := s.sub.count(app, "person-9"); n != 3 {
+		if n := s.Sub.Count(app, "person-9"); n != 3 {
 			t.Fatalf("%s received %d deliveries, want 3", app, n)
 		}
 	}
@@ -85,41 +77,42 @@ func TestReSendAfterCompletionIsNotDelivered(t *testing.T) {
 // every key of it, a failed one and a paused one alike, with the count and
 // subscription_removed, and the keys' workflows end.
 func TestRemovalCancelsHeldKeys(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	c := s.dial()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
 	ctx := context.Background()
 	const billing = "billing:contacts.person.updated@1"
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-failed" {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-failed" {
 			return subscriber.Reject(fmt.Errorf("event %d does not fit", n))
 		}
 		return nil
 	})
 	failedID := workflows.DeliveryID(billing, "person-failed")
 	pausedID := workflows.DeliveryID(billing, "person-paused")
-	s.publish("person-paused", 1)
-	waitFor(t, 30*time.Second, "the first event of the paused key", func() bool { return s.sub.count("billing", "person-paused") == 1 })
+	s.Publish("person-paused", 1)
+	testkit.Eventually(t, 30*time.Second, "the first event of the paused key", func() bool { return s.Sub.Count("billing", "person-paused") == 1 })
 	if err := c.SignalWorkflow(ctx, pausedID, "", workflows.SignalPause, workflows.ControlSignal{Actor: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the key to pause", func() bool { return status(c, pausedID) == workflows.StatusPaused })
+	testkit.Eventually(t, 30*time.Second, "the key to pause", func() bool { return status(c, pausedID) == workflows.StatusPaused })
 	for n := 2; n <= 3; n++ {
-		s.publish("person-paused", n)
+		s.Publish("person-paused", n)
 	}
 	for n := 1; n <= 3; n++ {
-		s.publish("person-failed", n)
+		s.Publish("person-failed", n)
 	}
-	waitFor(t, 30*time.Second, "the failing key to hold", func() bool { return status(c, failedID) == workflows.StatusFailed })
+	testkit.Eventually(t, 30*time.Second, "the failing key to hold", func() bool { return status(c, failedID) == workflows.StatusFailed })
 
 	removed := time.Now()
-	billingWithout := &manifest.Manifest{App: "billing", Endpoint: s.subURL}
-	if _, err := s.svc.Store.ApplyManifest(ctx, billingWithout, "e2e"); err != nil {
+	billingWithout := &manifest.Manifest{App: "billing", Endpoint: s.SubURL}
+	if _, err := s.Svc.Store.ApplyManifest(ctx, billingWithout, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]int{failedID: 3, pausedID: 2} {
-		waitFor(t, 60*time.Second, "the removal to reach "+id, func() bool { return closedRun(c, id) != "" })
-		rows, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{TargetID: id, Action: workflows.AuditDeliveryCancelled})
+		testkit.Eventually(t, 60*time.Second, "the removal to reach "+id, func() bool { return closedRun(c, id) != "" })
+		rows, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{TargetID: id, Action: workflows.AuditDeliveryCancelled})
 		if err != nil || len(rows) != 1 || rows[0].ErrorCode != "subscription_removed" ||
 			!strings.Contains(string(rows[0].Metadata), fmt.Sprintf(`"count": %d`, want)) {
 			t.Fatalf("delivery.cancelled rows of %s: %+v %v", id, rows, err)
@@ -127,7 +120,7 @@ func TestRemovalCancelsHeldKeys(t *testing.T) {
 	}
 	t.Logf("both keys dropped their queues %v after the removal", time.Since(removed).Round(time.Second))
 	var held int
-	if err := s.svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM outcomes WHERE subscription_id = $1 AND status IN ('queued', 'failed')`,
+	if err := s.Svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM outcomes WHERE subscription_id = $1 AND status IN ('queued', 'failed')`,
 		billing).Scan(&held); err != nil || held != 0 {
 		t.Fatalf("%d events of the removed subscription still held (%v)", held, err)
 	}

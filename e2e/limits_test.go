@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zapcore"
 
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/manifest"
-	"herald/service"
 	"herald/subscriber"
 )
 
@@ -60,29 +60,17 @@ func (l *limitedSub) total() int {
 // startLimited starts two workers on one database schema, Temporal
 // namespace and task queue, and a billing subscriber, and applies contacts
 // (the publisher) and billing with limits.
-func startLimited(t *testing.T, hold time.Duration, limits manifest.Limits) (*system, *limitedSub, func(manifest.Limits)) {
+func startLimited(t *testing.T, hold time.Duration, limits manifest.Limits) (*system.System, *limitedSub, func(manifest.Limits)) {
 	t.Helper()
-	s := start(t, nil)
-	second := s.cfg
+	s := system.Start(t)
+	second := s.Cfg
 	second.HTTPAddr = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	svc2, err := service.New(ctx, second, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	if err != nil {
-		cancel()
-		t.Fatalf("start the second worker: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc2.Run(ctx); err != nil {
-			t.Errorf("second worker: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	_, stop := system.RunWorker(t, second, zapcore.WarnLevel)
+	t.Cleanup(stop)
 
 	l := &limitedSub{hold: hold, got: map[string][]int{}}
 	h, err := subscriber.New(subscriber.Config{
-		Audience: "app:billing", JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json",
+		Audience: "app:billing", JWKSURL: s.WorkerURL() + "/.well-known/jwks.json",
 		AllowLoopbackHTTP: true,
 	}, l.handle)
 	if err != nil {
@@ -91,21 +79,19 @@ func startLimited(t *testing.T, hold time.Duration, limits manifest.Limits) (*sy
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	schema := []byte(`{"type":"object","required":["name","n"],"properties":{"name":{"type":"string"},"n":{"type":"integer"}}}`)
 	apply := func(m *manifest.Manifest) {
 		t.Helper()
-		if err := m.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
+		if _, err := s.Svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	apply(&manifest.Manifest{App: "contacts", Endpoint: srv.URL, Events: []manifest.Event{
-		{Name: "person.updated", Version: 1, Subject: "person", DataSchema: schema}}})
+	// The fixture's contacts and billing (audit-log would get deliveries
+	// this subscriber refuses).
+	apply(system.Manifest("contacts", srv.URL))
 	setLimits := func(lim manifest.Limits) {
-		apply(&manifest.Manifest{App: "billing", Endpoint: srv.URL, Limits: &lim,
-			Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}})
+		billing := system.Manifest("billing", srv.URL)
+		billing.Limits = &lim
+		apply(billing)
 	}
 	setLimits(limits)
 	return s, l, setLimits
@@ -134,20 +120,21 @@ func checkAllInOrder(t *testing.T, l *limitedSub, keys, perKey int) {
 // worker; raising the limit takes effect within seconds, and every event
 // arrives, in order per key.
 func TestRateLimitAcrossTwoWorkers(t *testing.T) {
+	// Serial: measures a delivery rate over 20 s.
 	const keys, perKey, rate = 50, 4, 5
 	s, l, setLimits := startLimited(t, 0, manifest.Limits{MaxPerSecond: rate})
 	for n := 1; n <= perKey; n++ {
 		for k := 0; k < keys; k++ {
-			s.publish(fmt.Sprintf("person-%d", k), n)
+			s.Publish(fmt.Sprintf("person-%d", k), n)
 		}
 	}
 	// The window starts once every key is busy: the relay has handed out
 	// every event (its pace is not what is measured) and deliveries began.
-	waitFor(t, 60*time.Second, "the relay to hand out every event", func() bool {
-		lag, err := s.svc.Store.RelayLag(context.Background())
+	testkit.Eventually(t, 60*time.Second, "the relay to hand out every event", func() bool {
+		lag, err := s.Svc.Store.RelayLag(context.Background())
 		return err == nil && lag.Undispatched == 0
 	})
-	waitFor(t, 60*time.Second, "the first delivery", func() bool { return l.total() > 0 })
+	testkit.Eventually(t, 60*time.Second, "the first delivery", func() bool { return l.total() > 0 })
 	first := time.Now()
 	if n := l.total(); n > keys*perKey-rate*25 {
 		t.Fatalf("%d of %d events delivered before the window: too few left to measure 20 s", n, keys*perKey)
@@ -185,7 +172,7 @@ func TestRateLimitAcrossTwoWorkers(t *testing.T) {
 	setLimits(manifest.Limits{MaxPerSecond: 1000})
 	raised := time.Now()
 	left := keys*perKey - l.total()
-	waitFor(t, 60*time.Second, "every event delivered", func() bool { return l.total() >= keys*perKey })
+	testkit.Eventually(t, 60*time.Second, "every event delivered", func() bool { return l.total() >= keys*perKey })
 	t.Logf("the last %d events took %v after the limit was raised", left, time.Since(raised))
 	if d := time.Since(raised); left >= 70 && d > 12*time.Second {
 		t.Errorf("the rest took %v after the limit was raised", d)
@@ -197,14 +184,15 @@ func TestRateLimitAcrossTwoWorkers(t *testing.T) {
 // subscriber that holds each request 100 ms, never more than 3 requests
 // are under way at the subscriber, and every event arrives in order.
 func TestInFlightLimitAcrossTwoWorkers(t *testing.T) {
+	// Serial: measures deliveries in flight, with a timing bound.
 	const keys, perKey, limit = 20, 5, 3
 	s, l, _ := startLimited(t, 100*time.Millisecond, manifest.Limits{MaxInFlight: limit})
 	for n := 1; n <= perKey; n++ {
 		for k := 0; k < keys; k++ {
-			s.publish(fmt.Sprintf("person-%d", k), n)
+			s.Publish(fmt.Sprintf("person-%d", k), n)
 		}
 	}
-	waitFor(t, 90*time.Second, "every event delivered", func() bool { return l.total() >= keys*perKey })
+	testkit.Eventually(t, 90*time.Second, "every event delivered", func() bool { return l.total() >= keys*perKey })
 	peak := l.maxInFlight.Load()
 	t.Logf("peak concurrency at the subscriber: %d (limit %d)", peak, limit)
 	if peak > limit {

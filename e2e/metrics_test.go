@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"herald/api"
-	"herald/config"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/subscriber"
 	"herald/workflows"
 )
@@ -25,27 +26,28 @@ import (
 // audit-log failing the first event once with a 500, plus two refused
 // publishes. Every per-subscription and per-app figure must be exact.
 func TestMetricsPerSubscription(t *testing.T) {
-	s := start(t, func(cfg *config.Worker) { cfg.APIAddr = "127.0.0.1:0" })
-	s.apply()
+	t.Parallel()
+	s := system.Start(t, system.API())
+	s.Apply()
 	id, token, hash, err := api.NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.svc.Store.CreateAPIToken(ctx, id, "contacts", "e2e", hash, "e2e"); err != nil {
+	if _, err := s.Svc.Store.CreateAPIToken(ctx, id, "contacts", "e2e", hash, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	subs := map[string]string{} // app -> subscription id
 	for _, app := range []string{"billing", "audit-log"} {
-		list, err := s.svc.Store.ListSubscriptions(ctx, app)
+		list, err := s.Svc.Store.ListSubscriptions(ctx, app)
 		if err != nil || len(list) != 1 {
 			t.Fatalf("subscriptions of %s: %+v (%v)", app, list, err)
 		}
 		subs[app] = list[0].ID
 	}
 	failedOnce := false
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:audit-log" && n == 1 && !failedOnce {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "audit-log" && n == 1 && !failedOnce {
 			failedOnce = true
 			return errors.New("not yet")
 		}
@@ -54,7 +56,7 @@ func TestMetricsPerSubscription(t *testing.T) {
 
 	post := func(auth, body string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://"+s.svc.APIAddr()+api.EventsPath, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, "http://"+s.Svc.APIAddr()+api.EventsPath, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +72,7 @@ func TestMetricsPerSubscription(t *testing.T) {
 	}
 	var body strings.Builder
 	for n := 1; n <= 3; n++ {
-		fmt.Fprintf(&body, `{"type":"contacts.person.updated","version":1,"subject":"person-metrics","data":{"name":%q,"n":%d}}`+"\n", dataMarker, n)
+		fmt.Fprintf(&body, `{"type":"contacts.person.updated","version":1,"subject":"person-metrics","data":{"name":%q,"n":%d}}`+"\n", system.DataMarker, n)
 	}
 	if code := post("Bearer "+token, body.String()); code != http.StatusAccepted {
 		t.Fatalf("publish: status %d", code)
@@ -85,13 +87,13 @@ func TestMetricsPerSubscription(t *testing.T) {
 		t.Fatalf("unknown token: status %d, want 401", code)
 	}
 	for _, app := range []string{"billing", "audit-log"} {
-		waitFor(t, 60*time.Second, app+" to receive the three events", func() bool { return s.sub.count(app, "person-metrics") >= 3 })
+		testkit.Eventually(t, 60*time.Second, app+" to receive the three events", func() bool { return s.Sub.Count(app, "person-metrics") >= 3 })
 	}
 
-	metricsURL := "http://" + s.svc.Addr() + "/metrics"
+	metricsURL := "http://" + s.Svc.Addr() + "/metrics"
 	var m scraped
 	// Outcome rows are written beside the POSTs: poll until nothing is queued.
-	waitFor(t, 30*time.Second, "no queued events in the scrape", func() bool {
+	testkit.Eventually(t, 30*time.Second, "no queued events in the scrape", func() bool {
 		m = scrapeMetrics(t, metricsURL)
 		return m.value("herald_subscription_queued_events", "subscription", subs["billing"]) == 0 &&
 			m.value("herald_subscription_queued_events", "subscription", subs["audit-log"]) == 0
@@ -138,22 +140,23 @@ func TestMetricsPerSubscription(t *testing.T) {
 // HeraldKeyFailed watches; an operator's cancel settles the head as
 // cancelled and the key drains.
 func TestMetricsFailedKey(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
 	const billingSub, auditSub = "billing:contacts.person.updated@1", "audit-log:contacts.person.updated@1"
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && n == 1 {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && n == 1 {
 			return subscriber.Reject(fmt.Errorf("event %d does not fit", n))
 		}
 		return nil
 	})
 	for n := 1; n <= 3; n++ {
-		s.publish("person-stuck", n)
+		s.Publish("person-stuck", n)
 	}
-	waitFor(t, 60*time.Second, "audit-log to receive the three events", func() bool { return s.sub.count("audit-log", "person-stuck") >= 3 })
-	metricsURL := "http://" + s.svc.Addr() + "/metrics"
+	testkit.Eventually(t, 60*time.Second, "audit-log to receive the three events", func() bool { return s.Sub.Count("audit-log", "person-stuck") >= 3 })
+	metricsURL := "http://" + s.Svc.Addr() + "/metrics"
 	var m scraped
-	waitFor(t, 60*time.Second, "billing's key to show as failed", func() bool {
+	testkit.Eventually(t, 60*time.Second, "billing's key to show as failed", func() bool {
 		m = scrapeMetrics(t, metricsURL)
 		return m.value("herald_subscription_keys", "subscription", billingSub, "status", "failed") == 1 &&
 			m.value("herald_subscription_queued_events", "subscription", auditSub) == 0
@@ -185,7 +188,7 @@ func TestMetricsFailedKey(t *testing.T) {
 		{"herald_delivery_outcomes_total", []string{"subscription", auditSub, "outcome", "delivered"}, 3},
 	})
 
-	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
+	c, err := client.Dial(client.Options{HostPort: s.Cfg.TemporalAddress, Namespace: s.Cfg.TemporalNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +197,8 @@ func TestMetricsFailedKey(t *testing.T) {
 		workflows.CancelSignal{Actor: "e2e-operator", Reason: "cannot be fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "billing to receive the two later events", func() bool { return s.sub.count("billing", "person-stuck") >= 2 })
-	waitFor(t, 30*time.Second, "billing's key to drain in the scrape", func() bool {
+	testkit.Eventually(t, 60*time.Second, "billing to receive the two later events", func() bool { return s.Sub.Count("billing", "person-stuck") >= 2 })
+	testkit.Eventually(t, 30*time.Second, "billing's key to drain in the scrape", func() bool {
 		m = scrapeMetrics(t, metricsURL)
 		return m.value("herald_subscription_queued_events", "subscription", billingSub) == 0 &&
 			m.value("herald_subscription_keys", "subscription", billingSub, "status", "failed") == 0

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"herald/config"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/store"
 	"herald/subscriber"
 	"herald/workflows"
@@ -18,27 +20,28 @@ import (
 // TestMetricsMatchDeliveries scrapes /metrics after a run and checks the
 // counters against what the subscriber saw.
 func TestMetricsMatchDeliveries(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "k-0" && n == 1 {
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "k-0" && n == 1 {
 			return subscriber.Reject(fmt.Errorf("no"))
 		}
 		return nil
 	})
 	for n := 1; n <= 4; n++ {
 		for k := 0; k < 3; k++ {
-			s.publish(fmt.Sprintf("k-%d", k), n)
+			s.Publish(fmt.Sprintf("k-%d", k), n)
 		}
 	}
-	if _, err := s.publisher.Publish(context.Background(), publishRequest("k-1", `{"name":1}`)); err == nil {
+	if _, err := s.Publisher.Publish(context.Background(), system.PersonRequest("k-1", `{"name":1}`)); err == nil {
 		t.Fatal("an invalid event was accepted")
 	}
 	// billing k-0 holds at its first event: 12 + 8 deliveries.
-	waitFor(t, 60*time.Second, "deliveries", func() bool {
+	testkit.Eventually(t, 60*time.Second, "deliveries", func() bool {
 		total := 0
 		for k := 0; k < 3; k++ {
-			total += s.sub.count("audit-log", fmt.Sprintf("k-%d", k)) + s.sub.count("billing", fmt.Sprintf("k-%d", k))
+			total += s.Sub.Count("audit-log", fmt.Sprintf("k-%d", k)) + s.Sub.Count("billing", fmt.Sprintf("k-%d", k))
 		}
 		return total == 20
 	})
@@ -47,8 +50,8 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 	// The delivery series carry subscription and app labels: sums over
 	// them are the figures of the whole worker.
 	var m scraped
-	waitFor(t, 10*time.Second, "the delivery counters", func() bool {
-		m = scrapeMetrics(t, "http://"+s.svc.Addr()+"/metrics")
+	testkit.Eventually(t, 10*time.Second, "the delivery counters", func() bool {
+		m = scrapeMetrics(t, "http://"+s.Svc.Addr()+"/metrics")
 		return m.value("herald_deliveries_total") >= 20 &&
 			m.value("herald_delivery_attempts_total", "code", "schema_mismatch", "result", "failed") >= 1
 	})
@@ -63,8 +66,8 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 	}
 	// The relay's lag reaches 0 once it has dispatched everything, the
 	// operational event the failed key emitted (herald.key.failed) included.
-	waitFor(t, 10*time.Second, "the relay lag metric to read 0", func() bool {
-		lag := scrapeMetrics(t, "http://"+s.svc.Addr()+"/metrics")
+	testkit.Eventually(t, 10*time.Second, "the relay lag metric to read 0", func() bool {
+		lag := scrapeMetrics(t, "http://"+s.Svc.Addr()+"/metrics")
 		return lag.has("herald_relay_undispatched_events") && lag.value("herald_relay_undispatched_events") == 0
 	})
 	if !m.has("go_goroutines") {
@@ -85,28 +88,29 @@ func TestMetricsMatchDeliveries(t *testing.T) {
 // with the configured interval; a run deletes dispatched events past
 // retention and leaves the audit trail alone.
 func TestRetentionSchedule(t *testing.T) {
-	s := start(t, func(c *config.Worker) {
+	t.Parallel()
+	s := system.Start(t, system.Config(func(c *config.Worker) {
 		c.Retention = time.Millisecond
 		c.RetentionEvery = 6 * time.Hour
-	})
-	s.apply()
+	}))
+	s.Apply()
 	for n := 1; n <= 3; n++ {
-		s.publish("r-1", n)
+		s.Publish("r-1", n)
 	}
-	waitFor(t, 60*time.Second, "deliveries", func() bool { return s.sub.count("billing", "r-1") == 3 })
+	testkit.Eventually(t, 60*time.Second, "deliveries", func() bool { return s.Sub.Count("billing", "r-1") == 3 })
 	ctx := context.Background()
-	before, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
+	before, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Dial(client.Options{HostPort: s.cfg.TemporalAddress, Namespace: s.cfg.TemporalNamespace})
+	c, err := client.Dial(client.Options{HostPort: s.Cfg.TemporalAddress, Namespace: s.Cfg.TemporalNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	h := c.ScheduleClient().GetHandle(ctx, workflows.RetentionScheduleID)
 	var desc *client.ScheduleDescription
-	waitFor(t, 20*time.Second, "the retention schedule", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the retention schedule", func() bool {
 		desc, err = h.Describe(ctx)
 		return err == nil
 	})
@@ -116,12 +120,12 @@ func TestRetentionSchedule(t *testing.T) {
 	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "retention to delete the dispatched events", func() bool {
+	testkit.Eventually(t, 30*time.Second, "retention to delete the dispatched events", func() bool {
 		var n int
-		err := s.svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
+		err := s.Svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
 		return err == nil && n == 0
 	})
-	after, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
+	after, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{Limit: 1000})
 	if err != nil || len(after) != len(before) {
 		t.Fatalf("audit rows %d before, %d after retention (%v)", len(before), len(after), err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/manifest"
 	"herald/subscriber"
 	"herald/workflows"
@@ -21,20 +22,18 @@ import (
 // the first delivery that goes through ends the unreachable back-off of
 // the app's other keys, within seconds rather than at the end of it.
 func TestSuccessWakesUnreachableKeys(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	c := s.dial()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
 	ctx := context.Background()
-	// billing's endpoint: a loopback port where nothing listens yet.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// billing's endpoint: a loopback port bound for the test where nothing
+	// listens yet (connections are refused).
+	port := testkit.ReservePort(t)
+	addr := port.Addr()
 	billing := &manifest.Manifest{App: "billing", Endpoint: "http://" + addr,
 		Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}}
-	if _, err := s.svc.Store.ApplyManifest(ctx, billing, "e2e"); err != nil {
+	if _, err := s.Svc.Store.ApplyManifest(ctx, billing, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	// Enough keys that a wake-up is a fan-out (16 signals in flight at a time).
@@ -43,25 +42,22 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 		waiting = append(waiting, fmt.Sprintf("person-u%d", i))
 	}
 	for _, subj := range waiting {
-		s.publish(subj, 1)
+		s.Publish(subj, 1)
 	}
 	for _, subj := range waiting {
 		id := workflows.DeliveryID("billing:contacts.person.updated@1", subj)
-		waitFor(t, 30*time.Second, subj+" to wait as unreachable", func() bool { return status(c, id) == workflows.StatusUnreachable })
+		testkit.Eventually(t, 30*time.Second, subj+" to wait as unreachable", func() bool { return status(c, id) == workflows.StatusUnreachable })
 	}
 	unreachableAt := time.Now()
 
 	// The endpoint comes up; a new key's first delivery goes through.
 	h, err := subscriber.New(subscriber.Config{
-		Audiences: []string{"app:billing"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json", AllowLoopbackHTTP: true,
-	}, s.sub.handle)
+		Audiences: []string{"app:billing"}, JWKSURL: s.WorkerURL() + "/.well-known/jwks.json", AllowLoopbackHTTP: true,
+	}, s.Sub.Handle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l2, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen again on %s: %v", addr, err)
-	}
+	l2 := port.Listen(t)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l2); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -69,12 +65,12 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { _ = srv.Close() })
-	s.publish("person-first", 1)
-	waitFor(t, 20*time.Second, "the new key's delivery", func() bool { return s.sub.count("billing", "person-first") == 1 })
+	s.Publish("person-first", 1)
+	testkit.Eventually(t, 20*time.Second, "the new key's delivery", func() bool { return s.Sub.Count("billing", "person-first") == 1 })
 	succeeded := time.Now()
-	waitFor(t, 10*time.Second, "the waiting keys to be woken within 10 s", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the waiting keys to be woken within 10 s", func() bool {
 		for _, subj := range waiting {
-			if s.sub.count("billing", subj) != 1 {
+			if s.Sub.Count("billing", subj) != 1 {
 				return false
 			}
 		}
@@ -91,21 +87,22 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 // summary, and temporal workflow metadata its current details: the status,
 // the head's attempt of all, the last code and error, the queue.
 func TestTemporalShowsTheKeysState(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	c := s.dial()
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-ui" {
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-ui" {
 			return errors.New("not today")
 		}
 		return nil
 	})
 	id := workflows.DeliveryID("billing:contacts.person.updated@1", "person-ui")
-	s.publish("person-ui", 1)
-	s.publish("person-ui", 2)
-	waitFor(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
+	s.Publish("person-ui", 1)
+	s.Publish("person-ui", 2)
+	testkit.Eventually(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
 	temporal := func(args ...string) string {
-		args = append(args, "--address", s.cfg.TemporalAddress, "--namespace", s.cfg.TemporalNamespace, "--workflow-id", id)
+		args = append(args, "--address", s.Cfg.TemporalAddress, "--namespace", s.Cfg.TemporalNamespace, "--workflow-id", id)
 		out, err := exec.Command(testenv.TemporalCLI(t), args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("temporal %v: %v\n%s", args, err, out)

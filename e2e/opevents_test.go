@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"herald/config"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/manifest"
 	"herald/store"
 	"herald/subscriber"
@@ -54,11 +56,11 @@ func (r *opsReceiver) events(types ...string) []subscriber.Event {
 }
 
 // startOps runs an "alerts" app subscribed to types, at version 1.
-func startOps(t *testing.T, s *system, types ...string) *opsReceiver {
+func startOps(t *testing.T, s *system.System, types ...string) *opsReceiver {
 	t.Helper()
 	r := &opsReceiver{}
 	h, err := subscriber.New(subscriber.Config{
-		Audiences: []string{"app:alerts"}, JWKSURL: "http://" + s.cfg.HTTPAddr + "/.well-known/jwks.json",
+		Audiences: []string{"app:alerts"}, JWKSURL: s.WorkerURL() + "/.well-known/jwks.json",
 		AllowLoopbackHTTP: true,
 		OnFailure: func(_ *http.Request, f subscriber.Failure) {
 			r.mu.Lock()
@@ -79,7 +81,7 @@ func startOps(t *testing.T, s *system, types ...string) *opsReceiver {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
+	if _, err := s.Svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -99,30 +101,31 @@ func eventData(t *testing.T, ev subscriber.Event) map[string]any {
 // the failure of another subscription's key once its attempts run out, and
 // its recovery once the operator's redeliver goes through.
 func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	c := s.dial()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
 	ops := startOps(t, s, store.TypeKeyFailed, store.TypeKeyRecovered, store.TypeSubscriptionStateChanged)
 	const billing = "billing:contacts.person.updated@1"
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-ops" {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-ops" {
 			return errors.New("not today")
 		}
 		return nil
 	})
-	ev := s.publish("person-ops", 1)
+	ev := s.Publish("person-ops", 1)
 	id := workflows.DeliveryID(billing, "person-ops")
-	waitFor(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
+	testkit.Eventually(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
 	keyEvents := func() []subscriber.Event { return ops.events(store.TypeKeyFailed, store.TypeKeyRecovered) }
-	waitFor(t, 30*time.Second, "herald.key.failed at the alerting app", func() bool { return len(keyEvents()) >= 1 })
+	testkit.Eventually(t, 30*time.Second, "herald.key.failed at the alerting app", func() bool { return len(keyEvents()) >= 1 })
 
-	s.sub.setReject(nil)
+	s.Sub.SetReject(nil)
 	if err := c.SignalWorkflow(context.Background(), id, "", workflows.SignalRedeliver,
 		workflows.RedeliverSignal{Actor: "e2e-operator", Reason: "handler fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the redelivered head", func() bool { return s.sub.count("billing", "person-ops") == 1 })
-	waitFor(t, 30*time.Second, "herald.key.recovered at the alerting app", func() bool { return len(keyEvents()) >= 2 })
+	testkit.Eventually(t, 30*time.Second, "the redelivered head", func() bool { return s.Sub.Count("billing", "person-ops") == 1 })
+	testkit.Eventually(t, 30*time.Second, "herald.key.recovered at the alerting app", func() bool { return len(keyEvents()) >= 2 })
 
 	got := keyEvents()
 	if len(got) != 2 || got[0].Type != store.TypeKeyFailed || got[1].Type != store.TypeKeyRecovered {
@@ -150,7 +153,7 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 	}
 
 	// A subscription state change reaches the app too.
-	if _, err := s.svc.Store.SetSubscriptionPaused(context.Background(), "audit-log:contacts.person.updated@1", true, "alice", "maintenance"); err != nil {
+	if _, err := s.Svc.Store.SetSubscriptionPaused(context.Background(), "audit-log:contacts.person.updated@1", true, "alice", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
 	paused := func() *subscriber.Event {
@@ -161,7 +164,7 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 30*time.Second, "herald.subscription.state_changed", func() bool { return paused() != nil })
+	testkit.Eventually(t, 30*time.Second, "herald.subscription.state_changed", func() bool { return paused() != nil })
 	if d := eventData(t, *paused()); d["from"] != "active" || d["actor"] != "alice" || d["reason"] != "maintenance" ||
 		d["subscriberApp"] != "audit-log" {
 		t.Fatalf("state change: %v", d)
@@ -177,32 +180,33 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 // on herald.key.failed, its key fails, and no herald.key.failed is emitted
 // about that: one event, not a chain.
 func TestOperationalEventsLoopGuard(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	c := s.dial()
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
 	ops := startOps(t, s, store.TypeKeyFailed)
 	ops.mu.Lock()
 	ops.fail = true
 	ops.mu.Unlock()
 	const billing = "billing:contacts.person.updated@1"
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-loop" {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-loop" {
 			return errors.New("not today")
 		}
 		return nil
 	})
-	s.publish("person-loop", 1)
+	s.Publish("person-loop", 1)
 	opsKey := workflows.DeliveryID("alerts:herald.key.failed@1", billing+"/person-loop")
-	waitFor(t, 60*time.Second, "the alerting app's key to fail", func() bool { return status(c, opsKey) == workflows.StatusFailed })
+	testkit.Eventually(t, 60*time.Second, "the alerting app's key to fail", func() bool { return status(c, opsKey) == workflows.StatusFailed })
 	ctx := context.Background()
 	// The failure of the alerting key is recorded (its audit row) in the
 	// transaction that would have emitted an event about it.
-	waitFor(t, 30*time.Second, "the alerting key's delivery.failed row", func() bool {
-		rows, err := s.svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryFailed, TargetID: opsKey})
+	testkit.Eventually(t, 30*time.Second, "the alerting key's delivery.failed row", func() bool {
+		rows, err := s.Svc.Store.ListAudit(ctx, store.AuditFilter{Action: workflows.AuditDeliveryFailed, TargetID: opsKey})
 		return err == nil && len(rows) == 1
 	})
 	var n int
-	if err := s.svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1`, store.TypeKeyFailed).Scan(&n); err != nil {
+	if err := s.Svc.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1`, store.TypeKeyFailed).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
@@ -214,22 +218,23 @@ func TestOperationalEventsLoopGuard(t *testing.T) {
 // expiry are dropped as expired, and the alerting app hears of it once.
 // Herald's own app is declared by the worker's start.
 func TestKeyExpiredIsDelivered(t *testing.T) {
-	s := start(t, func(cfg *config.Worker) { cfg.HoldExpiry = 3 * time.Second })
+	t.Parallel()
+	s := system.Start(t, system.Config(func(cfg *config.Worker) { cfg.HoldExpiry = 3 * time.Second }))
 	ctx := context.Background()
-	app, err := s.svc.Store.GetApp(ctx, store.HeraldApp)
+	app, err := s.Svc.Store.GetApp(ctx, store.HeraldApp)
 	if err != nil || len(app.Declarations) != 4 {
 		t.Fatalf("the worker did not declare the app herald: %+v, %v", app, err)
 	}
-	s.apply()
+	s.Apply()
 	ops := startOps(t, s, store.TypeKeyExpired)
-	s.sub.setReject(func(audience, subject string, n int) error {
-		if audience == "app:billing" && subject == "person-exp" {
+	s.Sub.SetReject(func(app, subject string, n int) error {
+		if app == "billing" && subject == "person-exp" {
 			return errors.New("not today")
 		}
 		return nil
 	})
-	first := s.publish("person-exp", 1)
-	second := s.publish("person-exp", 2)
+	first := s.Publish("person-exp", 1)
+	second := s.Publish("person-exp", 2)
 	// One event per expiry pass: both events at once, or one pass each.
 	expired := func() (ids []any, passes int) {
 		for _, ev := range ops.events(store.TypeKeyExpired) {
@@ -244,7 +249,7 @@ func TestKeyExpiredIsDelivered(t *testing.T) {
 		}
 		return ids, passes
 	}
-	waitFor(t, 60*time.Second, "herald.key.expired for both events", func() bool { ids, _ := expired(); return len(ids) >= 2 })
+	testkit.Eventually(t, 60*time.Second, "herald.key.expired for both events", func() bool { ids, _ := expired(); return len(ids) >= 2 })
 	ids, passes := expired()
 	if len(ids) != 2 || ids[0] != first.ID || ids[1] != second.ID || passes > 2 {
 		t.Fatalf("expired ids %v in %d events, want %s and %s", ids, passes, first.ID, second.ID)

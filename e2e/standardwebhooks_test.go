@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"herald/internal/swverify"
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/manifest"
 	"herald/signing"
 )
@@ -21,9 +23,10 @@ import (
 // receiver written from the Standard Webhooks specification alone verifies
 // with the key `starter keys export --standard-webhooks` prints.
 func TestStandardWebhooksSignatures(t *testing.T) {
-	s := start(t, nil)
-	s.apply()
-	ks, err := signing.LoadKeys(s.cfg.SigningKey)
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	ks, err := signing.LoadKeys(s.Cfg.SigningKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,13 +59,13 @@ func TestStandardWebhooksSignatures(t *testing.T) {
 	t.Cleanup(srv.Close)
 	hooks := &manifest.Manifest{App: "hooks", Endpoint: srv.URL,
 		Subscribes: []manifest.Subscription{{Type: "contacts.person.updated", Version: 1}}}
-	if _, err := s.svc.Store.ApplyManifest(context.Background(), hooks, "e2e"); err != nil {
+	if _, err := s.Svc.Store.ApplyManifest(context.Background(), hooks, "e2e"); err != nil {
 		t.Fatal(err)
 	}
 	for n := 1; n <= 3; n++ {
-		s.publish("person-sw", n)
+		s.Publish("person-sw", n)
 	}
-	waitFor(t, 30*time.Second, "three deliveries to the Standard Webhooks receiver", func() bool {
+	testkit.Eventually(t, 30*time.Second, "three deliveries to the Standard Webhooks receiver", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(verified)+len(failed) >= 3

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/internal/tracing"
 	"herald/manifest"
 	"herald/relay"
@@ -28,6 +30,7 @@ import (
 // receives the POST span's traceparent header and the publish span's
 // traceparent in the envelope.
 func TestTracingEndToEnd(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	tracing.Install(tp)
@@ -52,7 +55,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	s := start(t, nil)
+	s := system.Start(t)
 	for _, m := range []*manifest.Manifest{
 		{App: "contacts", Endpoint: srv.URL, Events: []manifest.Event{{Name: "person.updated", Version: 1, Subject: "person",
 			DataSchema: json.RawMessage(`{"type":"object"}`)}}},
@@ -61,13 +64,13 @@ func TestTracingEndToEnd(t *testing.T) {
 		if err := m.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
+		if _, err := s.Svc.Store.ApplyManifest(context.Background(), m, "e2e"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res := s.publish("traced", 1)
+	res := s.Publish("traced", 1)
 
-	waitFor(t, 60*time.Second, "the event at the subscriber", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the event at the subscriber", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) > 0
@@ -92,7 +95,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	// The POST span ends after the response, and the activity span after
 	// the Deliver execution: wait for both.
 	var post, activity sdktrace.ReadOnlySpan
-	waitFor(t, 30*time.Second, "the POST and RunActivity:Deliver spans to end", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the POST and RunActivity:Deliver spans to end", func() bool {
 		post, activity = nil, nil
 		for _, sp := range rec.Ended() {
 			if sp.SpanContext().TraceID() != traceID {

@@ -35,6 +35,7 @@ func order(data string) Request {
 // {"total": 1e100000000} against a schema with minimum or multipleOf
 // panicked inside the validator and crashed the publisher.
 func TestHugeExponentIsDataInvalid(t *testing.T) {
+	t.Parallel()
 	for _, schema := range []string{
 		`{"type":"object","properties":{"total":{"type":"number","minimum":0}}}`,
 		`{"type":"object","properties":{"total":{"type":"number","multipleOf":0.01}}}`,
@@ -50,6 +51,7 @@ func TestHugeExponentIsDataInvalid(t *testing.T) {
 // 1e999999 was accepted at about 33 ms of CPU per number: a 256 KiB event
 // of them took minutes.
 func TestCostlyExponentsRefusedQuickly(t *testing.T) {
+	// Serial: measures how long a refusal takes.
 	in := limitsInput(t, `{"type":"array","items":{"type":"number","minimum":0}}`)
 	data := `[` + strings.TrimSuffix(strings.Repeat(`1e999999,`, 25_000), ",") + `]`
 	start := time.Now()
@@ -66,6 +68,7 @@ func TestCostlyExponentsRefusedQuickly(t *testing.T) {
 // it. The data here is not even JSON at its end: only a refusal before
 // parsing answers payload_too_large rather than data_invalid.
 func TestOversizedDataRefusedBeforeParsing(t *testing.T) {
+	// Serial: measures how long a refusal takes.
 	in := limitsInput(t, `{"type":"array","items":{"type":"integer"}}`)
 	data := `[` + strings.Repeat(`1,`, 16<<20) + `oops`
 	start := time.Now()

@@ -41,6 +41,7 @@ func readAll(t *testing.T, input string) []readLine {
 }
 
 func TestReadNDJSON(t *testing.T) {
+	t.Parallel()
 	good := `{"id":"3f1c9a52-8e1b-4d0c-9a6e-2b7d4c1e9f00","app":"contacts","type":"contacts.person.updated","version":1,"subject":"p-1","data":{"name":"Ada"}}`
 	minimal := `{"app":"a","type":"a.b","version":2,"subject":"s","data":null}`
 	overlong := `{"app":"a","type":"a.b","version":1,"subject":"s","data":"` + strings.Repeat("x", publish.MaxLineBytes) + `"}`
@@ -135,6 +136,7 @@ func TestReadNDJSON(t *testing.T) {
 }
 
 func TestReadNDJSONLineLimitBoundary(t *testing.T) {
+	t.Parallel()
 	prefix := `{"app":"a","type":"a.b","version":1,"subject":"s","data":"`
 	line := func(n int) string { return prefix + strings.Repeat("x", n-len(prefix)-2) + `"}` }
 	got := readAll(t, line(publish.MaxLineBytes)+"\r\n"+line(publish.MaxLineBytes+1)+"\n")
@@ -147,6 +149,7 @@ func TestReadNDJSONLineLimitBoundary(t *testing.T) {
 }
 
 func TestReadNDJSONStops(t *testing.T) {
+	t.Parallel()
 	stop := errors.New("stop")
 	calls := 0
 	err := publish.ReadNDJSON(strings.NewReader("{}\n{}\n{}\n"), func(int, publish.Request, error) error {

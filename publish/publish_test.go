@@ -18,6 +18,7 @@ import (
 )
 
 func TestPublishRejections(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var counted []string // "app code" told to Options.Rejected (metrics)
 	p := e.publisher(publish.Options{Rejected: func(app, code string) { counted = append(counted, app+" "+code) }})
@@ -121,6 +122,7 @@ func TestPublishRejections(t *testing.T) {
 }
 
 func TestDataInvalidListsPointers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 	tests := []struct {
@@ -177,6 +179,7 @@ func TestDataInvalidListsPointers(t *testing.T) {
 }
 
 func TestPublishEnvelope(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 	id := "0190F8A4-7B2C-7D3E-8F40-123456789ABC"
@@ -245,6 +248,7 @@ func TestPublishEnvelope(t *testing.T) {
 }
 
 func TestPublishIdempotency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 	later := e.publisher(publish.Options{Now: func() time.Time { return fixedNow.Add(time.Hour) }})
@@ -339,6 +343,7 @@ func blob(size, base int) publish.Request {
 }
 
 func TestPayloadLimitBoundary(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int{0, 1000} { // 0: the default of 256 KiB
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
 			e := newEnv(t)
@@ -380,6 +385,7 @@ func TestPayloadLimitBoundary(t *testing.T) {
 }
 
 func TestPublishBatchMixed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 	dupID := uuid.NewString()
@@ -433,6 +439,7 @@ func TestPublishBatchMixed(t *testing.T) {
 }
 
 func TestConcurrentPublishersOfOneKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{Now: time.Now})
 
@@ -500,6 +507,7 @@ func TestConcurrentPublishersOfOneKey(t *testing.T) {
 }
 
 func TestLookupCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	clock := fixedNow
 	var mu sync.Mutex
@@ -559,6 +567,7 @@ func TestLookupCache(t *testing.T) {
 }
 
 func TestIsRejection(t *testing.T) {
+	t.Parallel()
 	rej := &publish.Rejection{Code: publish.CodeDataInvalid, Message: "m", Errors: []manifest.DataError{{Pointer: "/a", Message: "x"}}}
 	tests := []struct {
 		name string

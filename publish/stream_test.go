@@ -11,6 +11,7 @@ import (
 )
 
 func TestPublishStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{MaxEventBytes: 2000})
 	dupID := "5b0e6c1a-3f2d-4e8b-9c7a-1d2e3f4a5b6c"
@@ -97,6 +98,7 @@ func TestPublishStream(t *testing.T) {
 }
 
 func TestPublishStreamStopsOnCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 	ctx, cancel := context.WithCancel(e.ctx)

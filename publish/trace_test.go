@@ -19,6 +19,7 @@ import (
 // context is stored with the event and written into the envelope as the
 // traceparent extension attribute. With tracing off nothing is added.
 func TestPublishSpan(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
 	e := newEnv(t)
 	p := e.publisher(publish.Options{})
 

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"herald/internal/testkit"
 	"herald/publish"
 	"herald/store"
 )
@@ -67,6 +68,7 @@ func (e *env) countRows(sql string, args ...any) int {
 }
 
 func TestPublishTxRollbackPublishesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -105,6 +107,7 @@ func TestPublishTxRollbackPublishesNothing(t *testing.T) {
 }
 
 func TestPublishTxCommitPublishesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -190,6 +193,7 @@ func TestPublishTxCommitPublishesOnce(t *testing.T) {
 }
 
 func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -253,6 +257,7 @@ func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
 // transaction began first, takes the next sequence number only after the
 // first commits.
 func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
+	// Serial: holds a key's advisory lock, which is not per schema.
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
@@ -313,49 +318,21 @@ func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
 // observer polls like the relay: an event never becomes visible behind one
 // already seen, so the relay's sequence order is the commit order.
 func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})
 	ctx := e.ctx
 
 	const workers, perWorker = 4, 15
-	stop := make(chan struct{})
-	observed := make(chan error, 1)
-	go func() {
-		seen := map[int64]bool{}
-		var maxSeen int64
-		for {
-			select {
-			case <-stop:
-				observed <- nil
-				return
-			default:
-			}
-			rows, err := e.store.Pool.Query(ctx,
-				`SELECT seq FROM events WHERE subject = 'k' AND state = 'accepted' ORDER BY seq`)
-			if err != nil {
-				observed <- err
-				return
-			}
-			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				observed <- err
-				return
-			}
-			pollMax := maxSeen
-			for _, q := range seqs {
-				if !seen[q] {
-					if q < maxSeen {
-						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
-						return
-					}
-					seen[q] = true
-				}
-				pollMax = max(pollMax, q)
-			}
-			maxSeen = pollMax
+	stopWatching := testkit.WatchVisibility(func() ([]int64, error) {
+		rows, err := e.store.Pool.Query(ctx,
+			`SELECT seq FROM events WHERE subject = 'k' AND state = 'accepted' ORDER BY seq`)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -387,12 +364,11 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
 	close(errs)
 	for err := range errs {
 		t.Fatalf("publisher: %v", err)
 	}
-	if err := <-observed; err != nil {
+	if err := stopWatching(); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 
@@ -421,6 +397,7 @@ func TestPublishTxConcurrentTransactionsKeepCommitOrder(t *testing.T) {
 var errRollback = errors.New("roll back on purpose")
 
 func TestPublishDeprecatedVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.appTable()
 	e.exec(`UPDATE declarations SET deprecated = true WHERE type = 'contacts.blob.stored' AND version = 1`)

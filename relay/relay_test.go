@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/manifest"
 	"herald/publish"
 	"herald/relay"
@@ -139,6 +140,7 @@ func tryPublishN(p *publish.Publisher, typ, subject string, n int) error {
 }
 
 func TestDispatchFansOutInOrderAndMarksDispatched(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	publishN(t, p, "contacts.person.updated", "p1", 5)
 	publishN(t, p, "contacts.person.deleted", "p1", 2)
@@ -181,6 +183,7 @@ func TestDispatchFansOutInOrderAndMarksDispatched(t *testing.T) {
 // events undispatched; the next round re-sends them, in order, before later
 // ones; other keys are not held.
 func TestFailedSignalHoldsOnlyThatKey(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	publishN(t, p, "contacts.person.updated", "p1", 3) // seq 1-3
 	publishN(t, p, "contacts.person.updated", "p2", 3) // seq 4-6
@@ -216,6 +219,7 @@ func TestFailedSignalHoldsOnlyThatKey(t *testing.T) {
 // when the leader stops, the other takes over, and every key's events are
 // signalled in sequence order throughout.
 func TestTwoRelaysOneLeader(t *testing.T) {
+	// Serial: leadership hand-over within a timing bound.
 	st, p := setup(t)
 	tmp := &fakeTemporal{}
 	ctx1, stop1 := context.WithCancel(context.Background())
@@ -225,7 +229,7 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	r2 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 7}
 	done1 := make(chan struct{})
 	go func() { defer close(done1); _ = r1.Run(ctx1) }()
-	waitFor(t, "r1 to lead", r1.IsLeader)
+	testkit.Eventually(t, 20*time.Second, "r1 to lead", r1.IsLeader)
 	go func() { _ = r2.Run(ctx2) }()
 
 	var wg sync.WaitGroup
@@ -239,7 +243,7 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	}
 	// While r1 leads and events flow, r2 never leads too: checked until r1
 	// has dispatched some of them.
-	waitFor(t, "r1 to dispatch while r2 stands by", func() bool {
+	testkit.Eventually(t, 20*time.Second, "r1 to dispatch while r2 stands by", func() bool {
 		if r2.IsLeader() {
 			t.Fatal("two leaders")
 		}
@@ -250,7 +254,7 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	}
 	stop1()
 	<-done1
-	waitFor(t, "r2 to take over", r2.IsLeader)
+	testkit.Eventually(t, 20*time.Second, "r2 to take over", r2.IsLeader)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -258,7 +262,7 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "everything dispatched", func() bool {
+	testkit.Eventually(t, 20*time.Second, "everything dispatched", func() bool {
 		lag, err := st.RelayLag(context.Background())
 		return err == nil && lag.Undispatched == 0
 	})
@@ -280,20 +284,10 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestSignalsCarryNoEventData: signals carry ids and sequence numbers only,
 // however large the events; a key's events still go in order.
 func TestSignalsCarryNoEventData(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	big := json.RawMessage(`{"blob":"MARKER-` + strings.Repeat("x", 200<<10) + `"}`)
 	for i := 0; i < 12; i++ {
@@ -323,6 +317,7 @@ func TestSignalsCarryNoEventData(t *testing.T) {
 // that has already settled them (the key's workflow may have completed, so
 // it could not tell).
 func TestSettledEventsAreNotSentAgain(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	ctx := context.Background()
 	publishN(t, p, "contacts.person.updated", "p1", 2)
@@ -360,6 +355,7 @@ func TestSettledEventsAreNotSentAgain(t *testing.T) {
 // removed, a running key is told, and a key whose workflow no longer runs
 // has its held events cancelled and audited by the sweep itself.
 func TestSweepCancelsKeysOfRemovedSubscriptions(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	ctx := context.Background()
 	publishN(t, p, "contacts.person.updated", "p1", 2)
@@ -410,6 +406,7 @@ func eventIDOfSeq(t *testing.T, st *store.Store, seq int64) string {
 // not handed to its key and is settled as filtered; the filter in force when
 // the event was published decides, even if it changed before dispatch.
 func TestContentFilters(t *testing.T) {
+	t.Parallel()
 	st, p := setup(t)
 	ctx := context.Background()
 	billing := func(filter string) {

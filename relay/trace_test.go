@@ -16,6 +16,7 @@ import (
 // signal is sent with that span in its context (where Temporal's tracing
 // interceptor picks it up).
 func TestSignalSpan(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
 	st, p := setup(t)
 	rec := tracetest.NewSpanRecorder()
 	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))

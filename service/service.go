@@ -47,11 +47,25 @@ type Service struct {
 	metricsCloser io.Closer
 }
 
+// Option changes how New builds a Service.
+type Option func(*Service)
+
+// WithListener makes the HTTP server (health, metrics, JWKS) serve on ln
+// instead of listening on HERALD_HTTP_ADDR. Run closes ln when it stops (an
+// error of New leaves it to the caller); a caller that restarts a worker on one port passes a listener whose Close
+// leaves the socket open (tests keep a worker's JWKS URL so).
+func WithListener(ln net.Listener) Option {
+	return func(s *Service) { s.listener = ln }
+}
+
 // New connects to PostgreSQL (applying migrations) and Temporal, loads the
 // signing keys and builds every part; Run starts them.
-func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, error) {
+func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	s := &Service{cfg: cfg, log: log, Metrics: metrics.New()}
+	for _, o := range opts {
+		o(s)
+	}
 	keys, err := signing.LoadKeys(cfg.SigningKey)
 	if err != nil {
 		return nil, fmt.Errorf("signing keys: %w", err)
@@ -141,14 +155,18 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger) (*Service, err
 		return err == nil
 	})
 
-	s.listener, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	given := s.listener != nil
+	if !given {
+		if s.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			s.close()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
 	}
 	s.server = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	if err := s.newAPI(); err != nil {
-		_ = s.listener.Close()
+		if !given {
+			_ = s.listener.Close()
+		}
 		s.close()
 		return nil, err
 	}

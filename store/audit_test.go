@@ -15,6 +15,7 @@ import (
 )
 
 func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	if err := s.Audit(ctx, store.AuditEntry{Action: "test.kept", TargetType: "app", TargetID: "x"}); err != nil {
@@ -40,6 +41,7 @@ func TestAuditIsAppendOnly(t *testing.T) {
 }
 
 func TestAppendAudit(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -102,6 +104,7 @@ func TestAppendAudit(t *testing.T) {
 }
 
 func TestAuditInCallerTransactionRollsBack(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	boom := errors.New("boom")
@@ -120,6 +123,7 @@ func TestAuditInCallerTransactionRollsBack(t *testing.T) {
 }
 
 func TestListAuditFilters(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	targets := []string{"billing:contacts.person.updated@1", "billing:contacts.person.created@1", "billingx:a.b@1", "bill_ng:a.b@1", "contacts"}
@@ -188,6 +192,7 @@ func TestListAuditFilters(t *testing.T) {
 }
 
 func TestListAuditCapsLimit(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	if _, err := s.Pool.Exec(ctx, `INSERT INTO audit (action, outcome, target_type, target_id)

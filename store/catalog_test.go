@@ -10,6 +10,7 @@ import (
 )
 
 func TestCatalog(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1), withPlace(decl("person.moved", 1)), decl("person.gone", 1)))
@@ -55,6 +56,7 @@ func TestCatalog(t *testing.T) {
 }
 
 func TestCatalogEmpty(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	got, err := s.Catalog(context.Background())
 	if err != nil || got == nil || len(got) != 0 {
@@ -63,6 +65,7 @@ func TestCatalogEmpty(t *testing.T) {
 }
 
 func TestListAppsAndSubscriptions(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -121,6 +124,7 @@ func TestListAppsAndSubscriptions(t *testing.T) {
 }
 
 func TestDeliveryTarget(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -152,6 +156,7 @@ func TestDeliveryTarget(t *testing.T) {
 }
 
 func TestTargetURL(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ endpoint, path, want string }{
 		{"https://a.internal", manifest.DefaultDeliveryPath, "https://a.internal/api/_internal/events/v1/deliver"},
 		{"https://a.internal/", "/x", "https://a.internal/x"},

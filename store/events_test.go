@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/store"
 )
 
@@ -42,6 +43,7 @@ func newEvent(typ, subject, hash string) store.NewEvent {
 }
 
 func TestInsertEventsStoresAndNotifies(t *testing.T) {
+	t.Parallel()
 	s, url := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -99,6 +101,7 @@ func TestInsertEventsStoresAndNotifies(t *testing.T) {
 }
 
 func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
+	t.Parallel()
 	s, url := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -141,6 +144,7 @@ func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
 }
 
 func TestInsertEventsIdempotency(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	first := newEvent("contacts.person.updated", "p-1", "hash-a")
@@ -213,6 +217,7 @@ func TestInsertEventsIdempotency(t *testing.T) {
 }
 
 func TestInsertEventsWaitsForKeyLock(t *testing.T) {
+	// Serial: holds a key's advisory lock, which is not per schema.
 	s, _ := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -267,50 +272,20 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 // appear in its publish order. Multi-key batches in opposite key orders check
 // that lock ordering avoids deadlocks.
 func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	const publishers, perPublisher = 4, 50
-	stop := make(chan struct{})
-	observed := make(chan error, 1)
-	go func() {
-		seen := map[int64]bool{}
-		var maxSeen int64
-		for {
-			select {
-			case <-stop:
-				observed <- nil
-				return
-			default:
-			}
-			rows, err := s.Pool.Query(ctx,
-				`SELECT seq FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
-			if err != nil {
-				observed <- err
-				return
-			}
-			seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				observed <- err
-				return
-			}
-			pollMax := maxSeen
-			for _, q := range seqs {
-				if !seen[q] {
-					if q < maxSeen {
-						observed <- fmt.Errorf("seq %d became visible after seq %d", q, maxSeen)
-						return
-					}
-					seen[q] = true
-				}
-				if q > pollMax {
-					pollMax = q
-				}
-			}
-			maxSeen = pollMax
+	stopWatching := testkit.WatchVisibility(func() ([]int64, error) {
+		rows, err := s.Pool.Query(ctx,
+			`SELECT seq FROM events WHERE type = 'contacts.person.updated' AND subject = 'k' ORDER BY seq`)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		return pgx.CollectRows(rows, pgx.RowTo[int64])
+	})
 
 	type published struct {
 		id    string
@@ -347,12 +322,11 @@ func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
 	close(errs)
 	for err := range errs {
 		t.Fatalf("publisher: %v", err)
 	}
-	if err := <-observed; err != nil {
+	if err := stopWatching(); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 
@@ -382,6 +356,7 @@ func TestInsertEventsConcurrentPublishersKeepKeyOrder(t *testing.T) {
 }
 
 func TestRecordRejectionAndLastRejections(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	id := uuid.NewString()
@@ -470,6 +445,7 @@ func TestRecordRejectionAndLastRejections(t *testing.T) {
 }
 
 func TestGetEventNotFound(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
@@ -480,6 +456,7 @@ func TestGetEventNotFound(t *testing.T) {
 }
 
 func TestLookupDeclarationAndAppExists(t *testing.T) {
+	t.Parallel()
 	s, _ := openEventsStore(t)
 	ctx := context.Background()
 	exec := func(sql string, args ...any) {

@@ -19,6 +19,7 @@ func withSchema(e manifest.Event, schema string) manifest.Event {
 }
 
 func TestApplyRefusesBreakingSchemaChange(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	v1 := withSchema(decl("person.updated", 1), `{"type":"object","properties":{"name":{"type":"string"}}}`)
@@ -62,6 +63,7 @@ func TestApplyRefusesBreakingSchemaChange(t *testing.T) {
 }
 
 func TestApplyAllowBreakingIsAudited(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	v1 := decl("person.updated", 1)
@@ -105,6 +107,7 @@ func TestApplyAllowBreakingIsAudited(t *testing.T) {
 }
 
 func TestApplyCannotProveCompatible(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	v1 := decl("person.updated", 1)
 	mustApply(t, s, contactsManifest(v1))
@@ -118,6 +121,7 @@ func TestApplyCannotProveCompatible(t *testing.T) {
 }
 
 func TestDiffManifestsChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.deleted", 1)))
@@ -199,6 +203,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestDeprecatedDeclaration(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))

@@ -87,6 +87,7 @@ func heraldStore(t *testing.T) *store.Store {
 }
 
 func TestHeraldAppDeclaredOnce(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	res, err := s.EnsureHeraldApp(ctx)
@@ -113,6 +114,7 @@ func TestHeraldAppDeclaredOnce(t *testing.T) {
 }
 
 func TestReservedAppRefused(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	m := mkManifest("herald", []manifest.Event{decl("key.failed", 1)})
@@ -135,6 +137,7 @@ func TestReservedAppRefused(t *testing.T) {
 }
 
 func TestSubscriptionStateChangeEmitsEvent(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
@@ -186,6 +189,7 @@ func failKey(t *testing.T, s *store.Store, sub, subject, eventID, workflowID str
 }
 
 func TestKeyFailedThenRecovered(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -242,6 +246,7 @@ func TestKeyFailedThenRecovered(t *testing.T) {
 }
 
 func TestLoopGuardNoKeyEventsAboutHeraldSubscriptions(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	const sub = "alerts:herald.key.failed@1"
@@ -284,6 +289,7 @@ func TestLoopGuardNoKeyEventsAboutHeraldSubscriptions(t *testing.T) {
 }
 
 func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
+	t.Parallel()
 	s := heraldStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -314,6 +320,7 @@ func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
 // declare over it (the worker then runs without operational events), emits
 // nothing, and the user's app may be removed.
 func TestUserAppNamedHeraldIsNotTakenOver(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	if _, err := s.Pool.Exec(ctx, `INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 	"herald/manifest"
 	"herald/store"
 )
@@ -43,6 +44,7 @@ func acquire(t *testing.T, s *store.Store, ttl, maxWait time.Duration) store.Gra
 }
 
 func TestLimitsAppliedReadWithBatchAndAudited(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	res := limitedApp(t, s, &manifest.Limits{MaxPerSecond: 5, MaxInFlight: 2})
@@ -106,6 +108,7 @@ func TestLimitsAppliedReadWithBatchAndAudited(t *testing.T) {
 }
 
 func TestBucketBurstRefillAndReservation(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 4})
 	// The bucket starts full with one second's worth: four at once.
@@ -153,6 +156,7 @@ func TestBucketBurstRefillAndReservation(t *testing.T) {
 }
 
 func TestLeasesCapReleaseAndExpire(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	limitedApp(t, s, &manifest.Limits{MaxInFlight: 2})
@@ -175,13 +179,9 @@ func TestLeasesCapReleaseAndExpire(t *testing.T) {
 		t.Fatalf("after release: %+v", c)
 	}
 	// b was never released (its worker died): it frees itself after its ttl.
-	deadline := time.Now().Add(5 * time.Second)
-	for !acquire(t, s, time.Hour, 0).Granted {
-		if time.Now().After(deadline) {
-			t.Fatal("an expired lease still holds its place after 5s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "an expired lease to free its place", func() bool {
+		return acquire(t, s, time.Hour, 0).Granted
+	})
 	// Lowering the limit applies to the next acquire.
 	m := mkManifest("billing", nil, subTo("contacts.person.updated", 1))
 	m.Limits = &manifest.Limits{MaxInFlight: 1}
@@ -195,6 +195,7 @@ func TestLeasesCapReleaseAndExpire(t *testing.T) {
 }
 
 func TestLeasesHoldUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 1000, MaxInFlight: 3})
 	var wg sync.WaitGroup
@@ -267,6 +268,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // debt; once the rate is lowered, the wait it causes is bounded (60 s at the
 // new rate), not debt / new rate.
 func TestLoweredRateForgivesOldDebt(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 100})
 	// 100 burst + 1,400 reserved up to 14 s ahead: a debt of 1,400 tokens.

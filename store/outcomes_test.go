@@ -31,6 +31,7 @@ func outcomeFixture(t *testing.T) (*store.Store, []store.NewEvent) {
 const billingPersonSub = "billing:contacts.person.updated@1"
 
 func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	settled, err := s.RecordDispatch(ctx, []store.Dispatch{
@@ -76,6 +77,7 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 }
 
 func TestRequeueChecksTheKey(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	// Events 1-3 of p1 and 4 of p2 were handed out; 1 and 3 were delivered,
@@ -125,6 +127,7 @@ func TestRequeueChecksTheKey(t *testing.T) {
 // TestRetentionKeepsHeldEvents: an old event a key still holds stays, with
 // its outcome row; settled outcome rows past retention go.
 func TestRetentionKeepsHeldEvents(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
@@ -172,6 +175,7 @@ func TestRetentionKeepsHeldEvents(t *testing.T) {
 // outcome is written only for an accepted event of the subscription and of
 // that subject key, and a delivered event is never marked cancelled.
 func TestRecordOutcomesWritesOnlyTheKeysEvents(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
@@ -197,6 +201,7 @@ func TestRecordOutcomesWritesOnlyTheKeysEvents(t *testing.T) {
 // TestBacklogReadsAndDropsQueuedEvents: a key's backlog is its queued events
 // above a seq, in order; dropping it settles exactly those.
 func TestBacklogReadsAndDropsQueuedEvents(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	var ds []store.Dispatch

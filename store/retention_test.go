@@ -13,6 +13,7 @@ import (
 // go, in bounded batches; undispatched ones survive however old, recent
 // ones survive, and the audit trail is never touched.
 func TestPurgeEventsKeepsWhatIsStillNeeded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
 	if err != nil {

@@ -62,6 +62,7 @@ func wantRefused(t *testing.T, what string, err error) {
 // append-only triggers, or the table. The runtime role now owns nothing and
 // may only INSERT and SELECT on the audit trail.
 func TestRuntimeRoleCannotRewriteTheAudit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	owner := openSyncStore(t)
 	role, runtimeURL := newRuntimeRole(t, owner)
@@ -123,6 +124,7 @@ func TestRuntimeRoleCannotRewriteTheAudit(t *testing.T) {
 // runtime role at once through default privileges, and after the next
 // GrantRuntime in any case.
 func TestRuntimeRoleUsesTablesOfLaterMigrations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	owner := openSyncStore(t)
 	role, runtimeURL := newRuntimeRole(t, owner)
@@ -160,6 +162,7 @@ func TestRuntimeRoleUsesTablesOfLaterMigrations(t *testing.T) {
 }
 
 func TestGrantRuntimeRefusesUnsafeRoles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	owner := openSyncStore(t)
 	var self string

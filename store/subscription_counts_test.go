@@ -11,6 +11,7 @@ import (
 // billing has one event in each of four statuses, audit one delivered; the
 // app filter keeps one app's subscriptions.
 func TestSubscriptionCounts(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	mustApply(t, s, mkManifest("audit", nil, subTo("contacts.person.updated", 1)))
@@ -68,6 +69,7 @@ func TestSubscriptionCounts(t *testing.T) {
 // failed one on key p1 (a failed key, whatever else it holds); audit's only
 // event expired, so it holds nothing but is still listed with zeros.
 func TestHeldPerSubscription(t *testing.T) {
+	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
 	mustApply(t, s, mkManifest("audit", nil, subTo("contacts.person.updated", 1)))

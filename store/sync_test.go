@@ -29,6 +29,7 @@ func billingManifest(subs ...manifest.Subscription) *manifest.Manifest {
 }
 
 func TestApplyNewApp(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 
@@ -83,6 +84,7 @@ func TestApplyNewApp(t *testing.T) {
 }
 
 func TestPublisherAppliedLaterUnblocksSubscriber(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	mustApply(t, s, billingManifest(subTo(personUpdated, 1)))
 	if got := states(t, s)[billingSub]; got != "blocked/event_not_declared" {
@@ -118,6 +120,7 @@ func TestPublisherAppliedLaterUnblocksSubscriber(t *testing.T) {
 }
 
 func TestRetireAndRedeclare(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.created", 1)))
@@ -168,6 +171,7 @@ func TestRetireAndRedeclare(t *testing.T) {
 }
 
 func TestDeclarationChangesUpdateInPlace(t *testing.T) {
+	t.Parallel()
 	changed := func(f func(*manifest.Event)) manifest.Event {
 		e := decl("person.updated", 1)
 		f(&e)
@@ -233,6 +237,7 @@ func TestDeclarationChangesUpdateInPlace(t *testing.T) {
 }
 
 func TestPlaceEventBlocksSubscribers(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	mustApply(t, s, billingManifest(subTo(personUpdated, 1)))
 	mustApply(t, s, contactsManifest(withPlace(decl("person.updated", 1))))
@@ -248,6 +253,7 @@ func TestPlaceEventBlocksSubscribers(t *testing.T) {
 }
 
 func TestSubscriptionRemovedAndRestored(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		publish       bool
@@ -295,6 +301,7 @@ func TestSubscriptionRemovedAndRestored(t *testing.T) {
 }
 
 func TestUnchangedManifestWritesNothing(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -325,6 +332,7 @@ func TestUnchangedManifestWritesNothing(t *testing.T) {
 }
 
 func TestPauseSurvivesRecomputeAndRemoval(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -366,6 +374,7 @@ func TestPauseSurvivesRecomputeAndRemoval(t *testing.T) {
 }
 
 func TestResumeRecomputes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		publish *manifest.Manifest
@@ -402,6 +411,7 @@ func TestResumeRecomputes(t *testing.T) {
 }
 
 func TestPauseResumeRefusals(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -457,6 +467,7 @@ func TestPauseResumeRefusals(t *testing.T) {
 }
 
 func TestRemoveApp(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
@@ -511,6 +522,7 @@ func TestRemoveApp(t *testing.T) {
 }
 
 func TestNotFound(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -535,6 +547,7 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestApplyRefusesNoApp(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	for _, m := range []*manifest.Manifest{nil, {}} {
 		if _, err := s.ApplyManifest(context.Background(), m, "bob"); err == nil {
@@ -544,6 +557,7 @@ func TestApplyRefusesNoApp(t *testing.T) {
 }
 
 func TestSubscriptionOnlyOwnerDeclares(t *testing.T) {
+	t.Parallel()
 	// billing subscribing to "contacts.x" is not satisfied by some other
 	// app's declaration: only contacts can declare contacts.* types, and a
 	// removed owner declares nothing.

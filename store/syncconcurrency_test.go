@@ -50,6 +50,7 @@ func meshManifest(i, r int) *manifest.Manifest {
 // that nothing failed and the state equals that of applying the same
 // manifests one by one in another schema.
 func TestConcurrentAppliesMatchSequential(t *testing.T) {
+	t.Parallel()
 	concurrent := openSyncStore(t)
 	sequential := openSyncStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -101,6 +102,7 @@ func TestConcurrentAppliesMatchSequential(t *testing.T) {
 // different content serialize: the stored hash matches the manifest whose
 // declarations are stored.
 func TestConcurrentAppliesOfOneApp(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -147,6 +149,7 @@ func TestConcurrentAppliesOfOneApp(t *testing.T) {
 }
 
 func TestConcurrentMigrate(t *testing.T) {
+	t.Parallel()
 	url := testenv.NewSchema(t)
 	ctx := context.Background()
 	const n = 2

@@ -11,6 +11,7 @@ import (
 )
 
 func TestAPITokens(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, mkManifest("contacts", []manifest.Event{decl("person.updated", 1)}))

@@ -12,6 +12,7 @@ import (
 // event log and comes back with the relay's read and the delivery batch; an
 // event without one reads back nil (stored as NULL, not JSON null).
 func TestTraceContextIsStoredAndRead(t *testing.T) {
+	t.Parallel()
 	s := openSyncStore(t)
 	c := mkManifest("contacts", nil)
 	c.Events = append(c.Events, decl("person.updated", 1))

@@ -542,6 +542,9 @@ func TestDatabaseOutageRechecksSoon(t *testing.T) {
 // attempt is spent, and a later event held back goes in the next execution,
 // in order.
 func TestLimitedHeadSpendsNoAttempt(t *testing.T) {
+	// Parallel: it waits for turns in real time (seconds of idle waiting),
+	// in a test environment of its own.
+	t.Parallel()
 	h := newHarness(t)
 	h.store.limits = store.Limits{MaxPerSecond: 1}
 	// Acquires 1-3 (the head, three executions) and 6 (the third event,
@@ -583,6 +586,9 @@ func TestNoLimitsNoAcquire(t *testing.T) {
 // whose retry is held back by the limits makes its next POST as attempt 2:
 // the failed attempt stays spent, the wait spends none.
 func TestLimitedRetryKeepsAttemptCount(t *testing.T) {
+	// Parallel: it waits for turns in real time (seconds of idle waiting),
+	// in a test environment of its own.
+	t.Parallel()
 	h := newHarness(t)
 	h.store.limits = store.Limits{MaxInFlight: 1}
 	h.store.refuse = func(n int) bool { return n == 2 || n == 3 }
