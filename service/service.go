@@ -52,8 +52,9 @@ type Option func(*Service)
 
 // WithListener makes the HTTP server (health, metrics, JWKS) serve on ln
 // instead of listening on HERALD_HTTP_ADDR. Run closes ln when it stops (an
-// error of New leaves it to the caller); a caller that restarts a worker on one port passes a listener whose Close
-// leaves the socket open (tests keep a worker's JWKS URL so).
+// error of New leaves it to the caller); a caller that restarts a worker on
+// one port passes a listener whose Close leaves the socket open (tests keep
+// a worker's JWKS URL so).
 func WithListener(ln net.Listener) Option {
 	return func(s *Service) { s.listener = ln }
 }
