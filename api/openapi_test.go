@@ -28,7 +28,7 @@ var openAPI struct {
 
 	mu      sync.Mutex
 	schemas map[string]*jsonschema.Schema
-	seen    map[string]bool // "POST /v1/events 202"
+	seen    map[string]bool // test name, then "POST /v1/events 202"
 }
 
 func loadOpenAPI(t *testing.T) {
@@ -148,7 +148,7 @@ func checkAnswer(t *testing.T, method, path string, status int, contentType stri
 			openAPI.schemas[loc] = sch
 		}
 	}
-	openAPI.seen[fmt.Sprintf("%s %s %d", method, path, status)] = true
+	openAPI.seen[fmt.Sprintf("%s %s %s %d", t.Name(), method, path, status)] = true
 	openAPI.mu.Unlock()
 	if err != nil {
 		t.Errorf("openapi: compile %s: %v", loc, err)
@@ -189,14 +189,14 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 
 	paths, _ := openAPI.doc["paths"].(map[string]any)
 	var missing []string
-	openAPI.mu.Lock() // the other tests, in parallel, check their answers too
+	openAPI.mu.Lock() // the other tests, in parallel, record their answers too
 	defer openAPI.mu.Unlock()
 	for path, item := range paths {
 		for method, op := range item.(map[string]any) {
 			resps, _ := op.(map[string]any)["responses"].(map[string]any)
 			for status := range resps {
 				key := fmt.Sprintf("%s %s %s", strings.ToUpper(method), path, status)
-				if status != "500" && !openAPI.seen[key] {
+				if status != "500" && !openAPI.seen[t.Name()+" "+key] {
 					missing = append(missing, key)
 				}
 			}

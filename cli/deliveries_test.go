@@ -243,7 +243,10 @@ func TestUnknownWorkflowAndStatus(t *testing.T) {
 
 	// With the worker stopped, deliveries still lists the keys, without
 	// heads, after one query timeout; status reports the worker unreachable.
+	// The stopped worker's kept socket would still accept connections;
+	// status is pointed at a port that refuses them, as a dead worker's does.
 	h.Stop()
+	h.env["HERALD_WORKER_URL"] = "http://" + testkit.ReservePort(t).Addr()
 	start := time.Now()
 	out := decode[deliveriesJSON](t, mustRun(t, h.env, "deliveries", "--json").stdout)
 	if took := time.Since(start); took > 2*listQueryTimeout+5*time.Second {

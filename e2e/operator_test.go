@@ -22,7 +22,7 @@ import (
 // the first delivery that goes through ends the unreachable back-off of
 // the app's other keys, within seconds rather than at the end of it.
 func TestSuccessWakesUnreachableKeys(t *testing.T) {
-	t.Parallel()
+	// Serial: it bounds how soon the waiting keys are woken (10 s).
 	s := system.Start(t)
 	s.Apply()
 	c := s.Dial()

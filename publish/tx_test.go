@@ -126,15 +126,8 @@ func TestPublishTxCommitPublishesOnce(t *testing.T) {
 	notified := func(wait time.Duration, pid uint32) bool {
 		ctx, cancel := context.WithTimeout(e.ctx, wait)
 		defer cancel()
-		for {
-			n, err := listener.Conn().WaitForNotification(ctx)
-			if err != nil {
-				return false
-			}
-			if n.PID == pid {
-				return true
-			}
-		}
+		_, err := testkit.WaitNotification(ctx, listener.Conn(), map[uint32]bool{pid: true})
+		return err == nil
 	}
 
 	id := uuid.NewString()

@@ -225,6 +225,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer s.close()
 	defer s.closeAPIListener()
 	if err := s.worker.Start(); err != nil {
+		_ = s.listener.Close() // as when Run ends: the HTTP server never served it
 		return fmt.Errorf("start Temporal worker: %w", err)
 	}
 	s.Metrics.SetReady(true)

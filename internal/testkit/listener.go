@@ -1,9 +1,11 @@
 package testkit
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Listener is a loopback TCP socket a test holds for its whole run, so that
@@ -21,6 +23,7 @@ type Listener struct {
 	// held are connections a view took while it was being closed; the
 	// next view's Accept returns them first.
 	held []net.Conn
+	shut bool // the socket is closed: no next view will come
 }
 
 // Listen opens a Listener on 127.0.0.1 with a free port; the test's
@@ -45,8 +48,12 @@ func (l *Listener) pump() {
 	defer close(l.conns)
 	for {
 		c, err := l.ln.Accept()
-		if err != nil {
-			return // the socket is closed: the test is over
+		if errors.Is(err, net.ErrClosed) {
+			return // the test is over
+		}
+		if err != nil { // say, out of file descriptors for a moment
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		l.conns <- c // close drains conns, so this never blocks for good
 	}
@@ -60,6 +67,7 @@ func (l *Listener) close() {
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.shut = true
 	for _, c := range l.held {
 		_ = c.Close()
 	}
@@ -98,7 +106,11 @@ func (v *view) Accept() (net.Conn, error) {
 		v.l.mu.Lock()
 		defer v.l.mu.Unlock()
 		if v.closed { // closed meanwhile: the connection is the next run's
-			v.l.held = append(v.l.held, c)
+			if v.l.shut {
+				_ = c.Close() // there is no next run
+			} else {
+				v.l.held = append(v.l.held, c)
+			}
 			return nil, net.ErrClosed
 		}
 		return c, nil

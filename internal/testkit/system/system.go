@@ -136,7 +136,9 @@ func (s *System) Restart() {
 }
 
 // Stop stops the worker (the subscriber keeps running); Restart starts it
-// again. Stopping a stopped worker does nothing.
+// again. Stopping a stopped worker does nothing. The worker's address keeps
+// accepting connections (they wait for a restart), so a test of what
+// clients see of a dead worker points them at testkit.ReservePort instead.
 func (s *System) Stop() {
 	s.stop()
 	s.stop = func() {}
