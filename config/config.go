@@ -161,7 +161,7 @@ func (w Worker) WithDefaults() Worker {
 
 // DeliveryParams are the settings handed to delivery workflows.
 func (w Worker) DeliveryParams() workflows.Params {
-	return workflows.Params{
+	p := workflows.Params{
 		RetrySchedule:   w.Schedule,
 		DeliveryTimeout: w.DeliveryTimeout,
 		RearmCooldown:   w.RearmCooldown,
@@ -169,6 +169,10 @@ func (w Worker) DeliveryParams() workflows.Params {
 		IdleTimeout:     w.IdleTimeout,
 		HoldExpiry:      w.HoldExpiry,
 	}.WithDefaults()
+	// Not a default of WithDefaults: runs started without it must keep
+	// replaying as they were recorded.
+	p.IdleFirstAttempt = true
+	return p
 }
 
 // ParseSchedule parses comma-separated Go durations, one per retry; empty

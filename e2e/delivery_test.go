@@ -125,6 +125,16 @@ func TestDeliveryEndToEnd(t *testing.T) {
 	if len(red) != 1 || red[0].Actor != "e2e-operator" || red[0].Outcome != "allowed" {
 		t.Fatalf("delivery.redelivered audit rows: %+v", red)
 	}
+	// A later event to the key once it is idle: its first attempt writes no
+	// status (IdleFirstAttempt), so the recorded history has that path too.
+	testkit.Eventually(t, 30*time.Second, "the drained key to go idle", func() bool {
+		v, err := c.QueryWorkflow(context.Background(), badID, "", workflows.QueryState)
+		return err == nil && v.Get(&st) == nil && st.Status == workflows.StatusIdle
+	})
+	s.Publish("person-bad", perKey+1)
+	testkit.Eventually(t, 30*time.Second, "the later event of the idle key", func() bool {
+		return s.Sub.Count("billing", "person-bad") == perKey+1
+	})
 	recordHistory(t, s, badID)
 	// The event log is the only copy of an event: no history holds its data.
 	for _, id := range []string{badID, workflows.DeliveryID("audit-log:contacts.person.updated@1", "person-1")} {

@@ -47,7 +47,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 			MaximumAttempts:    int32(remaining),
 		},
 	})
-	if head.Attempts == 0 {
+	if head.Attempts == 0 && !(d.p.IdleFirstAttempt && d.status == StatusIdle) {
 		d.setStatus(ctx, StatusDelivering)
 	}
 	actx, d.cancelActivity = workflow.WithCancel(actx)

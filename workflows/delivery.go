@@ -189,6 +189,8 @@ func (d *delivery) workerSettings(ctx workflow.Context) Params {
 	if p.SignalsPerRun == 0 {
 		p.SignalsPerRun = w.SignalsPerRun
 	}
+	// From the activity's recorded result: deterministic on replay.
+	p.IdleFirstAttempt = p.IdleFirstAttempt || w.IdleFirstAttempt
 	return p
 }
 

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
@@ -16,6 +19,7 @@ import (
 )
 
 func TestDeliversManyEventsInOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.eventsAt(time.Second, seqRange(1, 40)...)
 	h.eventsAt(2*time.Second, seqRange(41, 60)...)
@@ -40,6 +44,7 @@ func TestDeliversManyEventsInOrder(t *testing.T) {
 }
 
 func TestDuplicateEventsAreIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.eventsAt(time.Second, 1, 2, 3)
 	h.eventsAt(2*time.Second, 2, 3, 4) // a relay re-send after a crash
@@ -53,6 +58,7 @@ func TestDuplicateEventsAreIgnored(t *testing.T) {
 // TestFullRetrySchedule: a head that always fails gets 8 attempts with the
 // schedule's exact delays, then the key holds; later events wait.
 func TestFullRetrySchedule(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxRearms = 1
 	h.params.RearmCooldown = 100 * time.Hour
@@ -112,6 +118,7 @@ func TestFullRetrySchedule(t *testing.T) {
 }
 
 func TestSchemaMismatchIsTerminalAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
 		if id == eventID(1) {
@@ -135,6 +142,7 @@ func TestSchemaMismatchIsTerminalAtOnce(t *testing.T) {
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
 		if nth == 0 {
@@ -156,6 +164,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 // TestUnreachableWaitsWithoutSpendingAttempts: refused connections wait on
 // durable timers (30s, 60s, 120s) and the attempt is not counted.
 func TestUnreachableWaitsWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
 		if nth < 3 {
@@ -188,6 +197,7 @@ func TestUnreachableWaitsWithoutSpendingAttempts(t *testing.T) {
 }
 
 func TestRedeliverGivesFreshAttempts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxRearms = 1
 	h.params.RearmCooldown = 100 * time.Hour
@@ -216,6 +226,7 @@ func TestRedeliverGivesFreshAttempts(t *testing.T) {
 }
 
 func TestRedeliverByIDDeliversAgainBeforeTheQueue(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.subjects[eventID(99)] = "person-7"
 	h.store.missing[eventID(42)] = true
@@ -240,6 +251,7 @@ func TestRedeliverByIDDeliversAgainBeforeTheQueue(t *testing.T) {
 }
 
 func TestCancelByIDAndAll(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{Actor: "carol"})
 	h.eventsAt(2*time.Second, 1, 2, 3, 4, 5)
@@ -269,6 +281,7 @@ func TestCancelByIDAndAll(t *testing.T) {
 }
 
 func TestPauseHoldsUntilResume(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
 	h.eventsAt(2*time.Second, 1, 2)
@@ -296,6 +309,7 @@ func TestPauseHoldsUntilResume(t *testing.T) {
 // TestRearmAfterCooldownAndCap: a failed key re-arms itself after the
 // cooldown, at most MaxRearms times in a row.
 func TestRearmAfterCooldownAndCap(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.RetrySchedule = []time.Duration{time.Second} // 2 attempts per arming
 	h.sub.setRespond(func(_ string, _, _ int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
@@ -324,6 +338,7 @@ func TestRearmAfterCooldownAndCap(t *testing.T) {
 }
 
 func TestSubscriptionCancelledCancelsQueueAndCompletes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.setState("cancelled", "subscription_removed")
 	h.eventsAt(time.Second, 1, 2, 3)
@@ -338,6 +353,7 @@ func TestSubscriptionCancelledCancelsQueueAndCompletes(t *testing.T) {
 }
 
 func TestBlockedSubscriptionWaitsWithoutAttempts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.setState("blocked", "event_not_declared")
 	h.eventsAt(time.Second, 1)
@@ -359,6 +375,7 @@ func TestBlockedSubscriptionWaitsWithoutAttempts(t *testing.T) {
 // TestIdleCompletionKeepsLastMomentSignal: an event that arrives in the same
 // workflow task as the idle timer is delivered, not lost.
 func TestIdleCompletionKeepsLastMomentSignal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.IdleTimeout = time.Minute
 	h.eventsAt(time.Second, 1)
@@ -377,6 +394,7 @@ func TestIdleCompletionKeepsLastMomentSignal(t *testing.T) {
 // continues as new, carrying every queued event, including ones buffered at
 // the last moment, in order.
 func TestContinueAsNewCarriesQueue(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.SignalsPerRun = 3
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
@@ -411,6 +429,7 @@ func TestContinueAsNewCarriesQueue(t *testing.T) {
 // a failed one are not sent; the failed one keeps its attempt count and
 // waits the schedule's delay before its next attempt.
 func TestBatchStopsAtFirstFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
 		if id == eventID(2) && nth < 2 {
@@ -446,6 +465,7 @@ func TestBatchStopsAtFirstFailure(t *testing.T) {
 // TestOperatorSignalInterruptsRetries: a cancel for a head that is retrying
 // takes effect at once, not after the remaining schedule (hours).
 func TestOperatorSignalInterruptsRetries(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
 		if id == eventID(1) {
@@ -480,6 +500,7 @@ func TestOperatorSignalInterruptsRetries(t *testing.T) {
 // sequence numbers only, small enough for Temporal's payload limit; the next
 // run reads the bodies back and delivers them, in order.
 func TestLongQueueCarriedAsIDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.SignalsPerRun = 3
 	h.params.MaxQueue = 15000 // the default 5,000 spills earlier (TestLongQueueSpillsToTheBacklog)
@@ -520,6 +541,7 @@ func TestLongQueueCarriedAsIDs(t *testing.T) {
 // TestDatabaseOutageRechecksSoon: when the subscription cannot be read, the
 // key looks again after 5 s, 10 s, 20 s… rather than a full re-check interval.
 func TestDatabaseOutageRechecksSoon(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.setState(activities.SubscriptionUnknown, "connection refused")
 	h.eventsAt(time.Second, 1)
@@ -571,6 +593,7 @@ func TestLimitedHeadSpendsNoAttempt(t *testing.T) {
 // TestNoLimitsNoAcquire: an app without limits never asks for a turn, so
 // its deliveries cost no extra database call.
 func TestNoLimitsNoAcquire(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.eventsAt(time.Second, seqRange(1, 20)...)
 	h.run()
@@ -606,5 +629,50 @@ func TestLimitedRetryKeepsAttemptCount(t *testing.T) {
 	}
 	if h.store.acquires != 4 {
 		t.Errorf("%d acquires, want 4", h.store.acquires)
+	}
+}
+
+// TestIdleFirstAttemptWritesNoStatus: with IdleFirstAttempt (set by the
+// relay and the worker), events that come one at a time to an idle key
+// write no status search attribute per event. Without it (runs started
+// before it existed, whose recorded histories must replay) each event
+// writes delivering, then idle.
+func TestIdleFirstAttemptWritesNoStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		idleFirstAttempt bool
+		want             []string
+	}{
+		{true, []string{"idle"}},
+		{false, []string{"idle", "delivering", "idle", "delivering", "idle", "delivering", "idle", "delivering", "idle"}},
+	} {
+		t.Run(fmt.Sprint("IdleFirstAttempt=", tc.idleFirstAttempt), func(t *testing.T) {
+			h := newHarness(t)
+			h.params.IdleFirstAttempt = tc.idleFirstAttempt
+			h.params.IdleTimeout = 10 * time.Minute
+			var statuses []string
+			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				if s, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.SAStatus); ok {
+					statuses = append(statuses, s)
+				}
+			}).Return(nil)
+			h.eventsAt(time.Second, 1)
+			h.eventsAt(time.Minute, 2)
+			h.eventsAt(2*time.Minute, 3)
+			h.eventsAt(3*time.Minute, 4)
+			// Started as the relay starts it: status delivering, no upsert.
+			h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID,
+				TypedSearchAttributes: workflows.StartAttributes(h.params)})
+			h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+			if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
+				t.Fatalf("workflow completed %v, error %v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())
+			}
+			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3, 4)) {
+				t.Fatalf("delivered %v", got)
+			}
+			if !reflect.DeepEqual(statuses, tc.want) {
+				t.Fatalf("status upserts %v, want %v", statuses, tc.want)
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 // events, whatever a signal claims, are never sent; each is audited as
 // signal_rejected, and the genuine events around them are delivered in order.
 func TestForgedSignalsChangeNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.subjects[eventID(7)] = "person-2" // another key's event
 	h.store.undispatched[eventID(8)] = true   // never handed to this subscription
@@ -64,6 +65,7 @@ func TestForgedSignalsChangeNothing(t *testing.T) {
 // subscriber app still signs for the subscription's own app, and sends the
 // body stored in the event log.
 func TestBodyAndAudienceComeFromTheLog(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.SubscriberApp = "attacker"
 	h.eventsAt(time.Second, 1)
@@ -78,6 +80,7 @@ func TestBodyAndAudienceComeFromTheLog(t *testing.T) {
 // delivered (a relay re-send after the key's workflow completed) is skipped;
 // an operator's redelivery of it is sent.
 func TestReSendOfSettledEventIsNotDelivered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.outcomes[eventID(1)] = store.EventDelivered
 	h.eventsAt(time.Second, 1, 2)
@@ -91,6 +94,7 @@ func TestReSendOfSettledEventIsNotDelivered(t *testing.T) {
 // TestHeldEventsExpire: events held longer than the hold expiry are
 // cancelled as retention_expired, with their outcome rows and an audit row.
 func TestHeldEventsExpire(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.HoldExpiry = 3 * time.Hour
 	h.params.MaxRearms = 1
@@ -121,6 +125,7 @@ func TestHeldEventsExpire(t *testing.T) {
 // TestRemovalCancelsFailedAndPausedKeys: the worker's word that the
 // subscription is gone drops the queue of a key whatever it is doing.
 func TestRemovalCancelsFailedAndPausedKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(h *harness)
@@ -167,6 +172,7 @@ func TestRemovalCancelsFailedAndPausedKeys(t *testing.T) {
 // operator's redeliver (no settings) takes the worker's, and redelivers an
 // event it never held, in front of nothing, from the log.
 func TestStartWithoutSettingsAsksTheWorker(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.RetrySchedule = nil
 	h.settings = workflows.Params{RetrySchedule: []time.Duration{time.Minute}, IdleTimeout: time.Minute}
@@ -194,6 +200,7 @@ func TestStartWithoutSettingsAsksTheWorker(t *testing.T) {
 // TestForgedRemovalIsChecked: a "subscription removed" signal for a
 // subscription the database still has active changes nothing.
 func TestForgedRemovalIsChecked(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
 	h.eventsAt(2*time.Second, 1, 2)
@@ -213,6 +220,7 @@ func TestForgedRemovalIsChecked(t *testing.T) {
 // with a key's subscription and subject sends nothing and writes no
 // outcome for that key.
 func TestOtherWorkflowCannotActForAKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.workflowID = "deliver:forged"
 	h.eventsAt(time.Second, 1)
@@ -237,6 +245,7 @@ func TestOtherWorkflowCannotActForAKey(t *testing.T) {
 // happens, so when a batch's execution dies midway (a killed worker) its
 // retry sends only what had not gone through.
 func TestRetriedBatchSkipsWhatWasDelivered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	crashed := false
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
@@ -272,6 +281,7 @@ func TestRetriedBatchSkipsWhatWasDelivered(t *testing.T) {
 // with a wrong seq is rejected when its turn comes, and the relay's genuine
 // copy is still delivered.
 func TestForgedSeqDoesNotShadowTheGenuineEvent(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
 	h.signalAt(2*time.Second, workflows.SignalEvent, workflows.EventSignal{Events: []activities.Event{{ID: eventID(5), Seq: 999}}})
@@ -290,6 +300,7 @@ func TestForgedSeqDoesNotShadowTheGenuineEvent(t *testing.T) {
 // queue marking settled events as redeliveries sends none of them: only an
 // operator's redeliver (which sets the outcome back to queued) does.
 func TestForgedCarryCannotRedeliver(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.outcomes[eventID(1)] = store.EventDelivered
 	h.store.outcomes[eventID(2)] = store.EventCancelled
@@ -308,6 +319,7 @@ func TestForgedCarryCannotRedeliver(t *testing.T) {
 // and reads them back in order as the queue drains; cancel --all drops the
 // backlog too.
 func TestLongQueueSpillsToTheBacklog(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxQueue = 100
 	h.params.SignalsPerRun = 3

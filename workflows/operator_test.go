@@ -42,6 +42,7 @@ func (h *harness) updateAt(d time.Duration, name string, payload any) *updateAns
 // that there was nothing to do and why; a malformed one is rejected; the
 // audit rows are the signals'.
 func TestUpdatesAnswerWhatChanged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxRearms = workflows.NoRearms
 	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
@@ -93,6 +94,7 @@ func TestUpdatesAnswerWhatChanged(t *testing.T) {
 // that is not the head takes effect at once, not after the head's retry
 // schedule, and leaves the head's schedule alone.
 func TestCancelBehindARetryingHeadAppliesAtOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxRearms = workflows.NoRearms
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
@@ -123,6 +125,7 @@ func TestCancelBehindARetryingHeadAppliesAtOnce(t *testing.T) {
 // TestRearmBudget: a manual redeliver restores the automatic re-arms, a
 // success resets them, and NoRearms turns them off.
 func TestRearmBudget(t *testing.T) {
+	t.Parallel()
 	t.Run("redeliver restores", func(t *testing.T) {
 		h := newHarness(t)
 		h.params.RetrySchedule = []time.Duration{time.Second}
@@ -184,6 +187,7 @@ func TestRearmBudget(t *testing.T) {
 // TestReachableEndsTheUnreachableWait: the word that the app answered again
 // ends a key's unreachable back-off at once.
 func TestReachableEndsTheUnreachableWait(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	reachable := false
 	h.sub.setRespond(func(string, int, int) activities.PostResult {
@@ -205,6 +209,7 @@ func TestReachableEndsTheUnreachableWait(t *testing.T) {
 // TestDetailsFollowEveryAttempt: the current details shown in the UI name
 // the attempt under way, not the one when the status last changed.
 func TestDetailsFollowEveryAttempt(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.MaxRearms = workflows.NoRearms
 	h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
@@ -235,6 +240,7 @@ func TestDetailsFollowEveryAttempt(t *testing.T) {
 // (update-with-start, no settings) is accepted while the workflow asks the
 // worker for its settings, and answered.
 func TestUpdateWithStartWithoutSettings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.RetrySchedule = nil
 	answer := h.updateAt(0, workflows.UpdateRedeliver, workflows.RedeliverSignal{EventID: eventID(3), Actor: "ops"})
@@ -251,6 +257,7 @@ func TestUpdateWithStartWithoutSettings(t *testing.T) {
 // BatchTime, so an operator's action that waits for the delivery in flight
 // waits seconds, not a whole batch of slow answers.
 func TestBatchesEndInTime(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.params.BatchTime = 120 * time.Millisecond
 	h.sub.setRespond(func(string, int, int) activities.PostResult {
