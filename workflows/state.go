@@ -67,10 +67,16 @@ func (d *delivery) outcome(ctx workflow.Context, it QueueItem, result, code stri
 
 // state answers QueryState.
 func (d *delivery) state(now time.Time) State {
+	status := d.status
+	if status == StatusIdle && d.inActivity {
+		// IdleFirstAttempt: the search attribute stays idle through a first
+		// attempt; the query tells what the key is doing.
+		status = StatusDelivering
+	}
 	st := State{
 		Subscription: d.p.SubscriptionID,
 		Subject:      d.p.SubjectKey,
-		Status:       d.status,
+		Status:       status,
 		Queued:       []QueuedEvent{},
 		Counters:     d.Counters,
 		Outcomes:     append([]Outcome{}, d.Outcomes...),
