@@ -100,6 +100,12 @@ func TestPauseResumeKey(t *testing.T) {
 	h := startHerald(t)
 	h.publish([]string{"k-p"}, 1)
 	h.waitArrivals("billing", "k-p", 1)
+	// The subscriber has the event before the workflow hears back from
+	// the attempt: wait until the key holds nothing.
+	testkit.Eventually(t, 10*time.Second, "k-p to hold nothing after its delivery", func() bool {
+		st := h.state(billingSub, "k-p")
+		return st.Head == nil && len(st.Queued) == 0
+	})
 
 	r := mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "maintenance", "--actor", "bob")
 	wantContains(t, "pause output", r.stdout, "pause "+workflows.DeliveryID(billingSub, "k-p")+": done", "key now:   paused, 0 events queued",
