@@ -80,6 +80,9 @@ type Activities struct {
 	Observer Observer
 	Waker    Waker
 	Logger   *zap.Logger
+	// HeadWait bounds how long one execution waits for its first event's
+	// turn under the app's limits; LimitHeadWait when zero (tests shorten it).
+	HeadWait time.Duration
 }
 
 // Deliver POSTs the events in order, each its own request, stopping at the
@@ -175,6 +178,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// The app's limits: wait for this POST's turn. A wait is no
 			// attempt; the key keeps its order.
 			budget := LimitHeadWait
+			if a.HeadWait > 0 {
+				budget = a.HeadWait
+			}
 			if i > 0 {
 				budget = min(batchTime, maxLimitBatchWait) - time.Since(started)
 			}

@@ -43,7 +43,10 @@ func newHarness(t *testing.T) *harness {
 	h.start = h.env.Now()
 	h.sub = &fakeSubscriber{env: h.env}
 	h.store = newFakeStore()
-	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env}}
+	// A head refused by the app's limits waits 200 ms of real time, not
+	// 10 s: the wait is real even in the test environment.
+	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env},
+		HeadWait: 200 * time.Millisecond}
 	// The worker's settings, for a workflow started without them.
 	workflows.Register(h.env, acts, func() (workflows.Params, error) {
 		h.settingsAsked++
