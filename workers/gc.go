@@ -12,14 +12,10 @@ import (
 // CPU per delivery (docs/performance.md, "Memory and many keys").
 const defaultGCPercent = 50
 
-// setGCPercent applies defaultGCPercent unless the operator set GOGC (the Go
-// runtime has read it already), and returns the percent in force.
-func setGCPercent(getenv func(string) string) int {
-	if getenv("GOGC") != "" {
-		old := debug.SetGCPercent(100)
-		debug.SetGCPercent(old)
-		return old
+// setGCPercent applies defaultGCPercent unless the operator set GOGC, which
+// the Go runtime has applied already.
+func setGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent
 }

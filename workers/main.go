@@ -36,7 +36,7 @@ func run() int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	log.Debug("garbage collection", zap.Int("gc_percent", setGCPercent(os.Getenv)))
+	setGCPercent(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Tracing first: the service's Temporal client takes its interceptor only
