@@ -150,6 +150,8 @@ type Measurement struct {
 	LoadAfter  float64 `json:"loadAfter"`
 	// Actions counts Temporal history events of a few sampled workflows.
 	Actions *Actions `json:"actions,omitempty"`
+	// Tail explains the slowest deliveries of a paced run on Herald.
+	Tail []TailEvent `json:"tail,omitempty"`
 }
 
 // Latency holds percentiles in milliseconds.

@@ -153,5 +153,8 @@ func (b *bench) herald(ctx context.Context, sh Shape) (Measurement, error) {
 		ids = append(ids, workflows.DeliveryID(ph.subs[0], key))
 	}
 	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(ph.subs[0]))
+	if sh.Rate > 0 {
+		m.Tail = explainTail(ctx, b.temporal, ph)
+	}
 	return m, nil
 }

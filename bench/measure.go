@@ -30,6 +30,8 @@ type phase struct {
 
 	mu        sync.Mutex
 	published map[delivery]time.Time
+	// arrived is when the sink first received each delivery, once measured.
+	arrived map[delivery]time.Time
 }
 
 // newPhase plans a shape: keys named after the run and shape, events ordered
@@ -110,6 +112,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	cpu1 := b.cpu(workerPID)
 	time.Sleep(b.cfg.Grace)
 	t := b.sink.finish(rec)
+	ph.arrived = t.arrived
 	m.LoadAfter = loadAverage()
 	m.CPUSeconds = map[string]float64{}
 	for name, v := range cpu1 {

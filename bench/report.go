@@ -66,7 +66,11 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 		cpu = append(cpu, append(row, fmt.Sprintf("%.1f→%.1f", m.LoadBefore, m.LoadAfter)))
 	}
-	for i, table := range [][][]string{results, actions, cpu} {
+	tables := [][][]string{results, actions, cpu}
+	if tail := tailRows(rep); len(tail) > 1 {
+		tables = append(tables, tail)
+	}
+	for i, table := range tables {
 		if i > 0 {
 			if _, err := fmt.Fprintln(w); err != nil {
 				return err
@@ -77,6 +81,27 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// tailRows is the table of where the slowest deliveries of paced runs spent
+// their time, in milliseconds.
+func tailRows(rep *Report) [][]string {
+	rows := [][]string{{"shape", "latency ms", "publish→signal", "key busy", "WFT wait", "WFT run", "WFT attempt",
+		"activity wait", "activity attempt", "POST→sink", "note"}}
+	part := func(v float64) string {
+		if v < 0 {
+			return "?"
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	for _, m := range rep.Measurements {
+		for _, te := range m.Tail {
+			rows = append(rows, []string{m.Shape.Name, part(te.LatencyMS), part(te.RelayMS), part(te.KeyBusyMS),
+				part(te.WorkflowTaskWaitMS), part(te.WorkflowTaskRunMS), fmt.Sprint(te.WorkflowTaskAttempts),
+				part(te.ActivityWaitMS), fmt.Sprint(te.ActivityAttempt), part(te.PostMS), te.Error})
+		}
+	}
+	return rows
 }
 
 // hasSystem reports whether rep measured system.

@@ -20,7 +20,11 @@ func TestReportOutputs(t *testing.T) {
 			Lost: 2, LatencyMS: Latency{P50: 700, P95: 1500, P99: 1900}, WorkerPeakRSSMB: 61.5,
 			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2}},
 		{Shape: Shape{Name: "steady", Keys: 50, EventsPerKey: 12, Subscriptions: 1, Rate: 20}, System: SystemHerald,
-			Deliveries: 600, Delivered: 600, LatencyMS: Latency{P50: 80, P95: 200, P99: 400}},
+			Deliveries: 600, Delivered: 600, LatencyMS: Latency{P50: 80, P95: 200, P99: 400},
+			Tail: []TailEvent{{EventID: "e1", LatencyMS: 950, RelayMS: 20, KeyBusyMS: 0, WorkflowTaskWaitMS: 30,
+				WorkflowTaskRunMS: 10, WorkflowTaskAttempts: 1, ActivityWaitMS: 880, ActivityAttempt: 1, PostMS: 10},
+				{EventID: "e2", LatencyMS: 900, RelayMS: 20, KeyBusyMS: -1, WorkflowTaskWaitMS: -1, WorkflowTaskRunMS: -1,
+					ActivityWaitMS: -1, PostMS: -1, Error: "no history"}}},
 	}}
 	var b bytes.Buffer
 	if err := writeTables(&b, rep); err != nil {
@@ -35,6 +39,8 @@ func TestReportOutputs(t *testing.T) {
 		"| 1.00          | 1.20                 | 1.00             | 0.00             | 10.00                | 3                 |",
 		"| 2.0 ", // worker CPU ms per delivery: 1996ms / 998
 		"50 keys × 12 @ 20/s",
+		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | 880           | 1                | 10        |            |",
+		"| steady | 900        | 20             | ?        | ?        | ?       | 0           | ?             | 0                | ?         | no history |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q:\n%s", want, out)
