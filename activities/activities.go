@@ -95,7 +95,9 @@ type Activities struct {
 // The first event's failures are returned as errors so that Temporal retries
 // the execution on the schedule (NextRetryDelay); a later event's failure
 // ends the execution with a partial result, so order and attempt accounting
-// stay exact. The outcome rows are written in one statement per execution.
+// stay exact. A Local execution has no retries behind it: it returns the
+// head's failure as a partial result too. The outcome rows are written in
+// one statement per execution.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	info := activity.GetInfo(ctx)
 	base := in.PriorAttempts
@@ -121,6 +123,10 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	case batch.Target.State != store.StateActive:
 		return DeliverResult{Outcome: OutcomeInactive, SubscriptionState: batch.Target.State,
 			SubscriptionReason: batch.Target.Reason}, nil
+	case in.Local && !batch.Limits.IsZero():
+		// A wait for the app's limits would hold the workflow task (a local
+		// activity cannot heartbeat): a regular activity waits instead.
+		return DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}, nil
 	}
 	own := ownKey(ctx, in.SubscriptionID, in.SubjectKey)
 	var res DeliverResult
@@ -162,7 +168,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// queued, so it is not): a re-sent event, or, on a retry of this
 			// execution, one that an earlier attempt delivered before dying.
 			why := stored.Outcome
-			if why == store.EventDelivered && info.Attempt > 1 {
+			if why == store.EventDelivered && (info.Attempt > 1 || in.EarlierAttemptLost) {
 				why = SkippedDeliveredEarlier
 			}
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultSkipped, Reason: why})
@@ -238,9 +244,12 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			a.settled(in.SubscriptionID, store.EventFailed, 1)
 		}
 		w.add(fu)
-		if len(res.Done) > 0 {
+		if len(res.Done) > 0 || in.Local {
+			// A later event's failure, or the head's in a local activity,
+			// which has no Temporal retry behind it: the workflow schedules
+			// the retry from this result.
 			return finish(DeliverResult{Outcome: OutcomePartial, Attempt: attempt,
-				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter}), nil
+				Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter, FailedAt: time.Now()}), nil
 		}
 		// The head's own failure drives Temporal's retry: its outcome row is
 		// written best effort, since the workflow keeps the count too.

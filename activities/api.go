@@ -67,7 +67,8 @@ const (
 	// the rest of the input, past its BatchTime, stays queued for the next.
 	OutcomeDelivered = "delivered"
 	// OutcomePartial: Delivered events went through, then the next one failed
-	// with a counted, retryable attempt (Attempt, Code, Error, RetryAfter).
+	// with a counted attempt (Attempt, Code, Error, RetryAfter). In a Local
+	// execution Done may be empty: the head's own attempt failed.
 	OutcomePartial = "partial"
 	// OutcomeUnreachable: nothing reached the subscriber for the next event;
 	// the attempt is not counted.
@@ -116,11 +117,21 @@ type DeliverInput struct {
 	RetrySchedule []time.Duration `json:"retrySchedule"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
+	// EarlierAttemptLost: a local activity's attempt at the head ended
+	// without a result (its worker failed or it timed out), so an event of
+	// this execution already settled as delivered was delivered by it.
+	EarlierAttemptLost bool `json:"earlierAttemptLost,omitempty"`
 	// BatchTime is how long an execution keeps taking the next event of the
 	// batch (default DefaultBatchTime): after it, it ends with what it
 	// delivered, so an operator's action waits for no more than this and
 	// one attempt.
 	BatchTime time.Duration `json:"batchTime,omitempty"`
+	// Local marks an execution as a local activity, run by the worker inside
+	// the workflow task: a first attempt with no Temporal retries behind it.
+	// The head's failed attempt is then a result (OutcomePartial), not an
+	// error, and an app with limits is not waited for (OutcomeLimited at
+	// once): the workflow continues with a regular activity.
+	Local bool `json:"local,omitempty"`
 }
 
 // DefaultBatchTime is DeliverInput.BatchTime's default.
@@ -168,6 +179,10 @@ type DeliverResult struct {
 	Code       string        `json:"code,omitempty"`
 	Error      string        `json:"error,omitempty"`
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
+	// FailedAt, for partial: when that attempt failed. The retry delay
+	// counts from it, not from when the workflow learnt of it (a local
+	// activity's result comes with the workflow task's earlier time).
+	FailedAt time.Time `json:"failedAt,omitzero"`
 	// For inactive: the subscription's state and reason.
 	SubscriptionState  string `json:"subscriptionState,omitempty"`
 	SubscriptionReason string `json:"subscriptionReason,omitempty"`

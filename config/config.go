@@ -172,6 +172,7 @@ func (w Worker) DeliveryParams() workflows.Params {
 	// Not a default of WithDefaults: runs started without it must keep
 	// replaying as they were recorded.
 	p.IdleFirstAttempt = true
+	p.LocalFirstAttempt = true
 	return p
 }
 

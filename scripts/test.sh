@@ -41,3 +41,7 @@ else
 fi
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "${@:-./...}"
+if [ $# -eq 0 ]; then
+  echo "== go test -race ./workflows, first attempts as regular activities (keys started before LocalFirstAttempt)"
+  go test -race -count=1 ./workflows -args -regular-first-attempt
+fi

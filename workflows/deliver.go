@@ -10,6 +10,9 @@ import (
 	"herald/activities"
 )
 
+// deliverActivity is the registered name of (*activities.Activities).Deliver.
+const deliverActivity = "Deliver"
+
 // maxUnreachableWait caps the back-off of an unreachable subscriber.
 const maxUnreachableWait = time.Hour
 
@@ -30,30 +33,31 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
-	remaining := max(d.p.MaxAttempts()-head.Attempts, 1) // never 0, which Temporal reads as unlimited
-	if !head.NotBefore.IsZero() {
-		remaining++ // the first execution attempt only waits
-	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Duration(len(batch))*(d.p.DeliveryTimeout+5*time.Second) + 30*time.Second,
-		HeartbeatTimeout:    d.p.DeliveryTimeout + 30*time.Second,
-		// An interrupted delivery reports back only once its attempt under way
-		// has ended, so no later event can overtake that attempt.
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    d.p.RetrySchedule[0],
-			BackoffCoefficient: 2,
-			MaximumInterval:    time.Hour,
-			MaximumAttempts:    int32(remaining),
-		},
-	})
 	if head.Attempts == 0 && !(d.p.IdleFirstAttempt && d.status == StatusIdle) {
 		d.setStatus(ctx, StatusDelivering)
 	}
-	actx, d.cancelActivity = workflow.WithCancel(actx)
+	// A first attempt runs as a local activity (once per head), unless the
+	// head waits for a retry delay.
+	local := d.p.LocalFirstAttempt && head.Attempts == 0 && head.NotBefore.IsZero() && d.localTried != head.Event.ID
 	d.inActivity = true
 	d.inflight = len(batch)
-	fut := workflow.ExecuteActivity(actx, (*activities.Activities).Deliver, in)
+	var fut workflow.Future
+	if local {
+		in.Local = true
+		d.localTried = head.Event.ID
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: d.deliverTimeout(len(batch)),
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		// Not cancellable: an operator's action waits for it (it is never a
+		// retry, the only delivery an action interrupts).
+		// By name: the replayer, which registers no activities, then stands a
+		// placeholder in for it and replays the recorded result.
+		fut = workflow.ExecuteLocalActivity(lctx, deliverActivity, in)
+	} else {
+		in.EarlierAttemptLost, d.localLost = d.localLost, false
+		fut = workflow.ExecuteActivity(d.activityOptions(ctx, head, len(batch)), (*activities.Activities).Deliver, in)
+	}
 	var res activities.DeliverResult
 	var err error
 	done := false
@@ -73,6 +77,12 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	interrupted := d.interrupted
 	d.interrupted = false
 	switch {
+	case err != nil && local:
+		// The local attempt did not finish (timed out, or the worker failed
+		// it): the head goes on as a regular activity, whose retries and
+		// check of the event log take over.
+		d.logger.Warn("first attempt as a local activity failed; continuing as an activity", "error", err)
+		d.localLost = true
 	case err != nil && temporal.IsCanceledError(err):
 		// Interrupted by an operator: the deferred action decides what next.
 	case err != nil && interrupted && !finalFailure(err):
@@ -88,6 +98,42 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		d.applyResult(ctx, res, now)
 	}
 	d.runDeferred(ctx)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// deliverTimeout bounds one Deliver execution of n events.
+func (d *delivery) deliverTimeout(n int) time.Duration {
+	return time.Duration(n)*(d.p.DeliveryTimeout+5*time.Second) + 30*time.Second
+}
+
+// activityOptions are those of a regular Deliver execution of n events from
+// head, cancellable by an operator's action (d.cancelActivity).
+func (d *delivery) activityOptions(ctx workflow.Context, head *QueueItem, n int) workflow.Context {
+	remaining := max(d.p.MaxAttempts()-head.Attempts, 1) // never 0, which Temporal reads as unlimited
+	if !head.NotBefore.IsZero() {
+		remaining++ // the first execution attempt only waits
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: d.deliverTimeout(n),
+		HeartbeatTimeout:    d.p.DeliveryTimeout + 30*time.Second,
+		// An interrupted delivery reports back only once its attempt under way
+		// has ended, so no later event can overtake that attempt.
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    d.p.RetrySchedule[0],
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Hour,
+			MaximumAttempts:    int32(remaining),
+		},
+	})
+	actx, d.cancelActivity = workflow.WithCancel(actx)
+	return actx
 }
 
 // batch is the head and the consecutive events behind it that one activity
@@ -193,7 +239,7 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		if res.RetryAfter > delay {
 			delay = min(res.RetryAfter, time.Hour)
 		}
-		head.NotBefore = now.Add(delay)
+		head.NotBefore = maxTime(now, res.FailedAt).Add(delay)
 		head.NextAttemptAt = head.NotBefore
 		d.setStatus(ctx, StatusRetrying)
 	case activities.OutcomeUnreachable:

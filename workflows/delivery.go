@@ -87,6 +87,11 @@ type delivery struct {
 	// inflight is how many queue items the delivery in flight covers; new
 	// events are never put in front of them.
 	inflight int
+	// localTried is the id of the head whose first attempt ran as a local
+	// activity: its next execution is a regular activity. localLost: that
+	// attempt ended without a result.
+	localTried string
+	localLost  bool
 	// interrupted: an operator's action cancelled the delivery in flight.
 	interrupted bool
 	completed   bool
@@ -191,6 +196,7 @@ func (d *delivery) workerSettings(ctx workflow.Context) Params {
 	}
 	// From the activity's recorded result: deterministic on replay.
 	p.IdleFirstAttempt = p.IdleFirstAttempt || w.IdleFirstAttempt
+	p.LocalFirstAttempt = p.LocalFirstAttempt || w.LocalFirstAttempt
 	return p
 }
 

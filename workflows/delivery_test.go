@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -672,6 +674,104 @@ func TestIdleFirstAttemptWritesNoStatus(t *testing.T) {
 			}
 			if !reflect.DeepEqual(statuses, tc.want) {
 				t.Fatalf("status upserts %v, want %v", statuses, tc.want)
+			}
+		})
+	}
+}
+
+// TestLocalFirstAttempt: with LocalFirstAttempt (set by the relay and the
+// worker) a head's first attempt runs as a local activity; a failed or
+// limited one continues as a regular activity, with Temporal's retries, on
+// the retry schedule; a terminal failure holds the key at once.
+func TestLocalFirstAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		local   bool
+		respond func(eventID string, attempt, nth int) activities.PostResult
+		limits  store.Limits
+		// Deliver runs, local and regular (each attempt of a regular
+		// activity), and the attempts of event 1 at the subscriber.
+		wantLocal, wantRegular int
+		wantAttempts           []int
+		wantFailed             bool
+	}{
+		{name: "every first attempt local", local: true, wantLocal: 3, wantAttempts: []int{1}},
+		{name: "runs started before it", local: false, wantRegular: 3, wantAttempts: []int{1}},
+		{name: "a failed first attempt is retried by a regular activity", local: true,
+			respond: func(id string, attempt, _ int) activities.PostResult {
+				if id == eventID(1) && attempt == 1 {
+					return fail(activities.CodeHandlerFailed, 503)
+				}
+				return activities.PostResult{Status: 204}
+			},
+			// The regular activity's first attempt waits out the delay.
+			wantLocal: 3, wantRegular: 2, wantAttempts: []int{1, 2}},
+		{name: "an app with limits waits in a regular activity", local: true, limits: store.Limits{MaxPerSecond: 100},
+			wantLocal: 3, wantRegular: 3, wantAttempts: []int{1}},
+		{name: "a terminal first attempt holds the key", local: true,
+			respond: func(id string, _, _ int) activities.PostResult {
+				if id == eventID(1) {
+					return fail(activities.CodeSchemaMismatch, 422)
+				}
+				return activities.PostResult{Status: 204}
+			},
+			wantLocal: 1, wantAttempts: []int{1}, wantFailed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.params.LocalFirstAttempt = tc.local
+			h.params.IdleTimeout = 10 * time.Minute
+			h.sub.setRespond(tc.respond)
+			h.store.limits = tc.limits
+			var local, regular int
+			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == "Deliver" {
+					local++
+				}
+			})
+			h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				if info.ActivityType.Name == "Deliver" {
+					regular++
+				}
+			})
+			h.eventsAt(time.Second, 1)
+			h.eventsAt(time.Minute, 2)
+			h.eventsAt(2*time.Minute, 3)
+			if tc.wantFailed {
+				h.signalAt(5*time.Minute, workflows.SignalCancel, workflows.CancelSignal{All: true})
+			}
+			h.run()
+			if local != tc.wantLocal || regular != tc.wantRegular {
+				t.Errorf("Deliver runs: %d local, %d regular; want %d, %d", local, regular, tc.wantLocal, tc.wantRegular)
+			}
+			calls := h.sub.callsFor(eventID(1))
+			var attempts []int
+			for _, c := range calls {
+				attempts = append(attempts, c.Attempt)
+			}
+			if !reflect.DeepEqual(attempts, tc.wantAttempts) {
+				t.Fatalf("attempts at event 1: %v, want %v", attempts, tc.wantAttempts)
+			}
+			if len(calls) == 2 && calls[1].At-calls[0].At < workflows.DefaultRetrySchedule[0]-100*time.Millisecond {
+				t.Errorf("retry %v after the first attempt, want the schedule's %v", calls[1].At-calls[0].At, workflows.DefaultRetrySchedule[0])
+			}
+			if tc.wantFailed {
+				if rows := h.store.auditsOf(workflows.AuditDeliveryFailed); len(rows) != 1 || rows[0].ErrorCode != activities.CodeSchemaMismatch {
+					t.Fatalf("delivery.failed rows %+v", rows)
+				}
+				if got := h.sub.delivered(); len(got) != 0 {
+					t.Fatalf("delivered %v behind a failed head", got)
+				}
+				return
+			}
+			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+				t.Fatalf("delivered %v", got)
+			}
+			for _, seq := range []int64{1, 2, 3} {
+				if got := h.store.outcome(eventID(seq)); got != store.EventDelivered {
+					t.Errorf("outcome of %d = %q", seq, got)
+				}
 			}
 		})
 	}

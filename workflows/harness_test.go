@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"sort"
 	"sync"
@@ -17,6 +18,12 @@ import (
 	"herald/store"
 	"herald/workflows"
 )
+
+// regularFirstAttempt runs every test as a key started before
+// Params.LocalFirstAttempt existed: first attempts as regular activities.
+// scripts/test.sh runs the package both ways.
+var regularFirstAttempt = flag.Bool("regular-first-attempt", false,
+	"start keys without LocalFirstAttempt, as runs started before it")
 
 // harness runs the Delivery workflow in Temporal's test environment (time
 // skipping) with the real activities, an in-memory subscriber and store.
@@ -58,7 +65,8 @@ func newHarness(t *testing.T) *harness {
 		EventType:      "contacts.person.updated",
 		SubjectKey:     "person-1",
 		// As the relay starts it; a test of a start without settings clears it.
-		RetrySchedule: workflows.DefaultRetrySchedule,
+		RetrySchedule:     workflows.DefaultRetrySchedule,
+		LocalFirstAttempt: !*regularFirstAttempt,
 	}
 	h.workflowID = workflows.DeliveryID(h.params.SubscriptionID, h.params.SubjectKey)
 	return h
