@@ -24,6 +24,8 @@ type Actions struct {
 	Signals                int `json:"signals"`
 	WorkflowTasks          int `json:"workflowTasks"`
 	Activities             int `json:"activities"`
+	// LocalActivities counts local activity markers (Herald's first attempts).
+	LocalActivities int `json:"localActivities"`
 	Timers                 int `json:"timers"`
 	SearchAttributeUpserts int `json:"searchAttributeUpserts"`
 	HistoryEvents          int `json:"historyEvents"`
@@ -99,6 +101,7 @@ func countActions(ctx context.Context, c client.Client, workflowIDs []string, ev
 	}
 	c2 := t.counts
 	a.Signals, a.WorkflowTasks, a.Activities, a.Timers = c2.Signals, c2.WorkflowTasks, c2.Activities, c2.Timers
+	a.LocalActivities = c2.LocalActivities
 	a.SearchAttributeUpserts, a.HistoryEvents = c2.SearchAttributeUpserts, c2.HistoryEvents
 	a.SignalDelayMS, a.WorkflowTaskWaitMS, a.WorkflowTaskRunMS = t.signalDelay.ms(), t.wftWait.ms(), t.wftRun.ms()
 	a.ActivityWaitMS, a.ActivityRunMS = t.activityWait.ms(), t.activityRun.ms()
@@ -136,6 +139,10 @@ func (t *historyTally) add(events []*historypb.HistoryEvent, published func(stri
 			t.activityWait.add(since(ev, ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()))
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			t.activityRun.add(since(ev, ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId()))
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+				t.counts.LocalActivities++
+			}
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			t.counts.Timers++
 		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:

@@ -90,6 +90,19 @@ func actCompleted(id int64, msec int, started int64) *historypb.HistoryEvent {
 	return e
 }
 
+// localMarker is a local activity's marker with its result.
+func localMarker(t *testing.T, id int64, msec int, completed int64, activityType string, result any) *historypb.HistoryEvent {
+	e := ev(id, msec, enumspb.EVENT_TYPE_MARKER_RECORDED)
+	e.Attributes = &historypb.HistoryEvent_MarkerRecordedEventAttributes{
+		MarkerRecordedEventAttributes: &historypb.MarkerRecordedEventAttributes{
+			MarkerName: "LocalActivity", WorkflowTaskCompletedEventId: completed,
+			Details: map[string]*commonpb.Payloads{
+				"data":   payload(t, map[string]any{"ActivityID": "1", "ActivityType": activityType}),
+				"result": payload(t, result),
+			}}}
+	return e
+}
+
 func TestHistoryTally(t *testing.T) {
 	published := map[string]time.Time{"e1": t0, "e2": t0.Add(100 * time.Millisecond)}
 	lookup := func(id string) (time.Time, bool) { p, ok := published[id]; return p, ok }
@@ -111,8 +124,9 @@ func TestHistoryTally(t *testing.T) {
 				actScheduled(7, 50, "Deliver", 5, nil),
 				actStarted(8, 70, 7, 1),
 				actCompleted(9, 75, 8),
+				localMarker(t, 10, 80, 5, "Deliver", map[string]any{"outcome": "delivered"}),
 			},
-			want: Actions{Signals: 1, WorkflowTasks: 1, Activities: 1, SearchAttributeUpserts: 1, HistoryEvents: 9,
+			want: Actions{Signals: 1, WorkflowTasks: 1, Activities: 1, LocalActivities: 1, SearchAttributeUpserts: 1, HistoryEvents: 10,
 				SignalDelayMS: 10, WorkflowTaskWaitMS: 30, WorkflowTaskRunMS: 10, ActivityWaitMS: 20, ActivityRunMS: 5},
 		},
 		{

@@ -43,14 +43,15 @@ func writeTables(w io.Writer, rep *Report) error {
 			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
-		"SA upserts/event", "history events/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
+		"local activities/event", "SA upserts/event", "history events/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
 	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "postgres", "bench", "load avg before→after"}}
 	for _, m := range rep.Measurements {
 		if a := m.Actions; a != nil && a.Events > 0 {
 			actions = append(actions, []string{m.Shape.Name, m.System,
 				fmt.Sprintf("%.2f", a.PerEvent(a.Signals)), fmt.Sprintf("%.2f", a.PerEvent(a.WorkflowTasks)),
-				fmt.Sprintf("%.2f", a.PerEvent(a.Activities)), fmt.Sprintf("%.2f", a.PerEvent(a.SearchAttributeUpserts)),
+				fmt.Sprintf("%.2f", a.PerEvent(a.Activities)), fmt.Sprintf("%.2f", a.PerEvent(a.LocalActivities)),
+				fmt.Sprintf("%.2f", a.PerEvent(a.SearchAttributeUpserts)),
 				fmt.Sprintf("%.2f", a.PerEvent(a.HistoryEvents)), fmt.Sprintf("%.0f", a.SignalDelayMS),
 				fmt.Sprintf("%.0f", a.WorkflowTaskWaitMS), fmt.Sprintf("%.0f", a.WorkflowTaskRunMS),
 				fmt.Sprintf("%.0f", a.ActivityWaitMS), fmt.Sprintf("%.0f", a.ActivityRunMS)})
@@ -87,7 +88,7 @@ func writeTables(w io.Writer, rep *Report) error {
 // their time, in milliseconds.
 func tailRows(rep *Report) [][]string {
 	rows := [][]string{{"shape", "latency ms", "publish→signal", "key busy", "WFT wait", "WFT run", "WFT attempt",
-		"activity wait", "activity attempt", "POST→sink", "note"}}
+		"Deliver", "activity wait", "activity attempt", "POST→sink", "note"}}
 	part := func(v float64) string {
 		if v < 0 {
 			return "?"
@@ -96,9 +97,13 @@ func tailRows(rep *Report) [][]string {
 	}
 	for _, m := range rep.Measurements {
 		for _, te := range m.Tail {
+			kind := "activity"
+			if te.Local {
+				kind = "local"
+			}
 			rows = append(rows, []string{m.Shape.Name, part(te.LatencyMS), part(te.RelayMS), part(te.KeyBusyMS),
 				part(te.WorkflowTaskWaitMS), part(te.WorkflowTaskRunMS), fmt.Sprint(te.WorkflowTaskAttempts),
-				part(te.ActivityWaitMS), fmt.Sprint(te.ActivityAttempt), part(te.PostMS), te.Error})
+				kind, part(te.ActivityWaitMS), fmt.Sprint(te.ActivityAttempt), part(te.PostMS), te.Error})
 		}
 	}
 	return rows

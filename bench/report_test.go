@@ -24,7 +24,7 @@ func TestReportOutputs(t *testing.T) {
 			Tail: []TailEvent{{EventID: "e1", LatencyMS: 950, RelayMS: 20, KeyBusyMS: 0, WorkflowTaskWaitMS: 30,
 				WorkflowTaskRunMS: 10, WorkflowTaskAttempts: 1, ActivityWaitMS: 880, ActivityAttempt: 1, PostMS: 10},
 				{EventID: "e2", LatencyMS: 900, RelayMS: 20, KeyBusyMS: -1, WorkflowTaskWaitMS: -1, WorkflowTaskRunMS: -1,
-					ActivityWaitMS: -1, PostMS: -1, Error: "no history"}}},
+					ActivityWaitMS: -1, PostMS: -1, Local: true, Error: "no history"}}},
 	}}
 	var b bytes.Buffer
 	if err := writeTables(&b, rep); err != nil {
@@ -36,11 +36,11 @@ func TestReportOutputs(t *testing.T) {
 		"| 998/1000 ",
 		"| 4.99× ",
 		"| 62 ", // rss rounded
-		"| 1.00          | 1.20                 | 1.00             | 0.00             | 10.00                | 3                 |",
+		"| 1.00          | 1.20                 | 1.00             | 0.00                   | 0.00             | 10.00                | 3                 |",
 		"| 2.0 ", // worker CPU ms per delivery: 1996ms / 998
 		"50 keys × 12 @ 20/s",
-		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | 880           | 1                | 10        |            |",
-		"| steady | 900        | 20             | ?        | ?        | ?       | 0           | ?             | 0                | ?         | no history |",
+		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | activity | 880           | 1                | 10        |            |",
+		"| steady | 900        | 20             | ?        | ?        | ?       | 0           | local    | ?             | 0                | ?         | no history |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tables lack %q:\n%s", want, out)

@@ -40,6 +40,10 @@ type TailEvent struct {
 	ActivityWaitMS  float64 `json:"activityWaitMs"`
 	ActivityAttempt int     `json:"activityAttempt"`
 	PostMS          float64 `json:"postMs"`
+	// Local: the event went in a local activity, run inside the workflow
+	// task: no activity wait, WorkflowTaskRunMS 0, and PostMS runs from the
+	// task's start to the sink's receipt.
+	Local bool `json:"local,omitempty"`
 	// Error says why the history could not be read or did not show the event.
 	Error string `json:"error,omitempty"`
 }
@@ -115,7 +119,7 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 	}
 	at := func(id int64) time.Time { return byID[id].GetEventTime().AsTime() }
 	var signaled time.Time
-	var scheduled *historypb.HistoryEvent
+	var scheduled *historypb.HistoryEvent // a Deliver activity, or a local one's marker
 	for _, ev := range events {
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
@@ -127,6 +131,11 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 			if scheduled == nil && a.GetActivityType().GetName() == "Deliver" && containsID(a.GetInput(), te.EventID) {
 				scheduled = ev
 			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if scheduled == nil && localDelivered(ev.GetMarkerRecordedEventAttributes(), te.EventID) {
+				scheduled = ev
+				te.Local = true
+			}
 		}
 	}
 	if signaled.IsZero() || scheduled == nil {
@@ -134,7 +143,11 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 		return
 	}
 	te.RelayMS = ms(signaled.Sub(published))
-	if completed := byID[scheduled.GetActivityTaskScheduledEventAttributes().GetWorkflowTaskCompletedEventId()]; completed != nil {
+	completedID := scheduled.GetActivityTaskScheduledEventAttributes().GetWorkflowTaskCompletedEventId()
+	if te.Local {
+		completedID = scheduled.GetMarkerRecordedEventAttributes().GetWorkflowTaskCompletedEventId()
+	}
+	if completed := byID[completedID]; completed != nil {
 		startedID := completed.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()
 		if started := byID[startedID]; started != nil {
 			wftScheduled := started.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()
@@ -142,6 +155,10 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 			te.WorkflowTaskWaitMS = ms(at(startedID).Sub(maxTime(at(wftScheduled), signaled)))
 			te.WorkflowTaskRunMS = ms(completed.GetEventTime().AsTime().Sub(at(startedID)))
 			te.WorkflowTaskAttempts = int(byID[wftScheduled].GetWorkflowTaskScheduledEventAttributes().GetAttempt())
+			if te.Local {
+				te.WorkflowTaskRunMS, te.ActivityWaitMS, te.ActivityAttempt = 0, 0, 1
+				te.PostMS = ms(arrived.Sub(at(startedID)))
+			}
 		}
 	}
 	for _, ev := range events {
@@ -162,6 +179,33 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// localDelivered reports whether a marker is that of a local Deliver
+// activity whose result delivered the event.
+func localDelivered(m *historypb.MarkerRecordedEventAttributes, id string) bool {
+	if m.GetMarkerName() != "LocalActivity" {
+		return false
+	}
+	var data struct{ ActivityType string }
+	var result struct {
+		Done []struct {
+			ID     string `json:"id"`
+			Result string `json:"result"`
+		} `json:"done"`
+	}
+	dc := converter.GetDefaultDataConverter()
+	d, r := m.GetDetails()["data"].GetPayloads(), m.GetDetails()["result"].GetPayloads()
+	if len(d) == 0 || len(r) == 0 || dc.FromPayload(d[0], &data) != nil || data.ActivityType != "Deliver" ||
+		dc.FromPayload(r[0], &result) != nil {
+		return false
+	}
+	for _, s := range result.Done {
+		if s.ID == id && s.Result == "delivered" {
+			return true
+		}
+	}
+	return false
 }
 
 // containsID reports whether a signal's or a Deliver activity's input

@@ -49,6 +49,36 @@ func TestTailEventExplain(t *testing.T) {
 		t.Errorf("explain e1 = %+v", early)
 	}
 
+	// e4 went in a local activity of the task that e4's signal scheduled;
+	// e5's local attempt failed (not done), so it is not shown as local.
+	done := func(ids ...string) map[string]any {
+		var d []map[string]string
+		for _, id := range ids {
+			d = append(d, map[string]string{"id": id, "result": "delivered"})
+		}
+		return map[string]any{"outcome": "partial", "done": d}
+	}
+	history = append(history,
+		signaled(16, 1000, eventsPayload(t, "e4", "e5")),
+		wftScheduled(17, 1000, 1),
+		wftStarted(18, 1040, 17),
+		wftCompleted(19, 1100, 18),
+		localMarker(t, 20, 1100, 19, "Settings", done("e4", "e5")),
+		localMarker(t, 21, 1100, 19, "Deliver", done("e4")),
+	)
+	local := TailEvent{EventID: "e4", LatencyMS: 90}
+	local.explain(history, t0.Add(990*time.Millisecond), t0.Add(1080*time.Millisecond))
+	want = TailEvent{EventID: "e4", LatencyMS: 90, RelayMS: 10, KeyBusyMS: 0, WorkflowTaskWaitMS: 40,
+		WorkflowTaskRunMS: 0, WorkflowTaskAttempts: 1, ActivityWaitMS: 0, ActivityAttempt: 1, PostMS: 40, Local: true}
+	if local != want {
+		t.Errorf("explain local = %+v\nwant            %+v", local, want)
+	}
+	failed := TailEvent{EventID: "e5"}
+	failed.explain(history, t0, t0)
+	if failed.Local || failed.Error == "" {
+		t.Errorf("an event whose local attempt failed, with no activity after: %+v", failed)
+	}
+
 	missing := TailEvent{EventID: "e9"}
 	missing.explain(history, t0, t0)
 	if missing.Error == "" || missing.RelayMS != -1 || missing.PostMS != -1 {
