@@ -21,11 +21,11 @@ type Actions struct {
 	Events    int `json:"events"`
 	// Signals, WorkflowTasks (completed), Activities (scheduled), Timers
 	// (started), SearchAttributeUpserts and HistoryEvents (all) in those histories.
-	Signals                int `json:"signals"`
-	WorkflowTasks          int `json:"workflowTasks"`
-	Activities             int `json:"activities"`
+	Signals       int `json:"signals"`
+	WorkflowTasks int `json:"workflowTasks"`
+	Activities    int `json:"activities"`
 	// LocalActivities counts local activity markers (Herald's first attempts).
-	LocalActivities int `json:"localActivities"`
+	LocalActivities        int `json:"localActivities"`
 	Timers                 int `json:"timers"`
 	SearchAttributeUpserts int `json:"searchAttributeUpserts"`
 	HistoryEvents          int `json:"historyEvents"`
