@@ -168,7 +168,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// queued, so it is not): a re-sent event, or, on a retry of this
 			// execution, one that an earlier attempt delivered before dying.
 			why := stored.Outcome
-			if why == store.EventDelivered && (info.Attempt > 1 || in.EarlierAttemptLost) {
+			if why == store.EventDelivered && deliveredEarlier(info, in, stored) {
 				why = SkippedDeliveredEarlier
 			}
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultSkipped, Reason: why})
@@ -232,7 +232,8 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		if r.Delivered() {
 			a.settled(in.SubscriptionID, store.EventDelivered, 1)
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultDelivered, Attempts: attempt})
-			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt})
+			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt,
+				Run: info.WorkflowExecution.RunID})
 			continue
 		}
 		if r.Code == CodeSubscriberUnreachable {
@@ -259,6 +260,18 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{}, a.headFailure(ctx, in, ev, attempt, r)
 	}
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
+}
+
+// deliveredEarlier reports whether an event settled as delivered was
+// delivered by an earlier attempt at this very execution, whose result the
+// workflow never got: a retry of a regular activity; the regular activity
+// after a local one that ended without a result; or a local activity run
+// again because its workflow task failed (its worker died after the POST),
+// which only the run recorded with the delivery tells apart from a re-sent
+// event delivered before (already counted).
+func deliveredEarlier(info activity.Info, in DeliverInput, stored store.BatchEvent) bool {
+	return info.Attempt > 1 || in.EarlierAttemptLost ||
+		(in.Local && stored.DeliveredRun != "" && stored.DeliveredRun == info.WorkflowExecution.RunID)
 }
 
 // limitWaitEnded logs a later event's wait for the app's limits that ended
