@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -100,6 +101,16 @@ type Activities struct {
 // one statement per execution.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	info := activity.GetInfo(ctx)
+	// A local execution ends by its deadline (see DeliverInput.Local).
+	left := func() time.Duration {
+		if !in.Local || in.Deadline.IsZero() {
+			return math.MaxInt64
+		}
+		return time.Until(in.Deadline)
+	}
+	if left() < minLocalPost {
+		return DeliverResult{Outcome: OutcomeHandOver}, nil
+	}
 	base := in.PriorAttempts
 	if !in.NotBefore.IsZero() {
 		if info.Attempt == 1 {
@@ -147,6 +158,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	batchTime := in.BatchTime
 	if batchTime <= 0 {
 		batchTime = DefaultBatchTime
+	}
+	batchTime = min(batchTime, left()/2)
+	postTimeout := in.Timeout
+	if postTimeout <= 0 {
+		postTimeout = DefaultPostTimeout
 	}
 	for i, ev := range in.Events {
 		if ctx.Err() != nil {
@@ -213,6 +229,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 				return finish(DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}), nil
 			}
 		}
+		timeout, capped := postTimeout, false
+		if l := left(); l < timeout {
+			if l < minLocalPost {
+				a.release(ctx, batch.Target.App, lease)
+				return finish(DeliverResult{Outcome: OutcomeHandOver}), nil
+			}
+			timeout, capped = l, true
+		}
 		attempt := 1
 		if i == 0 {
 			attempt = base + int(info.Attempt)
@@ -222,7 +246,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		r := a.Poster.Post(ctx, PostRequest{
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
-			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: in.Timeout,
+			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
 			TraceContext: stored.TraceContext,
 		})
 		a.release(ctx, batch.Target.App, lease)
@@ -232,9 +256,17 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		if r.Delivered() {
 			a.settled(in.SubscriptionID, store.EventDelivered, 1)
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultDelivered, Attempts: attempt})
-			w.add(OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt,
-				Run: info.WorkflowExecution.RunID})
+			u := OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt}
+			if in.Local {
+				u.DeliveredBy = localExecution(info, in.Events[0].ID)
+			}
+			w.add(u)
 			continue
+		}
+		if capped && r.Code == CodeHandlerTimeout {
+			// Cut short by the local deadline, not by the subscriber's
+			// timeout: not counted; a regular activity sends it again.
+			return finish(DeliverResult{Outcome: OutcomeHandOver, Code: r.Code, Error: r.Message}), nil
 		}
 		if r.Code == CodeSubscriberUnreachable {
 			return finish(DeliverResult{Outcome: OutcomeUnreachable, Attempt: attempt,
@@ -262,16 +294,35 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	return finish(DeliverResult{Outcome: OutcomeDelivered}), nil
 }
 
+// minLocalPost is the least time left before a local execution's deadline
+// for it to start a POST.
+const minLocalPost = 500 * time.Millisecond
+
 // deliveredEarlier reports whether an event settled as delivered was
 // delivered by an earlier attempt at this very execution, whose result the
-// workflow never got: a retry of a regular activity; the regular activity
-// after a local one that ended without a result; or a local activity run
-// again because its workflow task failed (its worker died after the POST),
-// which only the run recorded with the delivery tells apart from a re-sent
-// event delivered before (already counted).
+// workflow never got: a retry of a regular activity; a local execution run
+// again because its workflow task failed (its worker died after the POST);
+// or the regular activity after a local execution that ended without a
+// result. The last two are told apart from a re-sent event delivered before
+// (already counted) by the local execution recorded with the delivery.
 func deliveredEarlier(info activity.Info, in DeliverInput, stored store.BatchEvent) bool {
-	return info.Attempt > 1 || in.EarlierAttemptLost ||
-		(in.Local && stored.DeliveredRun != "" && stored.DeliveredRun == info.WorkflowExecution.RunID)
+	switch {
+	case info.Attempt > 1:
+		return true
+	case stored.DeliveredBy == "":
+		return false
+	case in.Local:
+		return stored.DeliveredBy == localExecution(info, in.Events[0].ID)
+	case in.LostLocalHead != "":
+		return stored.DeliveredBy == localExecution(info, in.LostLocalHead)
+	}
+	return false
+}
+
+// localExecution names a local execution: the workflow run and its head (a
+// run makes one local attempt per head; run again, it has the same name).
+func localExecution(info activity.Info, headID string) string {
+	return info.WorkflowExecution.RunID + "/" + headID
 }
 
 // limitWaitEnded logs a later event's wait for the app's limits that ended

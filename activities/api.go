@@ -76,6 +76,11 @@ const (
 	// OutcomeInactive: the subscription is not active (SubscriptionState says
 	// why); nothing was sent for the next event.
 	OutcomeInactive = "inactive"
+	// OutcomeHandOver: a local execution stopped at its deadline: Done went
+	// through, the next event was not sent (Code empty) or its POST was cut
+	// short and is not counted (Code handler_timeout); a regular activity
+	// takes it over at once.
+	OutcomeHandOver = "handover"
 	// OutcomeLimited: the subscriber app's limits (manifest "limits") held
 	// the next event back for LimitHeadWait; nothing was sent and no attempt
 	// is spent (Attempt is the one the head would have made). The workflow
@@ -117,21 +122,24 @@ type DeliverInput struct {
 	RetrySchedule []time.Duration `json:"retrySchedule"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
-	// EarlierAttemptLost: a local activity's attempt at the head ended
-	// without a result (its worker failed or it timed out), so an event of
-	// this execution already settled as delivered was delivered by it.
-	EarlierAttemptLost bool `json:"earlierAttemptLost,omitempty"`
 	// BatchTime is how long an execution keeps taking the next event of the
 	// batch (default DefaultBatchTime): after it, it ends with what it
 	// delivered, so an operator's action waits for no more than this and
 	// one attempt.
 	BatchTime time.Duration `json:"batchTime,omitempty"`
 	// Local marks an execution as a local activity, run by the worker inside
-	// the workflow task: a first attempt with no Temporal retries behind it.
-	// The head's failed attempt is then a result (OutcomePartial), not an
-	// error, and an app with limits is not waited for (OutcomeLimited at
-	// once): the workflow continues with a regular activity.
-	Local bool `json:"local,omitempty"`
+	// the workflow task: a first attempt with no Temporal retries behind it,
+	// which must end by Deadline. The head's failed attempt is then a result
+	// (OutcomePartial), not an error; an app with limits is not waited for
+	// (OutcomeLimited at once); a POST that the deadline would cut short is
+	// not made or not counted (OutcomeHandOver). The workflow continues with
+	// a regular activity.
+	Local    bool      `json:"local,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// LostLocalHead names the head of a local execution of this batch that
+	// ended without a result: an event it delivered (its outcome row says
+	// so) counts as this execution's delivery.
+	LostLocalHead string `json:"lostLocalHead,omitempty"`
 }
 
 // DefaultBatchTime is DeliverInput.BatchTime's default.

@@ -11,11 +11,14 @@ import (
 
 // TestDeliveredEarlier: an event settled as delivered counts as this
 // execution's own delivery only when an earlier attempt at the execution
-// made it; a local activity knows that by the run recorded with it.
+// made it; after a local execution, the execution recorded with the
+// delivery tells.
 func TestDeliveredEarlier(t *testing.T) {
 	info := func(attempt int32) activity.Info {
 		return activity.Info{Attempt: attempt, WorkflowExecution: workflow.Execution{ID: "deliver:s:k", RunID: "run-2"}}
 	}
+	head := []Event{{ID: "e1", Seq: 1}, {ID: "e2", Seq: 2}}
+	local := DeliverInput{Local: true, Events: head}
 	for _, tc := range []struct {
 		name   string
 		info   activity.Info
@@ -23,12 +26,19 @@ func TestDeliveredEarlier(t *testing.T) {
 		stored store.BatchEvent
 		want   bool
 	}{
-		{"first attempt of a regular activity: a re-sent event", info(1), DeliverInput{}, store.BatchEvent{DeliveredRun: "run-2"}, false},
-		{"a retry of a regular activity", info(2), DeliverInput{}, store.BatchEvent{}, true},
-		{"after a lost local attempt", info(1), DeliverInput{EarlierAttemptLost: true}, store.BatchEvent{}, true},
-		{"a local activity run again by its run", info(1), DeliverInput{Local: true}, store.BatchEvent{DeliveredRun: "run-2"}, true},
-		{"a local activity, delivered by an earlier run", info(1), DeliverInput{Local: true}, store.BatchEvent{DeliveredRun: "run-1"}, false},
-		{"a local activity, delivered before runs were recorded", info(1), DeliverInput{Local: true}, store.BatchEvent{}, false},
+		{"a regular activity's first attempt: a re-sent event", info(1), DeliverInput{Events: head}, store.BatchEvent{}, false},
+		{"a regular activity's first attempt, delivered by a local one before", info(1), DeliverInput{Events: head},
+			store.BatchEvent{DeliveredBy: "run-2/e1"}, false},
+		{"a retry of a regular activity", info(2), DeliverInput{Events: head}, store.BatchEvent{}, true},
+		{"a local execution run again", info(1), local, store.BatchEvent{DeliveredBy: "run-2/e1"}, true},
+		{"a local execution, delivered by another of its run (a forged re-send)", info(1), local,
+			store.BatchEvent{DeliveredBy: "run-2/e0"}, false},
+		{"a local execution, delivered by an earlier run", info(1), local, store.BatchEvent{DeliveredBy: "run-1/e1"}, false},
+		{"a local execution, delivered by a regular activity", info(1), local, store.BatchEvent{}, false},
+		{"the regular activity after a lost local one", info(1), DeliverInput{Events: head, LostLocalHead: "e1"},
+			store.BatchEvent{DeliveredBy: "run-2/e1"}, true},
+		{"the regular activity after a lost local one, delivered by another", info(1), DeliverInput{Events: head, LostLocalHead: "e1"},
+			store.BatchEvent{DeliveredBy: "run-2/e0"}, false},
 	} {
 		if got := deliveredEarlier(tc.info, tc.in, tc.stored); got != tc.want {
 			t.Errorf("%s: deliveredEarlier = %v, want %v", tc.name, got, tc.want)

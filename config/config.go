@@ -169,10 +169,6 @@ func (w Worker) DeliveryParams() workflows.Params {
 		IdleTimeout:     w.IdleTimeout,
 		HoldExpiry:      w.HoldExpiry,
 	}.WithDefaults()
-	// Not a default of WithDefaults: runs started without it must keep
-	// replaying as they were recorded.
-	p.IdleFirstAttempt = true
-	p.LocalFirstAttempt = true
 	return p
 }
 

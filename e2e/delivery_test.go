@@ -126,7 +126,8 @@ func TestDeliveryEndToEnd(t *testing.T) {
 		t.Fatalf("delivery.redelivered audit rows: %+v", red)
 	}
 	// A later event to the key once it is idle: its first attempt writes no
-	// status (IdleFirstAttempt), so the recorded history has that path too.
+	// status (workflows.FirstAttemptChange), so the recorded history has
+	// that path too.
 	testkit.Eventually(t, 30*time.Second, "the drained key to go idle", func() bool {
 		v, err := c.QueryWorkflow(context.Background(), badID, "", workflows.QueryState)
 		return err == nil && v.Get(&st) == nil && st.Status == workflows.StatusIdle

@@ -42,6 +42,6 @@ fi
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "${@:-./...}"
 if [ $# -eq 0 ]; then
-  echo "== go test -race ./workflows, first attempts as regular activities (keys started before LocalFirstAttempt)"
+  echo "== go test -race ./workflows, first attempts as regular activities (runs recorded before workflows.FirstAttemptChange)"
   go test -race -count=1 ./workflows -args -regular-first-attempt
 fi

@@ -106,8 +106,8 @@ type BatchEvent struct {
 	Subject  string `db:"subject"`
 	Envelope []byte `db:"envelope"`
 	Outcome  string `db:"outcome"`
-	// DeliveredRun is the workflow run that recorded its delivery, if known.
-	DeliveredRun string `db:"delivered_run"`
+	// DeliveredBy names the local execution that delivered it, if one did.
+	DeliveredBy string `db:"delivered_by"`
 	// TraceContext is the event's stored trace context (nil without one).
 	TraceContext TraceContext `db:"trace_context"`
 }
@@ -136,7 +136,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
-		       e.trace_context, COALESCE(o.delivered_run, '')
+		       e.trace_context, COALESCE(o.delivered_by, '')
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
 		  LEFT JOIN events e ON e.id = ANY($2::uuid[]) AND e.state <> 'rejected'
@@ -151,19 +151,19 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 	for rows.Next() {
 		found = true
 		var t Target
-		var id, typ, subject, outcome, run *string
+		var id, typ, subject, outcome, by *string
 		var seq *int64
 		var version *int32
 		var env []byte
 		var tc TraceContext
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &run); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t
 		if id != nil {
 			b.Events[*id] = BatchEvent{ID: *id, Seq: *seq, Type: *typ, Version: int(*version),
-				Subject: *subject, Envelope: env, Outcome: *outcome, TraceContext: tc, DeliveredRun: *run}
+				Subject: *subject, Envelope: env, Outcome: *outcome, TraceContext: tc, DeliveredBy: *by}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -187,8 +187,9 @@ type OutcomeUpdate struct {
 	// LastCode and LastError describe the last failed attempt (kept when empty).
 	LastCode  string `json:"lastCode,omitempty"`
 	LastError string `json:"lastError,omitempty"`
-	// Run is the workflow run that delivered it (a delivered outcome only).
-	Run string `json:"run,omitempty"`
+	// DeliveredBy names the local execution that delivered it (a delivered
+	// outcome only; see activities.DeliverInput.Local).
+	DeliveredBy string `json:"deliveredBy,omitempty"`
 }
 
 // RecordOutcomes writes the outcomes of one subscription's key in one
@@ -248,21 +249,21 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 	anyDelivered := slices.ContainsFunc(us, func(u OutcomeUpdate) bool { return u.Status == EventDelivered })
 	n := len(us)
 	ids, statuses, codes, lastCodes, lastErrors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	runs := make([]string, n)
+	deliveredBy := make([]string, n)
 	attempts := make([]int32, n)
 	for i, u := range us {
-		ids[i], statuses[i], attempts[i], runs[i] = u.EventID, u.Status, int32(u.Attempts), u.Run
+		ids[i], statuses[i], attempts[i], deliveredBy[i] = u.EventID, u.Status, int32(u.Attempts), u.DeliveredBy
 		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
 	}
 	write := `
 		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
-		                           code, last_code, last_error, delivered_at, delivered_run)
+		                           code, last_code, last_error, delivered_at, delivered_by)
 		SELECT s.id, e.subject, e.id, e.seq, u.status, u.attempts, NULLIF(u.code, ''),
 		       NULLIF(u.last_code, ''), NULLIF(u.last_error, ''),
 		       CASE WHEN u.status = 'delivered' THEN now() END,
-		       CASE WHEN u.status = 'delivered' THEN NULLIF(u.run, '') END
+		       CASE WHEN u.status = 'delivered' THEN NULLIF(u.delivered_by, '') END
 		  FROM unnest($3::uuid[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[])
-		       AS u(event_id, status, attempts, code, last_code, last_error, run)
+		       AS u(event_id, status, attempts, code, last_code, last_error, delivered_by)
 		  JOIN events e ON e.id = u.event_id AND e.state <> 'rejected' AND e.subject = $2
 		  JOIN subscriptions s ON s.id = $1 AND s.type = e.type AND s.version = e.version
 		ON CONFLICT (subscription_id, event_id) DO UPDATE SET
@@ -272,10 +273,10 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 		    last_code    = COALESCE(EXCLUDED.last_code, o.last_code),
 		    last_error   = COALESCE(EXCLUDED.last_error, o.last_error),
 		    delivered_at = COALESCE(EXCLUDED.delivered_at, o.delivered_at),
-		    delivered_run = CASE WHEN EXCLUDED.status = 'delivered' THEN EXCLUDED.delivered_run ELSE o.delivered_run END,
+		    delivered_by = CASE WHEN EXCLUDED.status = 'delivered' THEN EXCLUDED.delivered_by ELSE o.delivered_by END,
 		    updated_at   = now()
 		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))`
-	args := []any{subscriptionID, subject, ids, statuses, attempts, codes, lastCodes, lastErrors, runs}
+	args := []any{subscriptionID, subject, ids, statuses, attempts, codes, lastCodes, lastErrors, deliveredBy}
 	if anyDelivered {
 		// One round trip still: the insert runs as a CTE, and the probe of
 		// failed_keys (nearly always empty for the key) rides along.

@@ -43,9 +43,9 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 	}
 	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
 		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 2, LastCode: "handler_failed", LastError: "HTTP 500",
-			Run: "run-1"},
-		// A queued outcome keeps no run, whatever the caller says.
-		{EventID: evs[1].ID, Seq: 2, Status: store.EventQueued, Attempts: 1, Run: "run-1"},
+			DeliveredBy: "run-1/head"},
+		// A queued outcome keeps no execution, whatever the caller says.
+		{EventID: evs[1].ID, Seq: 2, Status: store.EventQueued, Attempts: 1, DeliveredBy: "run-1/head"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +62,9 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 		string(b.Events[evs[1].ID].Envelope) != string(evs[1].Envelope) || b.Events[evs[2].ID].Seq != 3 {
 		t.Fatalf("events %+v", b.Events)
 	}
-	if b.Events[evs[0].ID].DeliveredRun != "run-1" || b.Events[evs[1].ID].DeliveredRun != "" {
-		t.Fatalf("delivered runs %q and %q, want run-1 and none",
-			b.Events[evs[0].ID].DeliveredRun, b.Events[evs[1].ID].DeliveredRun)
+	if b.Events[evs[0].ID].DeliveredBy != "run-1/head" || b.Events[evs[1].ID].DeliveredBy != "" {
+		t.Fatalf("delivered by %q and %q, want run-1/head and none",
+			b.Events[evs[0].ID].DeliveredBy, b.Events[evs[1].ID].DeliveredBy)
 	}
 	// A re-dispatch reports the settled pair, and leaves the rest queued.
 	settled, err = s.RecordDispatch(ctx, []store.Dispatch{

@@ -195,22 +195,6 @@ type Params struct {
 	SignalsPerRun int `json:"signalsPerRun,omitempty"`
 	// HoldExpiry cancels (retention_expired) an event held longer than this.
 	HoldExpiry time.Duration `json:"holdExpiry,omitempty"`
-	// IdleFirstAttempt leaves an idle key's HeraldStatus search attribute at
-	// idle while the first attempt at its new head is under way (a failure
-	// still shows as retrying or unreachable, the current details and the
-	// state query as delivering). A key whose events come one at a time so
-	// writes no status to the visibility store per event instead of two.
-	// The relay and the worker set it; it is false in runs started before
-	// it existed, whose histories hold those upserts, so they replay.
-	IdleFirstAttempt bool `json:"idleFirstAttempt,omitempty"`
-	// LocalFirstAttempt makes the first attempt at a head a local activity,
-	// run by the worker inside the workflow task: no activity task goes
-	// through Temporal's matching service and no second workflow task takes
-	// its result, for the usual case of a subscriber that answers at once. A
-	// failed or limited first attempt continues as a regular activity with
-	// Temporal's retries. Set by the relay and the worker, like
-	// IdleFirstAttempt, so runs started before it replay.
-	LocalFirstAttempt bool `json:"localFirstAttempt,omitempty"`
 
 	// Carry is the state handed over by continue-as-new; nil on a fresh start.
 	Carry *Carry `json:"carry,omitempty"`

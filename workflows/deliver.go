@@ -10,7 +10,8 @@ import (
 	"herald/activities"
 )
 
-// deliverActivity is the registered name of (*activities.Activities).Deliver.
+// deliverActivity is the registered name of (*activities.Activities).Deliver,
+// which a local activity is called by.
 const deliverActivity = "Deliver"
 
 // maxUnreachableWait caps the back-off of an unreachable subscriber.
@@ -33,42 +34,27 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
-	if head.Attempts == 0 && !(d.p.IdleFirstAttempt && d.status == StatusIdle) {
+	if head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle) {
 		d.setStatus(ctx, StatusDelivering)
 	}
-	// A first attempt runs as a local activity (once per head), unless the
-	// head waits for a retry delay.
-	local := d.p.LocalFirstAttempt && head.Attempts == 0 && head.NotBefore.IsZero() && d.localTried != head.Event.ID
 	d.inActivity = true
 	d.inflight = len(batch)
-	var fut workflow.Future
-	if local {
-		in.Local = true
-		d.localTried = head.Event.ID
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: d.deliverTimeout(len(batch)),
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		// Not cancellable: an operator's action waits for it (it is never a
-		// retry, the only delivery an action interrupts).
-		// By name: the replayer, which registers no activities, then stands a
-		// placeholder in for it and replays the recorded result.
-		fut = workflow.ExecuteLocalActivity(lctx, deliverActivity, in)
-	} else {
-		in.EarlierAttemptLost, d.localLost = d.localLost, false
-		fut = workflow.ExecuteActivity(d.activityOptions(ctx, head, len(batch)), (*activities.Activities).Deliver, in)
-	}
-	var res activities.DeliverResult
-	var err error
-	done := false
-	for !done {
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(fut, func(f workflow.Future) {
-			err = f.Get(ctx, &res)
-			done = true
-		})
-		d.addSignals(ctx, sel)
-		sel.Select(ctx)
+	// A first attempt runs as a local activity (once per head), unless the
+	// head waits for a retry delay or a local attempt of this run was slow.
+	local := d.firstAttempt && !d.localSlow && head.Attempts == 0 && head.NotBefore.IsZero() &&
+		d.localTried != head.Event.ID
+	res, err := d.execute(ctx, head, in, local)
+	if local && err != nil {
+		// The local attempt ended without a result (the worker failed it, or
+		// it overran its timeout): the same batch goes to a regular activity
+		// at once, before any operator action applies, and counts what the
+		// lost attempt delivered.
+		d.logger.Warn("first attempt as a local activity failed; continuing as an activity", "error", err)
+		in.LostLocalHead = head.Event.ID
+		if h := d.head(); h != nil {
+			head = h // the queue may have grown meanwhile (a new backing array)
+		}
+		res, err = d.execute(ctx, head, in, false)
 	}
 	d.inActivity = false
 	d.inflight = 0
@@ -77,12 +63,6 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	interrupted := d.interrupted
 	d.interrupted = false
 	switch {
-	case err != nil && local:
-		// The local attempt did not finish (timed out, or the worker failed
-		// it): the head goes on as a regular activity, whose retries and
-		// check of the event log take over.
-		d.logger.Warn("first attempt as a local activity failed; continuing as an activity", "error", err)
-		d.localLost = true
 	case err != nil && temporal.IsCanceledError(err):
 		// Interrupted by an operator: the deferred action decides what next.
 	case err != nil && interrupted && !finalFailure(err):
@@ -105,6 +85,66 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// execute runs one Deliver execution, local or regular, handling signals
+// while it runs, and returns its result.
+func (d *delivery) execute(ctx workflow.Context, head *QueueItem, in activities.DeliverInput, local bool) (activities.DeliverResult, error) {
+	var fut workflow.Future
+	if local {
+		d.localTried = head.Event.ID
+		budget := d.localBudget(ctx)
+		in.Local = true
+		in.Deadline = workflow.Now(ctx).Add(budget)
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: budget + localGrace,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		// Not cancellable: an operator's action waits for it (it is never a
+		// retry, the only delivery an action interrupts). By name: the
+		// replayer, which registers no activities, then stands a placeholder
+		// in for it and replays the recorded result.
+		fut = workflow.ExecuteLocalActivity(lctx, deliverActivity, in)
+	} else {
+		fut = workflow.ExecuteActivity(d.activityOptions(ctx, head, len(in.Events)), (*activities.Activities).Deliver, in)
+	}
+	var res activities.DeliverResult
+	var err error
+	done := false
+	for !done {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			err = f.Get(ctx, &res)
+			done = true
+		})
+		d.addSignals(ctx, sel)
+		sel.Select(ctx)
+	}
+	return res, err
+}
+
+// localGrace is how long a local attempt may overrun its budget before the
+// workflow gives up on it.
+const localGrace = 2 * time.Second
+
+// localBudget is how long a local attempt may take, from the start of the
+// workflow task that runs it: 60 % of the task's timeout (6 s of the default
+// 10 s), so that the task completes before the server could time it out and
+// hand it to another worker, which would run the same attempt again while
+// this one still POSTs. A longer attempt is handed to a regular activity.
+func (d *delivery) localBudget(ctx workflow.Context) time.Duration {
+	timeout := workflow.GetInfo(ctx).WorkflowTaskTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return timeout * 6 / 10
 }
 
 // deliverTimeout bounds one Deliver execution of n events.
@@ -239,7 +279,10 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		if res.RetryAfter > delay {
 			delay = min(res.RetryAfter, time.Hour)
 		}
-		head.NotBefore = maxTime(now, res.FailedAt).Add(delay)
+		// From when the attempt failed (a local attempt's result comes with
+		// its workflow task's earlier time), but never later than a minute
+		// ahead of the workflow's clock, whatever the worker's clock says.
+		head.NotBefore = maxTime(now, minTime(res.FailedAt, now.Add(time.Minute))).Add(delay)
 		head.NextAttemptAt = head.NotBefore
 		d.setStatus(ctx, StatusRetrying)
 	case activities.OutcomeUnreachable:
@@ -251,6 +294,13 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		d.WaitUntil = now.Add(wait)
 		d.WaitStatus = StatusUnreachable
 		head.NextAttemptAt = d.WaitUntil
+	case activities.OutcomeHandOver:
+		// A local attempt stopped at its budget: the head goes to a regular
+		// activity at once (d.localTried). If the subscriber was what took
+		// long, this run makes no more local attempts.
+		if res.Code != "" {
+			d.localSlow = true
+		}
 	case activities.OutcomeLimited:
 		// The app's limits held the head back: that attempt is not spent
 		// (earlier attempts of a retried execution are, as their reports

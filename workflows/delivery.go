@@ -10,6 +10,18 @@ import (
 	"herald/activities"
 )
 
+// FirstAttemptChange is the workflow.GetVersion change id of how a run makes
+// first attempts. Version 1: the first attempt at a head runs as a local
+// activity, within a budget (localBudget), and an idle key's HeraldStatus
+// stays idle through it (a failure still shows as retrying or unreachable;
+// the current details and the state query say delivering). Runs recorded
+// before it (no marker: workflow.DefaultVersion) make every attempt a
+// regular activity and write delivering, then idle, per event. Workers of
+// both versions replay each other's runs during a rolling upgrade, except
+// that an older worker cannot replay a version-1 run's local activity; that
+// workflow task fails until an upgraded worker takes it.
+const FirstAttemptChange = "first-attempt"
+
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
@@ -87,11 +99,14 @@ type delivery struct {
 	// inflight is how many queue items the delivery in flight covers; new
 	// events are never put in front of them.
 	inflight int
+	// firstAttempt: this run makes first attempts the FirstAttemptChange way
+	// (local activity, no status write for an idle key).
+	firstAttempt bool
 	// localTried is the id of the head whose first attempt ran as a local
-	// activity: its next execution is a regular activity. localLost: that
-	// attempt ended without a result.
+	// activity: its next execution is a regular activity. localSlow: a local
+	// attempt ran out of its budget, so this run makes no more of them.
 	localTried string
-	localLost  bool
+	localSlow  bool
 	// interrupted: an operator's action cancelled the delivery in flight.
 	interrupted bool
 	completed   bool
@@ -141,6 +156,9 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	if err := d.setUpdateHandlers(ctx); err != nil {
 		return err
 	}
+	// Before any command: a run recorded without the marker replays the way
+	// it was recorded.
+	d.firstAttempt = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -195,8 +213,6 @@ func (d *delivery) workerSettings(ctx workflow.Context) Params {
 		p.SignalsPerRun = w.SignalsPerRun
 	}
 	// From the activity's recorded result: deterministic on replay.
-	p.IdleFirstAttempt = p.IdleFirstAttempt || w.IdleFirstAttempt
-	p.LocalFirstAttempt = p.LocalFirstAttempt || w.LocalFirstAttempt
 	return p
 }
 

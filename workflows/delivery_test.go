@@ -634,23 +634,22 @@ func TestLimitedRetryKeepsAttemptCount(t *testing.T) {
 	}
 }
 
-// TestIdleFirstAttemptWritesNoStatus: with IdleFirstAttempt (set by the
-// relay and the worker), events that come one at a time to an idle key
-// write no status search attribute per event. Without it (runs started
-// before it existed, whose recorded histories must replay) each event
-// writes delivering, then idle.
+// TestIdleFirstAttemptWritesNoStatus: with FirstAttemptChange, events that
+// come one at a time to an idle key write no status search attribute per
+// event. Before it (runs recorded without its marker, which must replay)
+// each event writes delivering, then idle.
 func TestIdleFirstAttemptWritesNoStatus(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		idleFirstAttempt bool
-		want             []string
+		version workflow.Version
+		want    []string
 	}{
-		{true, []string{"idle"}},
-		{false, []string{"idle", "delivering", "idle", "delivering", "idle", "delivering", "idle", "delivering", "idle"}},
+		{1, []string{"idle"}},
+		{workflow.DefaultVersion, []string{"idle", "delivering", "idle", "delivering", "idle", "delivering", "idle", "delivering", "idle"}},
 	} {
-		t.Run(fmt.Sprint("IdleFirstAttempt=", tc.idleFirstAttempt), func(t *testing.T) {
+		t.Run(fmt.Sprint("version ", tc.version), func(t *testing.T) {
 			h := newHarness(t)
-			h.params.IdleFirstAttempt = tc.idleFirstAttempt
+			h.firstAttemptVersion(tc.version)
 			h.params.IdleTimeout = 10 * time.Minute
 			var statuses []string
 			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -679,16 +678,17 @@ func TestIdleFirstAttemptWritesNoStatus(t *testing.T) {
 	}
 }
 
-// TestLocalFirstAttempt: with LocalFirstAttempt (set by the relay and the
-// worker) a head's first attempt runs as a local activity; a failed or
-// limited one continues as a regular activity, with Temporal's retries, on
-// the retry schedule; a terminal failure holds the key at once.
+// TestLocalFirstAttempt: with FirstAttemptChange a head's first attempt
+// runs as a local activity; a failed or limited one continues as a regular
+// activity, with Temporal's retries, on the retry schedule; a terminal
+// failure holds the key at once.
 func TestLocalFirstAttempt(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		local   bool
 		respond func(eventID string, attempt, nth int) activities.PostResult
+		took    func(eventID string, nth int) time.Duration
 		limits  store.Limits
 		// Deliver runs, local and regular (each attempt of a regular
 		// activity), and the attempts of event 1 at the subscriber.
@@ -709,6 +709,17 @@ func TestLocalFirstAttempt(t *testing.T) {
 			wantLocal: 3, wantRegular: 2, wantAttempts: []int{1, 2}},
 		{name: "an app with limits waits in a regular activity", local: true, limits: store.Limits{MaxPerSecond: 100},
 			wantLocal: 3, wantRegular: 3, wantAttempts: []int{1}},
+		{name: "a subscriber slower than the budget is handed over, uncounted", local: true,
+			// 10 s for the first POST of event 1: more than a local attempt
+			// may take, less than the delivery timeout. The key makes no
+			// more local attempts in this run.
+			took: func(id string, nth int) time.Duration {
+				if id == eventID(1) && nth == 0 {
+					return 10 * time.Second
+				}
+				return 0
+			},
+			wantLocal: 1, wantRegular: 3, wantAttempts: []int{1, 1}},
 		{name: "a terminal first attempt holds the key", local: true,
 			respond: func(id string, _, _ int) activities.PostResult {
 				if id == eventID(1) {
@@ -720,9 +731,14 @@ func TestLocalFirstAttempt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.params.LocalFirstAttempt = tc.local
+			if !tc.local {
+				h.firstAttemptVersion(workflow.DefaultVersion)
+			} else {
+				h.firstAttemptVersion(1)
+			}
 			h.params.IdleTimeout = 10 * time.Minute
 			h.sub.setRespond(tc.respond)
+			h.sub.took = tc.took
 			h.store.limits = tc.limits
 			var local, regular int
 			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
@@ -753,7 +769,7 @@ func TestLocalFirstAttempt(t *testing.T) {
 			if !reflect.DeepEqual(attempts, tc.wantAttempts) {
 				t.Fatalf("attempts at event 1: %v, want %v", attempts, tc.wantAttempts)
 			}
-			if len(calls) == 2 && calls[1].At-calls[0].At < workflows.DefaultRetrySchedule[0]-100*time.Millisecond {
+			if len(calls) == 2 && calls[1].Attempt == 2 && calls[1].At-calls[0].At < workflows.DefaultRetrySchedule[0]-100*time.Millisecond {
 				t.Errorf("retry %v after the first attempt, want the schedule's %v", calls[1].At-calls[0].At, workflows.DefaultRetrySchedule[0])
 			}
 			if tc.wantFailed {

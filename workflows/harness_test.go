@@ -13,17 +13,18 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
 	"herald/store"
 	"herald/workflows"
 )
 
-// regularFirstAttempt runs every test as a key started before
-// Params.LocalFirstAttempt existed: first attempts as regular activities.
+// regularFirstAttempt runs every test as a run recorded before
+// workflows.FirstAttemptChange: first attempts as regular activities.
 // scripts/test.sh runs the package both ways.
 var regularFirstAttempt = flag.Bool("regular-first-attempt", false,
-	"start keys without LocalFirstAttempt, as runs started before it")
+	"run as before FirstAttemptChange (workflow.DefaultVersion)")
 
 // harness runs the Delivery workflow in Temporal's test environment (time
 // skipping) with the real activities, an in-memory subscriber and store.
@@ -40,6 +41,8 @@ type harness struct {
 	settingsAsked int
 	// workflowID is the id the workflow runs under (the key's own by default).
 	workflowID string
+	// versionSet: the test chose the FirstAttemptChange version.
+	versionSet bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -65,15 +68,24 @@ func newHarness(t *testing.T) *harness {
 		EventType:      "contacts.person.updated",
 		SubjectKey:     "person-1",
 		// As the relay starts it; a test of a start without settings clears it.
-		RetrySchedule:     workflows.DefaultRetrySchedule,
-		LocalFirstAttempt: !*regularFirstAttempt,
+		RetrySchedule: workflows.DefaultRetrySchedule,
 	}
 	h.workflowID = workflows.DeliveryID(h.params.SubscriptionID, h.params.SubjectKey)
 	return h
 }
 
+// firstAttemptVersion makes the run take version v of FirstAttemptChange
+// (by default the current one, or DefaultVersion with -regular-first-attempt).
+func (h *harness) firstAttemptVersion(v workflow.Version) {
+	h.env.OnGetVersion(workflows.FirstAttemptChange, workflow.DefaultVersion, 1).Return(v)
+	h.versionSet = true
+}
+
 // execute starts the workflow under h.workflowID with h.params.
 func (h *harness) execute() {
+	if *regularFirstAttempt && !h.versionSet {
+		h.firstAttemptVersion(workflow.DefaultVersion)
+	}
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID})
 	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
 }
@@ -164,8 +176,11 @@ type fakeSubscriber struct {
 	env     *testsuite.TestWorkflowEnvironment
 	start   time.Time
 	respond func(eventID string, attempt, nth int) activities.PostResult
-	calls   []call
-	posts   map[string]int // POSTs so far per event id
+	// took, when set, is how long the subscriber takes to answer (not
+	// slept): longer than the request's timeout, the POST times out.
+	took  func(eventID string, nth int) time.Duration
+	calls []call
+	posts map[string]int // POSTs so far per event id
 }
 
 func (f *fakeSubscriber) Post(_ context.Context, r activities.PostRequest) activities.PostResult {
@@ -178,11 +193,14 @@ func (f *fakeSubscriber) Post(_ context.Context, r activities.PostRequest) activ
 	if f.start.IsZero() {
 		f.start = f.env.Now()
 	}
-	respond := f.respond
+	respond, took := f.respond, f.took
 	f.mu.Unlock()
 	// respond runs unlocked: it may wait, or panic as a crashed worker would.
 	res := activities.PostResult{Status: 204}
-	if respond != nil {
+	switch {
+	case took != nil && r.Timeout > 0 && took(r.EventID, nth) > r.Timeout:
+		res = activities.PostResult{Code: activities.CodeHandlerTimeout, Message: "no response within " + r.Timeout.String()}
+	case respond != nil:
 		res = respond(r.EventID, r.Attempt, nth)
 	}
 	f.mu.Lock()
@@ -253,6 +271,8 @@ type fakeStore struct {
 	reads int
 	// dispatched are the seqs the relay handed to the key (the backlog's source).
 	dispatched []int64
+	// deliveredBy is the outcome rows' delivered_by.
+	deliveredBy map[string]string
 }
 
 func (s *fakeStore) batches() int {
@@ -263,7 +283,7 @@ func (s *fakeStore) batches() int {
 
 func newFakeStore() *fakeStore {
 	return &fakeStore{state: "active", subjects: map[string]string{}, missing: map[string]bool{},
-		undispatched: map[string]bool{}, outcomes: map[string]string{}}
+		undispatched: map[string]bool{}, outcomes: map[string]string{}, deliveredBy: map[string]string{}}
 }
 
 func (s *fakeStore) exists(id string) bool { return seqOf(id) > 0 && !s.missing[id] }
@@ -300,7 +320,7 @@ func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string)
 		}
 		seq := seqOf(id)
 		b.Events[id] = store.BatchEvent{ID: id, Seq: seq, Type: "contacts.person.updated", Version: 1,
-			Subject: s.subject(id), Envelope: envelope(seq, s.subject(id)), Outcome: outcome}
+			Subject: s.subject(id), Envelope: envelope(seq, s.subject(id)), Outcome: outcome, DeliveredBy: s.deliveredBy[id]}
 	}
 	return b, nil
 }
@@ -322,6 +342,9 @@ func (s *fakeStore) RecordOutcomes(_ context.Context, _, _ string, us []store.Ou
 	defer s.mu.Unlock()
 	for _, u := range us {
 		s.outcomes[u.EventID] = u.Status
+		if u.Status == store.EventDelivered {
+			s.deliveredBy[u.EventID] = u.DeliveredBy
+		}
 	}
 	s.updates = append(s.updates, us...)
 	return nil

@@ -12,8 +12,8 @@ import (
 // TestReplayRecordedHistories replays every history in testdata, each
 // recorded from a real run, against the current workflow code. A change that
 // alters the commands the workflow issues breaks it: such a change needs
-// workflow.GetVersion, a switch in Params that only new runs get (as
-// IdleFirstAttempt, with a new recording beside the old), or a new recording
+// workflow.GetVersion (as FirstAttemptChange, with a new recording beside
+// the old), or a new recording
 // that replaces the old one with a CHANGELOG entry and an upgrade note.
 // Record with the command in e2e's recordHistory (docs/development.md).
 func TestReplayRecordedHistories(t *testing.T) {

@@ -69,7 +69,7 @@ func (d *delivery) outcome(ctx workflow.Context, it QueueItem, result, code stri
 func (d *delivery) state(now time.Time) State {
 	status := d.status
 	if status == StatusIdle && d.inActivity {
-		// IdleFirstAttempt: the search attribute stays idle through a first
+		// FirstAttemptChange: the search attribute stays idle through a first
 		// attempt; the query tells what the key is doing.
 		status = StatusDelivering
 	}
