@@ -244,6 +244,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// Only slow batches heartbeat: a quick one costs no extra round trip.
 			activity.RecordHeartbeat(ctx, i)
 		}
+		postStart := time.Now()
 		r := a.Poster.Post(ctx, PostRequest{
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
 			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
@@ -258,15 +259,18 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			res.Done = append(res.Done, Settled{ID: ev.ID, Seq: ev.Seq, Result: ResultDelivered, Attempts: attempt})
 			u := OutcomeUpdate{EventID: ev.ID, Seq: ev.Seq, Status: store.EventDelivered, Attempts: attempt}
 			if in.Local {
-				u.DeliveredBy = localExecution(info, in.Events[0].ID)
+				u.DeliveredBy = localExecution(info.WorkflowExecution.RunID, in.Events[0].ID)
 			}
 			w.add(u)
 			continue
 		}
-		if capped && r.Code == CodeHandlerTimeout {
-			// Cut short by the local deadline, not by the subscriber's
-			// timeout: not counted; a regular activity sends it again.
-			return finish(DeliverResult{Outcome: OutcomeHandOver, Code: r.Code, Error: r.Message}), nil
+		if capped && (r.Code == CodeHandlerTimeout || r.Code == CodeSubscriberUnreachable && left() <= 0) {
+			// Cut short by the local deadline (while waiting for the answer,
+			// or still connecting), not by the subscriber's timeout: not
+			// counted; a regular activity sends it again, no sooner than
+			// this POST would have timed out (FailedAt is its start).
+			return finish(DeliverResult{Outcome: OutcomeHandOver, Code: CodeHandlerTimeout, Error: r.Message,
+				FailedAt: postStart}), nil
 		}
 		if r.Code == CodeSubscriberUnreachable {
 			return finish(DeliverResult{Outcome: OutcomeUnreachable, Attempt: attempt,
@@ -311,18 +315,19 @@ func deliveredEarlier(info activity.Info, in DeliverInput, stored store.BatchEve
 		return true
 	case stored.DeliveredBy == "":
 		return false
-	case in.Local:
-		return stored.DeliveredBy == localExecution(info, in.Events[0].ID)
-	case in.LostLocalHead != "":
-		return stored.DeliveredBy == localExecution(info, in.LostLocalHead)
 	}
-	return false
+	head := in.LocalHead
+	if in.Local {
+		head = in.Events[0].ID
+	}
+	return head != "" && (stored.DeliveredBy == localExecution(info.WorkflowExecution.RunID, head) ||
+		in.PrevRun != "" && stored.DeliveredBy == localExecution(in.PrevRun, head))
 }
 
 // localExecution names a local execution: the workflow run and its head (a
 // run makes one local attempt per head; run again, it has the same name).
-func localExecution(info activity.Info, headID string) string {
-	return info.WorkflowExecution.RunID + "/" + headID
+func localExecution(runID, headID string) string {
+	return runID + "/" + headID
 }
 
 // limitWaitEnded logs a later event's wait for the app's limits that ended

@@ -136,10 +136,13 @@ type DeliverInput struct {
 	// a regular activity.
 	Local    bool      `json:"local,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
-	// LostLocalHead names the head of a local execution of this batch that
-	// ended without a result: an event it delivered (its outcome row says
-	// so) counts as this execution's delivery.
-	LostLocalHead string `json:"lostLocalHead,omitempty"`
+	// LocalHead names the head of this run's local execution for this
+	// batch, which may have ended without a result: an event it delivered
+	// (its outcome row names it) counts as this execution's delivery.
+	// PrevRun is the run that continued as new into this one, whose local
+	// executions count the same way.
+	LocalHead string `json:"localHead,omitempty"`
+	PrevRun   string `json:"prevRun,omitempty"`
 }
 
 // DefaultBatchTime is DeliverInput.BatchTime's default.
@@ -188,8 +191,8 @@ type DeliverResult struct {
 	Error      string        `json:"error,omitempty"`
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 	// FailedAt, for partial: when that attempt failed. The retry delay
-	// counts from it, not from when the workflow learnt of it (a local
-	// activity's result comes with the workflow task's earlier time).
+	// counts from it, not from when the workflow learnt of it. For a
+	// handover with a Code: when the cut POST started.
 	FailedAt time.Time `json:"failedAt,omitzero"`
 	// For inactive: the subscription's state and reason.
 	SubscriptionState  string `json:"subscriptionState,omitempty"`

@@ -35,10 +35,14 @@ func TestDeliveredEarlier(t *testing.T) {
 			store.BatchEvent{DeliveredBy: "run-2/e0"}, false},
 		{"a local execution, delivered by an earlier run", info(1), local, store.BatchEvent{DeliveredBy: "run-1/e1"}, false},
 		{"a local execution, delivered by a regular activity", info(1), local, store.BatchEvent{}, false},
-		{"the regular activity after a lost local one", info(1), DeliverInput{Events: head, LostLocalHead: "e1"},
+		{"the regular activity after a lost local one", info(1), DeliverInput{Events: head, LocalHead: "e1"},
 			store.BatchEvent{DeliveredBy: "run-2/e1"}, true},
-		{"the regular activity after a lost local one, delivered by another", info(1), DeliverInput{Events: head, LostLocalHead: "e1"},
+		{"the regular activity after a lost local one, delivered by another", info(1), DeliverInput{Events: head, LocalHead: "e1"},
 			store.BatchEvent{DeliveredBy: "run-2/e0"}, false},
+		{"a local execution after continue-as-new, delivered by the run before", info(1),
+			DeliverInput{Local: true, Events: head, PrevRun: "run-1"}, store.BatchEvent{DeliveredBy: "run-1/e1"}, true},
+		{"a regular activity after continue-as-new, delivered by the run before", info(1),
+			DeliverInput{Events: head, LocalHead: "e1", PrevRun: "run-1"}, store.BatchEvent{DeliveredBy: "run-1/e1"}, true},
 	} {
 		if got := deliveredEarlier(tc.info, tc.in, tc.stored); got != tc.want {
 			t.Errorf("%s: deliveredEarlier = %v, want %v", tc.name, got, tc.want)

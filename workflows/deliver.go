@@ -43,6 +43,13 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	// head waits for a retry delay or a local attempt of this run was slow.
 	local := d.firstAttempt && !d.localSlow && head.Attempts == 0 && head.NotBefore.IsZero() &&
 		d.localTried != head.Event.ID
+	in.PrevRun = d.PrevRun
+	if !local && d.localTried == head.Event.ID {
+		// This head had a local attempt in this run: an event that attempt
+		// delivered without the workflow learning of it (its worker died)
+		// counts as delivered here.
+		in.LocalHead = head.Event.ID
+	}
 	res, err := d.execute(ctx, head, in, local)
 	if local && err != nil {
 		// The local attempt ended without a result (the worker failed it, or
@@ -50,7 +57,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		// at once, before any operator action applies, and counts what the
 		// lost attempt delivered.
 		d.logger.Warn("first attempt as a local activity failed; continuing as an activity", "error", err)
-		in.LostLocalHead = head.Event.ID
+		in.LocalHead = head.Event.ID
 		if h := d.head(); h != nil {
 			head = h // the queue may have grown meanwhile (a new backing array)
 		}
@@ -100,11 +107,10 @@ func (d *delivery) execute(ctx workflow.Context, head *QueueItem, in activities.
 	var fut workflow.Future
 	if local {
 		d.localTried = head.Event.ID
-		budget := d.localBudget(ctx)
 		in.Local = true
-		in.Deadline = workflow.Now(ctx).Add(budget)
+		in.Deadline = d.localDeadline(ctx)
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: budget + localGrace,
+			ScheduleToCloseTimeout: max(in.Deadline.Sub(workflow.Now(ctx)), 0) + localGrace,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 		// Not cancellable: an operator's action waits for it (it is never a
@@ -134,17 +140,26 @@ func (d *delivery) execute(ctx workflow.Context, head *QueueItem, in activities.
 // workflow gives up on it.
 const localGrace = 2 * time.Second
 
-// localBudget is how long a local attempt may take, from the start of the
-// workflow task that runs it: 60 % of the task's timeout (6 s of the default
-// 10 s), so that the task completes before the server could time it out and
-// hand it to another worker, which would run the same attempt again while
-// this one still POSTs. A longer attempt is handed to a regular activity.
-func (d *delivery) localBudget(ctx workflow.Context) time.Duration {
-	timeout := workflow.GetInfo(ctx).WorkflowTaskTimeout
+// localDeadline is when the local attempts of the current workflow task
+// must end: 60 % of the task's timeout (6 s of the default 10 s) after the
+// task started, so that the task completes before the server could time it
+// out and hand it to another worker, which would run the same attempts
+// again while these still POST. Every local attempt of one task shares the
+// deadline: workflow.Now moves on with each local result, but the history
+// length (the task's started event id) marks a new task, as does a clock
+// that moved on by more than a task may last (the test environment keeps
+// no history length). What does not fit goes to a regular activity.
+func (d *delivery) localDeadline(ctx workflow.Context) time.Time {
+	info := workflow.GetInfo(ctx)
+	timeout := info.WorkflowTaskTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	return timeout * 6 / 10
+	now := workflow.Now(ctx)
+	if n := info.GetCurrentHistoryLength(); n != d.taskHistory || d.taskStart.IsZero() || now.Sub(d.taskStart) > timeout {
+		d.taskHistory, d.taskStart = n, now
+	}
+	return d.taskStart.Add(timeout * 6 / 10)
 }
 
 // deliverTimeout bounds one Deliver execution of n events.
@@ -295,11 +310,15 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		d.WaitStatus = StatusUnreachable
 		head.NextAttemptAt = d.WaitUntil
 	case activities.OutcomeHandOver:
-		// A local attempt stopped at its budget: the head goes to a regular
-		// activity at once (d.localTried). If the subscriber was what took
-		// long, this run makes no more local attempts.
-		if res.Code != "" {
+		// A local attempt stopped at its deadline: the head goes to a
+		// regular activity (d.localTried). If a POST was cut short, the
+		// subscriber may still be working on it: the retry waits until that
+		// POST would have timed out anyway, so the next event cannot
+		// overtake it, and this run makes no more local attempts.
+		if res.Code != "" && head != nil {
 			d.localSlow = true
+			head.NotBefore = maxTime(now, minTime(res.FailedAt, now.Add(time.Minute))).Add(d.p.DeliveryTimeout)
+			head.NextAttemptAt = head.NotBefore
 		}
 	case activities.OutcomeLimited:
 		// The app's limits held the head back: that attempt is not spent

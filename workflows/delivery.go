@@ -76,6 +76,9 @@ type Carry struct {
 	// all with a seq above BacklogAfter.
 	Backlog      bool  `json:"backlog,omitempty"`
 	BacklogAfter int64 `json:"backlogAfter,omitempty"`
+	// PrevRun is the run that continued as new into this one: a local
+	// attempt of it may have delivered the head without learning so.
+	PrevRun string `json:"prevRun,omitempty"`
 }
 
 // delivery is the state of one run of the Delivery workflow.
@@ -107,6 +110,10 @@ type delivery struct {
 	// attempt ran out of its budget, so this run makes no more of them.
 	localTried string
 	localSlow  bool
+	// taskHistory and taskStart: the history length and start of the
+	// workflow task whose local attempts share one deadline.
+	taskHistory int
+	taskStart   time.Time
 	// interrupted: an operator's action cancelled the delivery in flight.
 	interrupted bool
 	completed   bool
@@ -257,6 +264,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			if !d.completed {
 				d.setStatus(ctx, d.restingStatus())
 				carry := d.Carry
+				carry.PrevRun = workflow.GetInfo(ctx).WorkflowExecution.RunID
 				next := d.p
 				next.Carry = &carry
 				return workflow.NewContinueAsNewError(ctx, Delivery, next)
