@@ -18,7 +18,9 @@ import (
 func TestKeyRotationWithoutFailedDelivery(t *testing.T) {
 	t.Parallel()
 	// The subscriber waits out its JWKS refresh interval (10 s) for an
-	// unknown kid instead of refusing the delivery: allow for it.
+	// unknown kid instead of refusing the delivery: allow for it. (A first
+	// attempt, a local activity, is cut after about 6 s and sent again by
+	// a regular activity, which waits that long.)
 	s := system.Start(t, system.Config(func(c *config.Worker) { c.DeliveryTimeout = 20 * time.Second }))
 	s.Apply()
 	oldKids, err := signing.LoadKeys(s.Cfg.SigningKey)
