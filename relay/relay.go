@@ -208,6 +208,17 @@ func (r *Relay) lead(ctx context.Context) error {
 	defer stopSweep()
 	go r.sweepLoop(sweepCtx)
 	for ctx.Err() == nil {
+		// Every round first makes sure the lock is still held: a backlog
+		// keeps the leader in this loop without waiting on the lock's
+		// connection, and a lost lock may already have a new leader. A
+		// round that started under the lock may still finish after losing
+		// it; the key workflows drop what they already have.
+		if err := lock.Check(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		round, err := r.DispatchOnce(ctx)
 		if err != nil {
 			return err

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"herald/internal/testenv"
 	"herald/internal/testkit"
@@ -36,6 +38,8 @@ type fakeTemporal struct {
 	// told are the SignalWorkflow calls; notRunning workflows answer NotFound.
 	told       []string
 	notRunning func(workflowID string) bool
+	// delay is how long each SignalWithStart takes, outside the lock.
+	delay time.Duration
 }
 
 func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg any) error {
@@ -58,6 +62,7 @@ type sent struct {
 
 func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any,
 	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if name != workflows.SignalEvent || wf != workflows.DeliveryWorkflowType || opts.TaskQueue != workflows.TaskQueue || opts.ID != id {
@@ -280,6 +285,80 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 		}
 		if len(seen) != 25 {
 			t.Fatalf("%s: %d distinct events, want 25", id, len(seen))
+		}
+	}
+}
+
+// TestLeaderStepsDownWhenItsLockIsLost: PostgreSQL frees the relay lock the
+// moment the leader's lock connection ends, and a standby may take it. The
+// old leader must stop within a round, not when its backlog runs out.
+func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
+	// Serial: a bound on how soon the leader notices.
+	st, p := setup(t)
+	ctx := context.Background()
+	// 400 rounds of one event, each signal taking 10 ms: a backlog of
+	// several seconds that keeps the leader dispatching without a pause.
+	publishN(t, p, "contacts.person.updated", "k", 400)
+	tmp := &fakeTemporal{delay: 10 * time.Millisecond}
+	core, logs := observer.New(zap.WarnLevel)
+	r1 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 1,
+		Logger: zap.New(core)}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r1.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	testkit.Eventually(t, 20*time.Second, "r1 to lead and dispatch", func() bool {
+		return r1.IsLeader() && len(tmp.bySeq()) > 0
+	})
+
+	// End the lock's backend from outside, as an operator's
+	// pg_terminate_backend or a dropped connection would.
+	var key int64
+	if err := st.Pool.QueryRow(ctx, `SELECT hashtext('herald.relay:' || current_schema())`).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	if err := st.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = $1 AND objid = $2`,
+		uint32(uint64(key)>>32), uint32(uint64(key))).Scan(&pid); err != nil {
+		t.Fatalf("find the relay lock's backend: %v", err)
+	}
+	killed := time.Now()
+	var ok bool
+	if err := st.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
+	}
+	testkit.Eventually(t, 20*time.Second, "r1 to step down", func() bool {
+		return logs.FilterMessage("relay interrupted").Len() > 0
+	})
+	noticed := time.Since(killed)
+	lag, err := st.RelayLag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if noticed > 3*time.Second || lag.Undispatched == 0 {
+		t.Fatalf("r1 stepped down %v after losing its lock, with %d events undispatched; want within 3 s, backlog left",
+			noticed, lag.Undispatched)
+	}
+	msg := fmt.Sprint(logs.FilterMessage("relay interrupted").All()[0].ContextMap()["error"])
+	if !strings.Contains(msg, "relay lock") {
+		t.Fatalf("step-down reason %q does not name the relay lock", msg)
+	}
+	// It takes the lock again on a fresh connection and finishes the backlog
+	// in order.
+	testkit.Eventually(t, 60*time.Second, "everything dispatched", func() bool {
+		lag, err := st.RelayLag(ctx)
+		return err == nil && lag.Undispatched == 0 && r1.IsLeader()
+	})
+	for id, seqs := range tmp.bySeq() {
+		var last int64
+		for _, s := range seqs {
+			if s < last {
+				t.Fatalf("%s: seq %d signalled after %d", id, s, last)
+			}
+			last = s
 		}
 	}
 }

@@ -55,6 +55,35 @@ func (l *Leader) WaitForEvents(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
+// leaderCheckTimeout bounds Check: a lock connection that does not answer
+// within it is taken for lost.
+const leaderCheckTimeout = 5 * time.Second
+
+// Check reports an error unless the lock's connection answers and its
+// session still holds the relay lock. PostgreSQL frees a session lock the
+// moment its backend ends (pg_terminate_backend, idle_session_timeout, a
+// restart, a proxy dropping the connection), and another relay may take it
+// then; a leader that only noticed while waiting for notifications would
+// keep dispatching beside the new one for as long as its backlog lasted.
+func (l *Leader) Check(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, leaderCheckTimeout)
+	defer cancel()
+	var held bool
+	err := l.conn.QueryRow(cctx, `SELECT EXISTS (
+		SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid())`).Scan(&held)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("check the relay lock's connection: %w", err)
+	}
+	if !held {
+		return errors.New("the relay lock's session no longer holds the lock")
+	}
+	return nil
+}
+
 // Release gives the lock up by closing its connection: a connection holding
 // a session lock must never go back to the pool.
 func (l *Leader) Release() { closeConn(l.conn) }
