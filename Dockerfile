@@ -40,8 +40,9 @@ RUN apk add --no-cache ca-certificates tzdata \
     && install -d -o herald -g herald -m 0755 /public-keys
 COPY --from=build /src/bin/workers /src/bin/starter /src/bin/subscriber /usr/local/bin/
 USER 10001:10001
-# The worker's HTTP endpoints (/healthz, /readyz, /metrics, JWKS) and the
-# example subscriber; both listen on loopback unless told otherwise
-# (HERALD_HTTP_ADDR, SUBSCRIBER_ADDR).
-EXPOSE 8088 8089
+# The worker's HTTP endpoints (/healthz, /readyz, /metrics, JWKS), its
+# publishing API and the example subscriber; they listen on loopback unless
+# told otherwise (HERALD_HTTP_ADDR, HERALD_API_ADDR, SUBSCRIBER_ADDR; the API
+# is off unless HERALD_API_ADDR is set).
+EXPOSE 8088 8089 8090
 ENTRYPOINT ["workers"]

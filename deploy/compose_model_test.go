@@ -276,6 +276,17 @@ func (s service) programs() []string {
 	return out
 }
 
+// exposes reports whether expose lists port (a number or a "port/proto"
+// string, as Compose accepts both).
+func (s service) exposes(port string) bool {
+	for _, e := range s.Expose {
+		if p, _, _ := strings.Cut(fmt.Sprint(e), "/"); p == port {
+			return true
+		}
+	}
+	return false
+}
+
 // networks returns the networks the service joins: "default" when it names none.
 func (s service) networks() []string {
 	if len(s.Networks) == 0 {

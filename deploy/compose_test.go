@@ -127,10 +127,19 @@ func checkWorker(_ *testing.T, c *composeFile) []string {
 	if len(w.Ports) > 0 {
 		problems = append(problems, fmt.Sprintf("%s publishes %v: replicas would collide on the host port", workerService, w.Ports))
 	}
-	host, _, err := net.SplitHostPort(w.Environment["HERALD_HTTP_ADDR"])
-	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
-		problems = append(problems, fmt.Sprintf("%s: HERALD_HTTP_ADDR %q must listen on all interfaces (0.0.0.0:PORT)",
-			workerService, w.Environment["HERALD_HTTP_ADDR"]))
+	// Both listeners serve the compose network: the health checks, metrics
+	// and JWKS, and the publishing API for apps beside Herald.
+	for _, v := range []string{"HERALD_HTTP_ADDR", "HERALD_API_ADDR"} {
+		host, port, err := net.SplitHostPort(w.Environment[v])
+		if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+			problems = append(problems, fmt.Sprintf("%s: %s %q must listen on all interfaces (0.0.0.0:PORT)",
+				workerService, v, w.Environment[v]))
+			continue
+		}
+		if !w.exposes(port) {
+			problems = append(problems, fmt.Sprintf("%s: %s listens on port %s, which expose does not list",
+				workerService, v, port))
+		}
 	}
 	if key := w.Environment["HERALD_SIGNING_KEY"]; key != "" {
 		problems = append(problems, checkKeyVolume(c, w, key)...)
