@@ -622,9 +622,14 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
 		outcomes = nil
 	}
+	// Each row is keyed by the scheduled activity (its run and activity id,
+	// which its retries share) and its position: a retry after a commit
+	// whose answer was lost writes neither the row nor its key event again.
+	info := activity.GetInfo(ctx)
 	audit := make([]store.AuditEntry, len(in.Audit))
 	for i, e := range in.Audit {
 		audit[i] = storeAudit(e)
+		audit[i].OnceKey = fmt.Sprintf("record:%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, i)
 	}
 	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit); err != nil {
 		return err

@@ -70,6 +70,10 @@ type AuditEntry struct {
 	ErrorCode string
 	// Metadata is stored as a JSON object; nil stores {}.
 	Metadata map[string]any
+	// OnceKey, when set, makes the row written at most once: an entry with
+	// a key already stored is dropped (a retried activity's). It is not
+	// shown; rows without one are always appended.
+	OnceKey string
 }
 
 // AuditRow is one stored audit row.
@@ -101,8 +105,15 @@ type AuditFilter struct {
 // AppendAudit appends e to the audit trail through q, so the row commits or
 // rolls back with the caller's transaction when q is one.
 func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
+	_, err := appendAudit(ctx, q, e)
+	return err
+}
+
+// appendAudit appends e and reports whether it wrote a row: false only for
+// an entry whose OnceKey is already stored.
+func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 	if e.Action == "" {
-		return errors.New("append audit: action is required")
+		return false, errors.New("append audit: action is required")
 	}
 	if e.Outcome == "" {
 		e.Outcome = OutcomeAllowed
@@ -114,21 +125,26 @@ func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
 	if e.Metadata != nil {
 		b, err := json.Marshal(e.Metadata)
 		if err != nil {
-			return fmt.Errorf("append audit %s: encode metadata: %w", e.Action, err)
+			return false, fmt.Errorf("append audit %s: encode metadata: %w", e.Action, err)
 		}
 		meta = b
 	}
-	var code *string
+	var code, once *string
 	if e.ErrorCode != "" {
 		code = &e.ErrorCode
 	}
-	if _, err := q.Exec(ctx, `
-		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
-		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta)); err != nil {
-		return fmt.Errorf("append audit %s: %w", e.Action, err)
+	if e.OnceKey != "" {
+		once = &e.OnceKey
 	}
-	return nil
+	tag, err := q.Exec(ctx, `
+		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata, once_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)
+		ON CONFLICT (once_key) WHERE once_key IS NOT NULL DO NOTHING`,
+		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta), once)
+	if err != nil {
+		return false, fmt.Errorf("append audit %s: %w", e.Action, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // Audit appends e to the audit trail in its own statement.

@@ -188,6 +188,75 @@ func failKey(t *testing.T, s *store.Store, sub, subject, eventID, workflowID str
 	}
 }
 
+// TestRecordRetryWritesOnce: the Record activity run again after a commit
+// whose answer was lost (same once keys) appends no second audit row and
+// emits no second herald.key.failed; a later record of the key (another
+// activity, other keys) does.
+func TestRecordRetryWritesOnce(t *testing.T) {
+	t.Parallel()
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	ev := newEvent("contacts.person.updated", "p1", "a")
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{ev}); err != nil {
+		t.Fatal(err)
+	}
+	wf := "deliver:" + billingPersonSub + ":p1"
+	record := func(onceKey string) {
+		t.Helper()
+		if err := s.RecordWithAudit(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+			{EventID: ev.ID, Status: store.EventFailed, Attempts: 3, Code: "attempts_exhausted", LastCode: "handler_failed"},
+		}, []store.AuditEntry{
+			{Action: store.ActionDeliveryFailed, Outcome: store.OutcomeFailed, TargetType: store.TargetDelivery,
+				TargetID: wf, ErrorCode: "attempts_exhausted", OnceKey: onceKey,
+				Metadata: map[string]any{"seq": float64(1), "attempts": float64(3), "eventId": ev.ID}},
+			{Action: "delivery.note", TargetType: store.TargetDelivery, TargetID: wf, OnceKey: onceKey + "/1"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() (failedRows, notes, keyFailed int) {
+		t.Helper()
+		for _, ev := range heraldEvents(t, s) {
+			if ev.Type == store.TypeKeyFailed {
+				keyFailed++
+			}
+		}
+		rows, err := s.ListAudit(ctx, store.AuditFilter{TargetID: wf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			switch r.Action {
+			case store.ActionDeliveryFailed:
+				failedRows++
+			case "delivery.note":
+				notes++
+			}
+		}
+		return
+	}
+	record("record:run-1/5/0")
+	record("record:run-1/5/0") // the retry
+	if f, n, k := count(); f != 1 || n != 1 || k != 1 {
+		t.Fatalf("after a retry: %d delivery.failed rows, %d notes, %d herald.key.failed; want 1, 1, 1", f, n, k)
+	}
+	record("record:run-1/9/0") // a later activity of the key
+	if f, n, k := count(); f != 2 || n != 2 || k != 2 {
+		t.Fatalf("after another activity: %d delivery.failed rows, %d notes, %d herald.key.failed; want 2, 2, 2", f, n, k)
+	}
+	// Rows without a key are always appended.
+	for range 2 {
+		if err := s.Audit(ctx, store.AuditEntry{Action: "delivery.note", TargetType: store.TargetDelivery, TargetID: wf}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, n, _ := count(); n != 4 {
+		t.Fatalf("%d notes, want 4", n)
+	}
+}
+
 func TestKeyFailedThenRecovered(t *testing.T) {
 	t.Parallel()
 	s := heraldStore(t)

@@ -213,8 +213,9 @@ func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject stri
 }
 
 // RecordWithAudit writes outcome rows (as RecordOutcomes) and audit rows in
-// one transaction, so a retry never appends an audit row twice or leaves
-// outcomes without theirs.
+// one transaction, so outcomes are never left without theirs. An audit entry
+// with a OnceKey already stored (a retry after a commit whose answer was
+// lost) is dropped, and so is the key event it would derive.
 func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate, audit []AuditEntry) error {
 	return s.WithTx(ctx, func(tx pgx.Tx) error {
 		wasFailed, err := recordOutcomes(ctx, tx, subscriptionID, subject, us)
@@ -227,8 +228,12 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 			}
 		}
 		for _, e := range audit {
-			if err := AppendAudit(ctx, tx, e); err != nil {
+			written, err := appendAudit(ctx, tx, e)
+			if err != nil {
 				return err
+			}
+			if !written {
+				continue
 			}
 			if err := keyTransition(ctx, tx, subscriptionID, subject, e); err != nil {
 				return err
