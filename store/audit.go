@@ -110,7 +110,8 @@ func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
 }
 
 // appendAudit appends e and reports whether it wrote a row: false only for
-// an entry whose OnceKey is already stored.
+// an entry whose OnceKey already names the same row. A different row under
+// the key is an error.
 func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 	if e.Action == "" {
 		return false, errors.New("append audit: action is required")
@@ -144,7 +145,24 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("append audit %s: %w", e.Action, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() == 1 || once == nil {
+		return true, nil
+	}
+	// The key is taken. Only the same row written before (a retry) makes
+	// this one redundant; a different row under the key (planted through
+	// the runtime role, or a bug) must not silence a real one.
+	var same bool
+	if err := q.QueryRow(ctx, `
+		SELECT action = $2 AND outcome = $3 AND actor = $4 AND target_type = $5 AND target_id = $6
+		       AND error_code IS NOT DISTINCT FROM $7 AND metadata = $8::jsonb
+		  FROM audit WHERE once_key = $1`,
+		e.OnceKey, e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta)).Scan(&same); err != nil {
+		return false, fmt.Errorf("append audit %s: read the row of once key %s: %w", e.Action, e.OnceKey, err)
+	}
+	if !same {
+		return false, fmt.Errorf("append audit %s: once key %s already names a different row", e.Action, e.OnceKey)
+	}
+	return false, nil
 }
 
 // Audit appends e to the audit trail in its own statement.

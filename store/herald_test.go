@@ -246,14 +246,33 @@ func TestRecordRetryWritesOnce(t *testing.T) {
 	if f, n, k := count(); f != 2 || n != 2 || k != 2 {
 		t.Fatalf("after another activity: %d delivery.failed rows, %d notes, %d herald.key.failed; want 2, 2, 2", f, n, k)
 	}
+	// A different row under a key a workflow will use (planted with the
+	// runtime role's INSERT) does not silence the real one: the record fails,
+	// so its activity keeps retrying where operators see it.
+	if err := s.Audit(ctx, store.AuditEntry{Action: "delivery.note", TargetType: store.TargetDelivery,
+		TargetID: wf, OnceKey: "record:run-1/12/0"}); err != nil {
+		t.Fatal(err)
+	}
+	before := heraldEvents(t, s)
+	err := s.RecordWithAudit(ctx, billingPersonSub, "p1", nil, []store.AuditEntry{
+		{Action: store.ActionDeliveryFailed, Outcome: store.OutcomeFailed, TargetType: store.TargetDelivery,
+			TargetID: wf, ErrorCode: "attempts_exhausted", OnceKey: "record:run-1/12/0",
+			Metadata: map[string]any{"seq": float64(1), "attempts": float64(3), "eventId": ev.ID}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "already names a different row") {
+		t.Fatalf("record under a planted key: %v; want a refusal", err)
+	}
+	if after := heraldEvents(t, s); len(after) != len(before) {
+		t.Fatalf("a refused record emitted %d events", len(after)-len(before))
+	}
 	// Rows without a key are always appended.
 	for range 2 {
 		if err := s.Audit(ctx, store.AuditEntry{Action: "delivery.note", TargetType: store.TargetDelivery, TargetID: wf}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, n, _ := count(); n != 4 {
-		t.Fatalf("%d notes, want 4", n)
+	if _, n, _ := count(); n != 5 {
+		t.Fatalf("%d notes, want 5 (2 recorded, 1 planted, 2 without a key)", n)
 	}
 }
 

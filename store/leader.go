@@ -68,10 +68,15 @@ const leaderCheckTimeout = 5 * time.Second
 func (l *Leader) Check(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, leaderCheckTimeout)
 	defer cancel()
+	// A bigint advisory key shows in pg_locks as its high and low 32 bits
+	// (classid, objid) with objsubid 1.
 	var held bool
-	err := l.conn.QueryRow(cctx, `SELECT EXISTS (
-		SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid())`).Scan(&held)
+	err := l.conn.QueryRow(cctx, `
+		WITH k AS (SELECT hashtext('herald.relay:' || current_schema())::bigint AS key)
+		SELECT EXISTS (
+			SELECT 1 FROM pg_locks, k
+			 WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1
+			   AND classid = ((key >> 32) & 4294967295)::oid AND objid = (key & 4294967295)::oid)`).Scan(&held)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
