@@ -70,9 +70,10 @@ type AuditEntry struct {
 	ErrorCode string
 	// Metadata is stored as a JSON object; nil stores {}.
 	Metadata map[string]any
-	// OnceKey, when set, makes the row written at most once: an entry with
-	// a key already stored is dropped (a retried activity's). It is not
-	// shown; rows without one are always appended.
+	// OnceKey, when set, makes the row written at most once: an entry whose
+	// key already names the same row is dropped (a retried activity's), one
+	// whose key names a different row is an error. It is not shown; rows
+	// without one are always appended.
 	OnceKey string
 }
 

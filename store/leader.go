@@ -18,6 +18,10 @@ type Leader struct {
 	conn *pgxpool.Conn
 }
 
+// relayLockKey is the SQL expression of the relay lock's advisory key, one
+// per schema; TryLead takes it and Check looks for it.
+const relayLockKey = `hashtext('herald.relay:' || current_schema())::bigint`
+
 // TryLead takes the relay's leader lock. It returns nil and no error when
 // another process holds it; the caller then keeps no connection.
 func (s *Store) TryLead(ctx context.Context) (*Leader, error) {
@@ -27,7 +31,7 @@ func (s *Store) TryLead(ctx context.Context) (*Leader, error) {
 	}
 	var got bool
 	if err := conn.QueryRow(ctx,
-		`SELECT pg_try_advisory_lock(hashtext('herald.relay:' || current_schema()))`).Scan(&got); err != nil {
+		`SELECT pg_try_advisory_lock(`+relayLockKey+`)`).Scan(&got); err != nil {
 		closeConn(conn)
 		return nil, fmt.Errorf("take the relay lock: %w", err)
 	}
@@ -72,7 +76,7 @@ func (l *Leader) Check(ctx context.Context) error {
 	// (classid, objid) with objsubid 1.
 	var held bool
 	err := l.conn.QueryRow(cctx, `
-		WITH k AS (SELECT hashtext('herald.relay:' || current_schema())::bigint AS key)
+		WITH k AS (SELECT `+relayLockKey+` AS key)
 		SELECT EXISTS (
 			SELECT 1 FROM pg_locks, k
 			 WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 1

@@ -214,8 +214,9 @@ func (s *Store) RecordOutcomes(ctx context.Context, subscriptionID, subject stri
 
 // RecordWithAudit writes outcome rows (as RecordOutcomes) and audit rows in
 // one transaction, so outcomes are never left without theirs. An audit entry
-// with a OnceKey already stored (a retry after a commit whose answer was
-// lost) is dropped, and so is the key event it would derive.
+// whose OnceKey already names the same row (a retry after a commit whose
+// answer was lost) is dropped, and so is the key event it would derive; a
+// different row under the key fails the call.
 func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []OutcomeUpdate, audit []AuditEntry) error {
 	return s.WithTx(ctx, func(tx pgx.Tx) error {
 		wasFailed, err := recordOutcomes(ctx, tx, subscriptionID, subject, us)
