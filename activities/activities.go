@@ -44,6 +44,9 @@ type Store interface {
 	// QueuedAfter and CancelQueuedAfter read and drop a key's backlog: the
 	// queued events its workflow does not hold in memory.
 	QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]store.QueuedEvent, error)
+	// KeyQueue reads what a key owes (its held rows above after) and checks
+	// claimed events against its outcome rows.
+	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent) (store.KeyQueue, error)
 	CancelQueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, status, code string) (int, error)
 }
 

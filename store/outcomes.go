@@ -190,6 +190,9 @@ type OutcomeUpdate struct {
 	// DeliveredBy names the local execution that delivered it (a delivered
 	// outcome only; see activities.DeliverInput.Local).
 	DeliveredBy string `json:"deliveredBy,omitempty"`
+	// Restart: an operator's redelivery of a queued status; the row starts
+	// again with no attempts spent and a new hold clock.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // RecordOutcomes writes the outcomes of one subscription's key in one
@@ -257,8 +260,12 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 	ids, statuses, codes, lastCodes, lastErrors := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	deliveredBy := make([]string, n)
 	attempts := make([]int32, n)
+	var restart []string
 	for i, u := range us {
 		ids[i], statuses[i], attempts[i], deliveredBy[i] = u.EventID, u.Status, int32(u.Attempts), u.DeliveredBy
+		if u.Restart && u.Status == EventQueued {
+			restart = append(restart, u.EventID)
+		}
 		codes[i], lastCodes[i], lastErrors[i] = u.Code, storableText(u.LastCode, maxRejectedFieldBytes), storableText(u.LastError, 4*maxReasonRunes)
 	}
 	write := `
@@ -294,6 +301,16 @@ func recordOutcomes(ctx context.Context, q Querier, subscriptionID, subject stri
 	}
 	if err != nil {
 		return false, fmt.Errorf("record outcomes of %s: %w", subscriptionID, err)
+	}
+	if len(restart) > 0 {
+		// An operator's redelivery of the head: no attempts spent, and the
+		// hold clock starts again (rare, so a statement of its own).
+		if _, err := q.Exec(ctx, `
+			UPDATE outcomes SET attempts = 0, code = NULL, queued_at = now(), updated_at = now()
+			 WHERE subscription_id = $1 AND subject = $2 AND event_id = ANY($3::uuid[]) AND status = 'queued'`,
+			subscriptionID, subject, restart); err != nil {
+			return false, fmt.Errorf("restart outcomes of %s: %w", subscriptionID, err)
+		}
 	}
 	return wasFailed, nil
 }
@@ -343,7 +360,7 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 			INSERT INTO outcomes AS o (subscription_id, event_id, event_seq, subject, status)
 			SELECT $1, id, seq, $2, 'queued' FROM ev WHERE why = ''
 			ON CONFLICT (subscription_id, event_id) DO UPDATE SET
-			    status = 'queued', attempts = 0, code = NULL, updated_at = now()
+			    status = 'queued', attempts = 0, code = NULL, queued_at = now(), updated_at = now()
 		)
 		SELECT id::text, seq, why FROM ev ORDER BY seq`, subscriptionID, subject, valid)
 	if err != nil {

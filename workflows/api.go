@@ -79,6 +79,25 @@ type OpResult struct {
 // settings (by an operator's redeliver, not by the relay) asks for them once.
 const SettingsActivity = "DeliverySettings"
 
+// StartActivity is the local activity, registered by Register, with which
+// every run of a key's workflow begins (QueueFromLogVersion): it answers
+// the worker's delivery settings and what the key owes, read from its
+// outcome rows.
+const StartActivity = "DeliveryStart"
+
+// StartInput names the key whose run begins.
+type StartInput struct {
+	SubscriptionID string `json:"subscriptionId"`
+	SubjectKey     string `json:"subjectKey"`
+}
+
+// StartResult is the worker's settings (defaults filled in) and the first
+// part of what the key owes.
+type StartResult struct {
+	Settings Params                 `json:"settings"`
+	Queue    activities.QueueResult `json:"queue"`
+}
+
 // QueryState is the query that returns a State as JSON.
 const QueryState = "state"
 

@@ -20,14 +20,23 @@ import (
 // both versions replay each other's runs during a rolling upgrade, except
 // that an older worker cannot replay a version-1 run's local activity; that
 // workflow task fails until an upgraded worker takes it.
+//
+// Version 2 (QueueFromLogVersion) makes PostgreSQL the state of record of
+// the key: see queue.go.
 const FirstAttemptChange = "first-attempt"
+
+// QueueFromLogVersion is the FirstAttemptChange version from which a run
+// takes what its key owes from the outcome rows, its settings from the
+// worker, and refuses invalid operator signals (queue.go). Runs recorded at
+// version 1 or before keep their behaviour on replay.
+const QueueFromLogVersion = 2
 
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
 func Delivery(ctx workflow.Context, p Params) error {
 	d := newDelivery(ctx, p)
-	if err := d.setup(ctx); err != nil {
+	if err := d.setup(ctx); err != nil || d.foreign {
 		return err
 	}
 	return d.run(ctx)
@@ -105,6 +114,14 @@ type delivery struct {
 	// firstAttempt: this run makes first attempts the FirstAttemptChange way
 	// (local activity, no status write for an idle key).
 	firstAttempt bool
+	// fromLog: this run is at QueueFromLogVersion (queue.go). loaded: its
+	// queue has been read from the outcome rows. foreign: its input names a
+	// key other than its workflow id's, so it does nothing.
+	fromLog, loaded, foreign bool
+	// claims are the signalled events not yet checked against the outcome
+	// rows (at most maxClaims; unchecked counts those beyond).
+	claims    []activities.Event
+	unchecked int
 	// localTried is the id of the head whose first attempt ran as a local
 	// activity: its next execution is a regular activity. localSlow: a local
 	// attempt ran out of its budget, so this run makes no more of them.
@@ -165,13 +182,25 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
-	d.firstAttempt = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, 1) >= 1
+	version := workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, QueueFromLogVersion)
+	d.firstAttempt = version >= 1
+	d.fromLog = version >= QueueFromLogVersion
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
 		return err
 	}
-	if len(d.p.RetrySchedule) == 0 { // started by an operator's redeliver, not the relay
+	switch {
+	case d.fromLog:
+		if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != DeliveryID(d.p.SubscriptionID, d.p.SubjectKey) {
+			// Started by hand with another key's input: acting on it would
+			// only be refused. Completing frees the id for the relay.
+			d.logger.Warn("a Delivery workflow whose input names another key does nothing", "workflowId", id)
+			d.foreign = true
+			return nil
+		}
+		d.start(ctx)
+	case len(d.p.RetrySchedule) == 0: // started by an operator's redeliver, not the relay
 		d.p = d.workerSettings(ctx)
 	}
 	d.p = d.p.WithDefaults()
@@ -261,6 +290,9 @@ func (d *delivery) run(ctx workflow.Context) error {
 		d.refreshDetails(ctx)
 		if d.shouldContinueAsNew(ctx) {
 			d.settleHandlers(ctx)
+			if len(d.claims) > 0 {
+				d.refillFromLog(ctx) // claims are not carried: check them now
+			}
 			if !d.completed {
 				d.setStatus(ctx, d.restingStatus())
 				carry := d.Carry
@@ -271,11 +303,20 @@ func (d *delivery) run(ctx workflow.Context) error {
 			}
 			continue
 		}
-		d.refill(ctx)
+		if d.fromLog {
+			d.refillFromLog(ctx)
+		} else {
+			d.refill(ctx)
+		}
 		now := workflow.Now(ctx)
 		d.expire(ctx, now)
 		head := d.head()
 		switch {
+		case d.fromLog && !d.loaded:
+			// The outcome rows could not be read: deliver nothing until
+			// they are, whatever the signals say.
+			d.setStatus(ctx, StatusBlocked)
+			d.wait(ctx, now.Add(5*time.Second))
 		case d.KeyPaused:
 			d.setStatus(ctx, StatusPaused)
 			d.wait(ctx, d.nextExpiry())
@@ -285,7 +326,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.wait(ctx, now.Add(5*time.Second))
 		case head == nil:
 			d.setStatus(ctx, StatusIdle)
-			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused {
+			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
 				return nil
 			}
 		case head.Failed:

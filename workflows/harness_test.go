@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"testing"
@@ -60,6 +61,13 @@ func newHarness(t *testing.T) *harness {
 	// The worker's settings, for a workflow started without them.
 	workflows.Register(h.env, acts, func() (workflows.Params, error) {
 		h.settingsAsked++
+		if reflect.DeepEqual(h.settings, workflows.Params{}) {
+			// The tests give the worker's settings in params, as the relay
+			// passes them too, unless they set settings apart.
+			p := h.params
+			p.Carry = nil
+			return p.WithDefaults(), nil
+		}
 		return h.settings.WithDefaults(), nil
 	})
 	h.params = workflows.Params{
@@ -77,7 +85,7 @@ func newHarness(t *testing.T) *harness {
 // firstAttemptVersion makes the run take version v of FirstAttemptChange
 // (by default the current one, or DefaultVersion with -regular-first-attempt).
 func (h *harness) firstAttemptVersion(v workflow.Version) {
-	h.env.OnGetVersion(workflows.FirstAttemptChange, workflow.DefaultVersion, 1).Return(v)
+	h.env.OnGetVersion(workflows.FirstAttemptChange, workflow.DefaultVersion, workflows.QueueFromLogVersion).Return(v)
 	h.versionSet = true
 }
 
@@ -267,8 +275,9 @@ type fakeStore struct {
 	limits   store.Limits
 	refuse   func(n int) bool
 	acquires int
-	// reads counts the batches read: one per Deliver execution.
-	reads int
+	// reads counts the batches read: one per Deliver execution;
+	// queueReads the reads of a key's rows.
+	reads, queueReads int
 	// dispatched are the seqs the relay handed to the key (the backlog's source).
 	dispatched []int64
 	// deliveredBy is the outcome rows' delivered_by.
@@ -407,6 +416,71 @@ func (s *fakeStore) QueuedAfter(_ context.Context, _, _ string, after int64, lim
 			out = append(out, store.QueuedEvent{ID: id, Seq: seq})
 		}
 	}
+	return out, nil
+}
+
+// KeyQueue serves a key's rows from dispatched. A claim that names an
+// event of the key (every eventID(seq) of the log by default, see the maps
+// above) has a row, as the relay writes one before it signals: it joins
+// dispatched. The rest are unknown.
+func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, limit int, claims []store.ClaimedEvent) (store.KeyQueue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queueReads++
+	if s.state == activities.SubscriptionUnknown {
+		return store.KeyQueue{}, errors.New(s.reason)
+	}
+	var out store.KeyQueue
+	held := func(id string) bool {
+		o := s.outcomes[id]
+		return o == "" || o == store.EventQueued || o == store.EventFailed
+	}
+	row := func(seq int64) store.HeldRow {
+		id := eventID(seq)
+		st := s.outcomes[id]
+		if st == "" {
+			st = store.EventQueued
+		}
+		return store.HeldRow{ID: id, Seq: seq, Status: st}
+	}
+	rows := map[int64]bool{}
+	for _, seq := range s.dispatched {
+		rows[seq] = true
+	}
+	var late []int64
+	for _, c := range claims {
+		if !s.exists(c.ID) || seqOf(c.ID) != c.Seq || s.subject(c.ID) != subject || s.undispatched[c.ID] {
+			out.Unknown = append(out.Unknown, c)
+			continue
+		}
+		if !rows[c.Seq] {
+			rows[c.Seq] = true
+			s.dispatched = append(s.dispatched, c.Seq)
+		}
+		if c.Seq <= after && held(c.ID) {
+			late = append(late, c.Seq)
+		}
+	}
+	seqs := make([]int64, 0, len(rows))
+	for seq := range rows {
+		seqs = append(seqs, seq)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	for _, seq := range seqs {
+		id := eventID(seq)
+		if seq <= after || !s.exists(id) || s.subject(id) != subject || !held(id) {
+			continue
+		}
+		if len(out.Rows) == limit {
+			out.More = true
+			break
+		}
+		out.Rows = append(out.Rows, row(seq))
+	}
+	for _, seq := range late {
+		out.Rows = append(out.Rows, row(seq))
+	}
+	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].Seq < out.Rows[j].Seq })
 	return out, nil
 }
 

@@ -2,6 +2,9 @@ package workflows
 
 import (
 	"errors"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -186,9 +189,51 @@ func validateCancel(_ workflow.Context, s CancelSignal) error {
 	return validateControl(nil, ControlSignal{Actor: s.Actor, Reason: s.Reason})
 }
 
+// maxActor bounds an operator's name.
+const maxActor = 200
+
 func validateControl(_ workflow.Context, s ControlSignal) error {
-	if len(s.Actor) > 200 || len(s.Reason) > maxOpText {
+	if len(s.Actor) > maxActor || len(s.Reason) > maxOpText {
 		return errors.New("actor is at most 200 bytes and reason at most 1000")
 	}
+	if !validActor(s.Actor) {
+		return errors.New("actor: printable text without control characters or surrounding spaces")
+	}
+	if !utf8.ValidString(s.Reason) {
+		return errors.New("reason: not valid UTF-8")
+	}
 	return nil
+}
+
+// validActor reports whether an actor is empty (the system) or printable
+// UTF-8 text with no control characters and no surrounding spaces: the
+// audit trail shows it as it is.
+func validActor(a string) bool {
+	if a == "" {
+		return true
+	}
+	if !utf8.ValidString(a) || strings.TrimSpace(a) != a {
+		return false
+	}
+	for _, r := range a {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validSignal applies the Updates' validation to a signal of the same name
+// (QueueFromLogVersion): an invalid one changes nothing and writes nothing
+// but one bounded log line.
+func (d *delivery) validSignal(name string, err error) bool {
+	if err == nil || !d.fromLog {
+		return true
+	}
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	d.logger.Warn("refused an invalid operator signal", "signal", name, "error", msg)
+	return false
 }

@@ -36,12 +36,22 @@ func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: RetentionWorkflowType})
 }
 
-// Register registers the workflows, the activities of acts, and the
-// settings activity that answers a workflow started without settings (one
-// an operator started) with settings().
+// Register registers the workflows, the activities of acts, the settings
+// activity that answers a workflow started without settings (runs recorded
+// before QueueFromLogVersion) with settings(), and StartActivity.
 func Register(r Registry, acts *activities.Activities, settings func() (Params, error)) {
 	RegisterWorkflows(r)
 	r.RegisterActivity(acts)
 	r.RegisterActivityWithOptions(func(context.Context) (Params, error) { return settings() },
 		activity.RegisterOptions{Name: SettingsActivity})
+	r.RegisterActivityWithOptions(func(ctx context.Context, in StartInput) (StartResult, error) {
+		w, err := settings()
+		if err != nil {
+			return StartResult{}, err
+		}
+		w = w.WithDefaults()
+		q, err := acts.KeyQueue(ctx, activities.QueueInput{SubscriptionID: in.SubscriptionID,
+			SubjectKey: in.SubjectKey, Limit: w.MaxQueue})
+		return StartResult{Settings: w, Queue: q}, err
+	}, activity.RegisterOptions{Name: StartActivity})
 }

@@ -45,22 +45,38 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
 		c.Receive(ctx, &s)
-		d.submit(ctx, d.redeliverOp(s))
+		if d.validSignal(SignalRedeliver, validateRedeliver(ctx, s)) {
+			d.submit(ctx, d.redeliverOp(s))
+		} else {
+			d.signals++
+		}
 	})
 	sel.AddReceive(d.channels.cancel, func(c workflow.ReceiveChannel, _ bool) {
 		var s CancelSignal
 		c.Receive(ctx, &s)
-		d.submit(ctx, d.cancelOp(s))
+		if d.validSignal(SignalCancel, validateCancel(ctx, s)) {
+			d.submit(ctx, d.cancelOp(s))
+		} else {
+			d.signals++
+		}
 	})
 	sel.AddReceive(d.channels.pause, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.submit(ctx, d.pauseOp(s))
+		if d.validSignal(SignalPause, validateControl(ctx, s)) {
+			d.submit(ctx, d.pauseOp(s))
+		} else {
+			d.signals++
+		}
 	})
 	sel.AddReceive(d.channels.resume, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		d.submit(ctx, d.resumeOp(s))
+		if d.validSignal(SignalResume, validateControl(ctx, s)) {
+			d.submit(ctx, d.resumeOp(s))
+		} else {
+			d.signals++
+		}
 	})
 	sel.AddReceive(d.updates, func(c workflow.ReceiveChannel, _ bool) {
 		var o *op
@@ -96,6 +112,10 @@ func (d *delivery) aboutHead(eventID string) bool {
 
 func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
 	d.signals++
+	if d.fromLog {
+		d.claim(s)
+		return
+	}
 	now := workflow.Now(ctx)
 	// Keyed by id and seq: a forged copy of an event with a wrong seq must
 	// not shadow the genuine one (it is rejected when its turn comes).
@@ -231,8 +251,18 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 		}
 		d.freshAttempts(head)
 		d.Rearms = 0 // an operator's redeliver restores the automatic re-arms
-		d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", head.Event.ID,
+		entry := d.auditEntry(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", head.Event.ID,
 			map[string]any{"reason": s.Reason, "seq": head.Event.Seq})
+		if !d.fromLog {
+			d.record(ctx, nil, entry)
+			return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
+		}
+		// Its row says so too, and its hold clock starts again, as for a
+		// redelivery by id.
+		head.QueuedAt = workflow.Now(ctx)
+		d.expiryKnown = false
+		d.record(ctx, []activities.OutcomeUpdate{{EventID: head.Event.ID, Seq: head.Event.Seq,
+			Status: activities.RowQueued, Restart: true}}, entry)
 		return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
 	}
 	ids := s.EventIDs

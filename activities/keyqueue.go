@@ -1,0 +1,76 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"herald/store"
+)
+
+// QueueInput asks what a key owes: its held outcome rows above After (up to
+// Limit, none when Limit is 0), and which of the Claims (events a signal
+// named) are not events of the key at all.
+type QueueInput struct {
+	SubscriptionID string  `json:"subscriptionId"`
+	SubjectKey     string  `json:"subjectKey"`
+	After          int64   `json:"after"`
+	Limit          int     `json:"limit,omitempty"`
+	Claims         []Event `json:"claims,omitempty"`
+}
+
+// HeldEvent is one event a key owes, as its outcome row has it.
+type HeldEvent struct {
+	Event    Event     `json:"event"`
+	QueuedAt time.Time `json:"queuedAt"`
+	Attempts int       `json:"attempts,omitempty"`
+	// Failed: the row is failed (the key is held on it) since FailedAt.
+	Failed    bool      `json:"failed,omitempty"`
+	FailedAt  time.Time `json:"failedAt,omitzero"`
+	Code      string    `json:"code,omitempty"`
+	LastCode  string    `json:"lastCode,omitempty"`
+	LastError string    `json:"lastError,omitempty"`
+}
+
+// QueueResult is what KeyQueue found.
+type QueueResult struct {
+	Events []HeldEvent `json:"events,omitempty"`
+	// More: the key owes more events after the last of Events.
+	More bool `json:"more,omitempty"`
+	// Unknown counts the claims that name no event of the key (with that
+	// sequence number); UnknownIDs holds the first few of them.
+	Unknown    int      `json:"unknown,omitempty"`
+	UnknownIDs []string `json:"unknownIds,omitempty"`
+}
+
+// maxUnknownIDs bounds the ids of refused claims a result (and so an
+// audit row) carries.
+const maxUnknownIDs = 10
+
+// KeyQueue reads what a key owes from its outcome rows, the state of record
+// of every key, and checks the events a signal claimed against them.
+func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, error) {
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		return QueueResult{}, errNotTheKey(in.SubscriptionID, in.SubjectKey)
+	}
+	claims := make([]store.ClaimedEvent, len(in.Claims))
+	for i, c := range in.Claims {
+		claims[i] = store.ClaimedEvent{ID: c.ID, Seq: c.Seq}
+	}
+	q, err := a.Store.KeyQueue(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit, claims)
+	if err != nil {
+		return QueueResult{}, err
+	}
+	res := QueueResult{More: q.More, Unknown: len(q.Unknown)}
+	for _, c := range q.Unknown[:min(len(q.Unknown), maxUnknownIDs)] {
+		res.UnknownIDs = append(res.UnknownIDs, truncate(c.ID, 64))
+	}
+	for _, r := range q.Rows {
+		h := HeldEvent{Event: Event{ID: r.ID, Seq: r.Seq}, QueuedAt: r.QueuedAt, Attempts: r.Attempts,
+			Code: r.Code, LastCode: r.LastCode, LastError: r.LastError}
+		if r.Status == store.EventFailed {
+			h.Failed, h.FailedAt = true, r.UpdatedAt
+		}
+		res.Events = append(res.Events, h)
+	}
+	return res, nil
+}

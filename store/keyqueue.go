@@ -1,0 +1,162 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// HeldRow is one event a key still owes: its outcome row is queued or
+// failed. The rows of a key, in sequence order, are what the key's
+// workflow delivers; its memory is only a cache of them.
+type HeldRow struct {
+	ID        string
+	Seq       int64
+	Status    string // queued or failed
+	Attempts  int
+	Code      string
+	LastCode  string
+	LastError string
+	// QueuedAt starts the hold clock (a redelivery restarts it); UpdatedAt
+	// is when the row last changed (a failed row: when it failed).
+	QueuedAt  time.Time
+	UpdatedAt time.Time
+}
+
+// ClaimedEvent is an event a signal says a key owes: an id and a sequence
+// number, nothing more, until the outcome rows confirm it.
+type ClaimedEvent struct {
+	ID  string
+	Seq int64
+}
+
+// KeyQueue is what KeyQueue read.
+type KeyQueue struct {
+	// Rows are the key's held rows after the cursor, in sequence order.
+	Rows []HeldRow
+	// More: the key holds further rows after the last of Rows.
+	More bool
+	// Unknown are the claimed events that name no outcome row of this
+	// subscription and subject key with that sequence number.
+	Unknown []ClaimedEvent
+}
+
+// KeyQueue reads up to limit events that a subscription's subject key owes
+// with a sequence number above after, in sequence order, and checks the
+// claimed events against the key's outcome rows (whatever their status: a
+// settled one is a re-send, not a forgery). A claimed event still owed
+// below the cursor is among the rows too.
+func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent) (KeyQueue, error) {
+	var out KeyQueue
+	var ids []string
+	var seqs []int64
+	for _, c := range claims {
+		if u, err := uuid.Parse(c.ID); err != nil || u.String() != c.ID {
+			out.Unknown = append(out.Unknown, c)
+			continue
+		}
+		ids = append(ids, c.ID)
+		seqs = append(seqs, c.Seq)
+	}
+	batch := &pgx.Batch{}
+	if limit > 0 {
+		batch.Queue(`
+			SELECT event_id::text, event_seq, status, attempts, COALESCE(code, ''), COALESCE(last_code, ''),
+			       COALESCE(last_error, ''), queued_at, updated_at
+			  FROM outcomes
+			 WHERE subscription_id = $1 AND subject = $2 AND status IN ('queued', 'failed') AND event_seq > $3
+			 ORDER BY event_seq LIMIT $4`, subscriptionID, subject, after, limit+1).Query(func(rows pgx.Rows) error {
+			var r HeldRow
+			_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Seq, &r.Status, &r.Attempts, &r.Code, &r.LastCode,
+				&r.LastError, &r.QueuedAt, &r.UpdatedAt}, func() error {
+				out.Rows = append(out.Rows, r)
+				return nil
+			})
+			return err
+		})
+	}
+	var late []HeldRow
+	if len(ids) > 0 {
+		// Each claim with its row, if it names one of this key's: a claim
+		// the cursor has passed that is still owed is queued too (the
+		// relay writes a key's rows in sequence order, so it is rare).
+		batch.Queue(`
+			SELECT c.id::text, c.seq, COALESCE(o.status, ''), COALESCE(o.attempts, 0), COALESCE(o.code, ''),
+			       COALESCE(o.last_code, ''), COALESCE(o.last_error, ''),
+			       COALESCE(o.queued_at, 'epoch'), COALESCE(o.updated_at, 'epoch')
+			  FROM unnest($3::uuid[], $4::bigint[]) WITH ORDINALITY AS c(id, seq, n)
+			  LEFT JOIN outcomes o ON o.subscription_id = $1 AND o.event_id = c.id
+			                      AND o.subject = $2 AND o.event_seq = c.seq
+			 ORDER BY c.n`, subscriptionID, subject, ids, seqs).Query(func(rows pgx.Rows) error {
+			var r HeldRow
+			_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Seq, &r.Status, &r.Attempts, &r.Code, &r.LastCode,
+				&r.LastError, &r.QueuedAt, &r.UpdatedAt}, func() error {
+				switch {
+				case r.Status == "":
+					out.Unknown = append(out.Unknown, ClaimedEvent{ID: r.ID, Seq: r.Seq})
+				case r.Seq <= after && (r.Status == EventQueued || r.Status == EventFailed):
+					late = append(late, r)
+				}
+				return nil
+			})
+			return err
+		})
+	}
+	if batch.Len() == 0 {
+		return out, nil
+	}
+	if err := s.Pool.SendBatch(ctx, batch).Close(); err != nil {
+		return KeyQueue{}, fmt.Errorf("read the queue of %s %s: %w", subscriptionID, subject, err)
+	}
+	if len(out.Rows) > limit {
+		out.Rows, out.More = out.Rows[:limit], true
+	}
+	if len(late) > 0 {
+		out.Rows = append(late, out.Rows...)
+		slices.SortFunc(out.Rows, func(a, b HeldRow) int { return cmp.Compare(a.Seq, b.Seq) })
+		out.Rows = slices.CompactFunc(out.Rows, func(a, b HeldRow) bool { return a.ID == b.ID })
+	}
+	return out, nil
+}
+
+// OwingKey is a subscription's subject key whose outcome rows say it owes
+// events.
+type OwingKey struct {
+	SubscriptionID string
+	Subject        string
+	Held           int
+}
+
+// QuietOwingKeys lists, in key order after the cursor (afterSub, afterSubject),
+// up to limit keys of subscriptions that are not removed whose held rows
+// (queued or failed) have none changed for at least quiet: the keys whose
+// workflow may be gone. Keys with rows that moved recently are being
+// worked on, or were just handed out, and are left alone.
+func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, limit int) ([]OwingKey, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT o.subscription_id, o.subject, count(*)::int
+		  FROM outcomes o JOIN subscriptions s ON s.id = o.subscription_id AND s.state <> 'cancelled'
+		 WHERE o.status IN ('queued', 'failed') AND (o.subscription_id, o.subject) > ($1, $2)
+		 GROUP BY o.subscription_id, o.subject
+		HAVING max(o.updated_at) < now() - make_interval(secs => $3)
+		 ORDER BY o.subscription_id, o.subject
+		 LIMIT $4`, afterSub, afterSubject, quiet.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list keys that owe events: %w", err)
+	}
+	var out []OwingKey
+	var k OwingKey
+	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.Subject, &k.Held}, func() error {
+		out = append(out, k)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list keys that owe events: %w", err)
+	}
+	return out, nil
+}

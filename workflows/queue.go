@@ -1,0 +1,219 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"herald/activities"
+)
+
+// PostgreSQL is the state of record of every key (QueueFromLogVersion).
+// What a key owes is its outcome rows that are queued or failed, in
+// sequence order; a run's queue is a cache of them:
+//
+//   - every run (a fresh start, a continue-as-new, a reset, a start after a
+//     terminate) begins with StartActivity, which reads the rows and the
+//     worker's settings, before it delivers anything; values in the input
+//     other than the key's identity are ignored;
+//   - an event signal is a hint: the events it names become claims, which
+//     take no queue space; the queue grows only from rows read with
+//     KeyQueue (a cursor over the key's sequence numbers), and claims that
+//     name no row of the key are refused and audited once per read, with a
+//     count;
+//   - a run completes only once the rows say the key owes nothing.
+//
+// Whatever ends or feeds a run, the next one reads the same rows, so order
+// holds and nothing is stranded; the relay re-drives keys whose workflow is
+// gone (relay.Redrive).
+
+// maxClaims bounds the signalled events a run keeps to check.
+const maxClaims = 10000
+
+// queueReadOptions are those of the local activities that read the rows.
+func queueReadOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		// A read that fails is tried again by the run's loop, every 5 s,
+		// with the key shown blocked: not here, inside one workflow task.
+		ScheduleToCloseTimeout: 20 * time.Second,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 500 * time.Millisecond, MaximumAttempts: 2,
+			NonRetryableErrorTypes: []string{activities.CodeSignalRejected},
+		},
+	})
+}
+
+// keyQueueActivity is the registered name of (*activities.Activities).KeyQueue.
+const keyQueueActivity = "KeyQueue"
+
+// start reads the worker's settings and what the key owes. When the read
+// fails the run delivers nothing until refillFromLog has read the rows.
+func (d *delivery) start(ctx workflow.Context) {
+	identity := d.p
+	d.p = Params{SubscriptionID: identity.SubscriptionID, SubscriberApp: identity.SubscriberApp,
+		EventType: identity.EventType, SubjectKey: identity.SubjectKey}.WithDefaults()
+	var res StartResult
+	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey}
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), StartActivity, in).Get(ctx, &res); err != nil {
+		d.logger.Warn("read the key's outcome rows and the worker's settings", "error", err)
+		return
+	}
+	d.p = res.Settings
+	d.p.SubscriptionID, d.p.SubscriberApp = identity.SubscriptionID, identity.SubscriberApp
+	d.p.EventType, d.p.SubjectKey = identity.EventType, identity.SubjectKey
+	d.p.Carry = nil
+	d.p = d.p.WithDefaults()
+	d.loadAll(ctx, res.Queue)
+}
+
+// loadAll makes the queue what the rows say the key owes: the carried
+// queue's items that are still owed, in their order, with what this key
+// remembers of their attempts, and every other row in sequence order.
+func (d *delivery) loadAll(ctx workflow.Context, q activities.QueueResult) {
+	owed := make(map[activities.Event]activities.HeldEvent, len(q.Events))
+	for _, h := range q.Events {
+		owed[activities.Event{ID: h.Event.ID, Seq: h.Event.Seq}] = h
+	}
+	kept := d.Queue[:0]
+	for _, it := range d.Queue {
+		if _, ok := owed[activities.Event{ID: it.Event.ID, Seq: it.Event.Seq}]; ok {
+			kept = append(kept, it)
+		}
+	}
+	d.Queue = kept
+	d.BacklogAfter = 0
+	d.Backlog = false
+	d.addRows(ctx, q)
+	d.loaded = true
+}
+
+// addRows puts the rows not queued yet in the queue, in sequence order,
+// and moves the cursor past them.
+func (d *delivery) addRows(ctx workflow.Context, q activities.QueueResult) {
+	now := workflow.Now(ctx)
+	queued := make(map[activities.Event]bool, len(d.Queue))
+	for _, it := range d.Queue {
+		queued[activities.Event{ID: it.Event.ID, Seq: it.Event.Seq}] = true
+	}
+	for _, h := range q.Events {
+		if k := (activities.Event{ID: h.Event.ID, Seq: h.Event.Seq}); !queued[k] {
+			queued[k] = true
+			d.insert(d.insertPos(h.Event.Seq), heldItem(h, now, d.canRearm(), d.p.RearmCooldown))
+		}
+		d.BacklogAfter = max(d.BacklogAfter, h.Event.Seq)
+	}
+	if q.More {
+		d.Backlog = true
+	}
+	d.expiryKnown = false
+}
+
+// heldItem is the queue item of a row.
+func heldItem(h activities.HeldEvent, now time.Time, rearm bool, cooldown time.Duration) QueueItem {
+	it := QueueItem{Event: activities.Event{ID: h.Event.ID, Seq: h.Event.Seq}, QueuedAt: h.QueuedAt,
+		Attempts: h.Attempts, Code: h.Code, LastCode: h.LastCode, LastError: h.LastError}
+	if it.QueuedAt.IsZero() || it.QueuedAt.After(now) {
+		it.QueuedAt = now // the hold expiry counts from a time that makes sense here
+	}
+	if h.Failed {
+		it.Failed, it.FailedAt = true, minTime(h.FailedAt, now)
+		if it.FailedAt.IsZero() {
+			it.FailedAt = now
+		}
+		if rearm {
+			it.NextAttemptAt = it.FailedAt.Add(cooldown)
+		}
+	}
+	return it
+}
+
+// claim takes the events of a signal as claims: the queue grows only from
+// the rows. A re-sent event already queued, or delivered by this run, is
+// dropped at once.
+func (d *delivery) claim(s EventSignal) {
+	queued := make(map[activities.Event]bool, len(d.Queue))
+	for _, it := range d.Queue {
+		queued[activities.Event{ID: it.Event.ID, Seq: it.Event.Seq}] = true
+	}
+	for _, ev := range s.Events {
+		if queued[activities.Event{ID: ev.ID, Seq: ev.Seq}] || d.recent[ev.ID] {
+			continue
+		}
+		if ev.Seq > d.BacklogAfter {
+			d.Backlog = true // the rows may hold more than the queue
+		}
+		if len(d.claims) >= maxClaims {
+			d.unchecked++
+			continue
+		}
+		d.claims = append(d.claims, activities.Event{ID: ev.ID, Seq: ev.Seq})
+	}
+}
+
+// refillFromLog reads the rows the queue does not hold yet, once it has
+// room for them, and checks the claims.
+func (d *delivery) refillFromLog(ctx workflow.Context) {
+	if !d.loaded {
+		d.start(ctx)
+		if !d.loaded {
+			return
+		}
+	}
+	limit := 0
+	if d.Backlog && d.normalQueued() <= d.p.MaxQueue/2 {
+		limit = d.p.MaxQueue / 2
+	}
+	if limit == 0 && len(d.claims) == 0 && d.unchecked == 0 {
+		return
+	}
+	claims, unchecked := d.claims, d.unchecked
+	d.claims, d.unchecked = nil, 0
+	if unchecked > 0 {
+		d.logger.Warn("event signals named more events than a key checks; the rest were not queued",
+			"unchecked", unchecked)
+	}
+	if limit == 0 && len(claims) == 0 {
+		return
+	}
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: d.BacklogAfter, Limit: limit, Claims: claims}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		// Tried again on the next turn; the claims stay unchecked.
+		d.logger.Warn("read the key's outcome rows", "error", err)
+		d.claims = claims
+		return
+	}
+	if limit > 0 && !q.More {
+		d.Backlog = false
+	}
+	d.addRows(ctx, q)
+	if q.Unknown > 0 {
+		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
+			"signal": SignalEvent, "reason": "event_not_owed", "count": q.Unknown, "eventIds": q.UnknownIDs,
+		})
+	}
+}
+
+// owesNothing reports whether the rows confirm that the key owes nothing,
+// before its run completes; what they still hold is queued instead.
+func (d *delivery) owesNothing(ctx workflow.Context) bool {
+	if !d.fromLog {
+		return true
+	}
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		Limit: d.p.MaxQueue / 2}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		d.logger.Warn("read the key's outcome rows before completing", "error", err)
+		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
+		return false
+	}
+	if len(q.Events) == 0 {
+		return true
+	}
+	d.addRows(ctx, q)
+	return false
+}
