@@ -31,6 +31,7 @@ type Metrics struct {
 	latency    *prometheus.HistogramVec
 	attemptsOK prometheus.Histogram
 	rejections *prometheus.CounterVec
+	redriven   *prometheus.CounterVec
 	ready      atomic.Bool
 	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
 	readyCheck func() bool
@@ -68,6 +69,10 @@ func New() *Metrics {
 		Name: "herald_publish_rejections_total",
 		Help: "Rejected publishes by source app (\"unknown\" when not a declared app) and code.",
 	}, []string{"app", "code"})
+	m.redriven = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_relay_keys_redriven_total",
+		Help: "Keys whose workflow was gone while their outcome rows still held events, started again by the relay leader, per subscription.",
+	}, []string{"subscription"})
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "herald_worker_ready",
 		Help: "1 while this process's Temporal worker is started and Temporal answers, else 0.",
@@ -77,7 +82,7 @@ func New() *Metrics {
 		}
 		return 0
 	})
-	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections, ready,
+	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections, m.redriven, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -110,6 +115,12 @@ func (m *Metrics) Settled(subscriptionID, outcome string, n int) {
 	if n > 0 {
 		m.outcomes.WithLabelValues(subscriptionID, outcome).Add(float64(n))
 	}
+}
+
+// Redriven counts a key the relay re-drove because its workflow was gone
+// (relay.RedriveObserver).
+func (m *Metrics) Redriven(subscriptionID string) {
+	m.redriven.WithLabelValues(subscriptionID).Inc()
 }
 
 // Rejected counts a rejected publish of app with code. app must be a

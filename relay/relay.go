@@ -56,6 +56,7 @@ type Relay struct {
 
 	leader bool
 	mu     sync.Mutex
+	cursor redriveCursor
 	// filters caches compiled content filters by their text.
 	filters map[string]*filter.Filter
 }
@@ -393,6 +394,9 @@ func (r *Relay) sweepLoop(ctx context.Context) {
 	for {
 		if _, err := r.SweepRemoved(ctx); err != nil && ctx.Err() == nil {
 			r.Logger.Warn("sweep keys of removed subscriptions", zap.Error(err))
+		}
+		if _, err := r.Redrive(ctx); err != nil && ctx.Err() == nil {
+			r.Logger.Warn("re-drive keys whose workflow is gone", zap.Error(err))
 		}
 		sleep(ctx, r.SweepInterval)
 		if ctx.Err() != nil {

@@ -128,6 +128,8 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 // events.
 type OwingKey struct {
 	SubscriptionID string
+	App            string
+	Type           string
 	Subject        string
 	Held           int
 }
@@ -139,10 +141,10 @@ type OwingKey struct {
 // worked on, or were just handed out, and are left alone.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, limit int) ([]OwingKey, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT o.subscription_id, o.subject, count(*)::int
+		SELECT o.subscription_id, s.app, s.type, o.subject, count(*)::int
 		  FROM outcomes o JOIN subscriptions s ON s.id = o.subscription_id AND s.state <> 'cancelled'
 		 WHERE o.status IN ('queued', 'failed') AND (o.subscription_id, o.subject) > ($1, $2)
-		 GROUP BY o.subscription_id, o.subject
+		 GROUP BY o.subscription_id, s.app, s.type, o.subject
 		HAVING max(o.updated_at) < now() - make_interval(secs => $3)
 		 ORDER BY o.subscription_id, o.subject
 		 LIMIT $4`, afterSub, afterSubject, quiet.Seconds(), limit)
@@ -151,7 +153,7 @@ func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject strin
 	}
 	var out []OwingKey
 	var k OwingKey
-	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.Subject, &k.Held}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.App, &k.Type, &k.Subject, &k.Held}, func() error {
 		out = append(out, k)
 		return nil
 	})

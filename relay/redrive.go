@@ -1,0 +1,132 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"herald/store"
+	"herald/workflows"
+)
+
+// Describer is the part of a Temporal client that tells whether a key's
+// workflow runs; a client.Client is one. Without it the relay re-drives
+// nothing.
+type Describer interface {
+	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+}
+
+// RedriveObserver, when the relay's Observer is one, counts the keys the
+// relay re-drove.
+type RedriveObserver interface {
+	Redriven(subscriptionID string)
+}
+
+// Bounds of a re-drive round: keys whose held rows have not changed for
+// redriveQuiet are looked at, at most redriveBatch per round (the next
+// round goes on after the last), redriveParallel at a time.
+const (
+	redriveQuiet    = 30 * time.Second
+	redriveBatch    = 500
+	redriveParallel = 8
+)
+
+// redriveCursor is where the next re-drive round starts.
+type redriveCursor struct {
+	mu           sync.Mutex
+	sub, subject string
+}
+
+// Redrive starts the Delivery workflow of every key that owes events (its
+// outcome rows) but whose workflow is gone: terminated, reset away, never
+// started, or completed while a row was left held. The new run reads what
+// the key owes from the rows. It returns how many keys it re-drove. The
+// leader runs it with the sweep, every SweepInterval (20 s), so such a key
+// is driven again within a minute while at most redriveBatch keys a round
+// are quiet and held.
+func (r *Relay) Redrive(ctx context.Context) (int, error) {
+	r.defaults()
+	desc, ok := r.Temporal.(Describer)
+	if !ok {
+		return 0, nil
+	}
+	r.cursor.mu.Lock()
+	afterSub, afterSubject := r.cursor.sub, r.cursor.subject
+	r.cursor.mu.Unlock()
+	keys, err := r.Store.QuietOwingKeys(ctx, afterSub, afterSubject, redriveQuiet, redriveBatch)
+	if err != nil {
+		return 0, err
+	}
+	r.cursor.mu.Lock()
+	if len(keys) < redriveBatch {
+		r.cursor.sub, r.cursor.subject = "", ""
+	} else {
+		last := keys[len(keys)-1]
+		r.cursor.sub, r.cursor.subject = last.SubscriptionID, last.Subject
+	}
+	r.cursor.mu.Unlock()
+	var mu sync.Mutex
+	n := 0
+	sem := make(chan struct{}, redriveParallel)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if r.redriveKey(ctx, desc, k) {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return n, nil
+}
+
+// redriveKey starts one key's workflow if none runs, and reports whether
+// it did.
+func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey) bool {
+	id := workflows.DeliveryID(k.SubscriptionID, k.Subject)
+	cctx, cancel := context.WithTimeout(ctx, sweepCallTimeout)
+	defer cancel()
+	resp, err := desc.DescribeWorkflowExecution(cctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		r.Logger.Warn("look up a key's workflow", zap.String("workflow", id), zap.Error(err))
+		return false
+	case resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		if t := resp.GetWorkflowExecutionInfo().GetType().GetName(); t != workflows.DeliveryWorkflowType {
+			// Someone started another workflow type under the key's id:
+			// signals reach it, not a Delivery run. An operator must end it.
+			r.Logger.Error("a key's workflow id is taken by another workflow type",
+				zap.String("workflow", id), zap.String("type", t), zap.Int("held", k.Held))
+		}
+		return false
+	}
+	params := r.Params
+	params.SubscriptionID, params.SubscriberApp, params.EventType, params.SubjectKey = k.SubscriptionID, k.App, k.Type, k.Subject
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+	// No events in the signal: the new run reads them from the rows.
+	if _, err := r.Temporal.SignalWithStartWorkflow(cctx, id, workflows.SignalEvent, workflows.EventSignal{}, opts,
+		workflows.DeliveryWorkflowType, params); err != nil {
+		r.Logger.Warn("re-drive a key whose workflow is gone", zap.String("workflow", id), zap.Error(err))
+		return false
+	}
+	r.Logger.Info("re-drove a key whose workflow is gone", zap.String("workflow", id), zap.Int("held", k.Held))
+	if o, ok := r.Observer.(RedriveObserver); ok {
+		o.Redriven(k.SubscriptionID)
+	}
+	return true
+}

@@ -1,0 +1,142 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"herald/store"
+)
+
+// TestKeyQueueReadsWhatAKeyOwes: the held rows of one key after the
+// cursor, in sequence order with their state; claims that name no row of
+// the key (another key's event, a wrong seq, no id) are unknown, a settled
+// one is not, and a held one the cursor has passed is read too.
+func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[2].ID, Seq: 3, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[1].ID, Seq: 2, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted",
+			LastCode: "handler_failed", LastError: "HTTP 500"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Rows) != 2 || q.More || q.Rows[0].ID != evs[1].ID || q.Rows[0].Status != store.EventFailed ||
+		q.Rows[0].Attempts != 8 || q.Rows[0].Code != "attempts_exhausted" || q.Rows[0].LastError != "HTTP 500" ||
+		q.Rows[1].ID != evs[2].ID || q.Rows[1].Status != store.EventQueued || q.Rows[1].QueuedAt.IsZero() {
+		t.Fatalf("rows %+v more %v", q.Rows, q.More)
+	}
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 0, 1, nil)
+	if err != nil || len(q.Rows) != 1 || !q.More || q.Rows[0].Seq != 2 {
+		t.Fatalf("limit 1: %+v, %v", q, err)
+	}
+	claims := []store.ClaimedEvent{
+		{ID: evs[0].ID, Seq: 1},  // delivered: a re-send, known
+		{ID: evs[1].ID, Seq: 2},  // held, the cursor passed it: read again
+		{ID: evs[2].ID, Seq: 99}, // wrong seq
+		{ID: evs[3].ID, Seq: 4},  // another key's
+		{ID: "not-an-id", Seq: 5},
+		{ID: "00000000-0000-4000-8000-000000000001", Seq: 1 << 50},
+	}
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 2, 0, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Rows) != 1 || q.Rows[0].ID != evs[1].ID {
+		t.Fatalf("with limit 0 only the held claim the cursor passed: %+v", q.Rows)
+	}
+	if len(q.Unknown) != 4 {
+		t.Fatalf("unknown %+v, want the wrong seq, the other key's, the non-id and the made-up one", q.Unknown)
+	}
+}
+
+// TestRestartAndRequeueRestartTheHoldClock: an operator's redelivery, of
+// the head or by id, sets the row queued with no attempts and a new
+// queued_at.
+func TestRestartAndRequeueRestartTheHoldClock(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET queued_at = now() - interval '10 days'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDispatched(ctx, []int64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"},
+		{EventID: evs[1].ID, Seq: 2, Status: store.EventCancelled},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventQueued, Restart: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Requeue(ctx, billingPersonSub, "p1", []string{evs[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Rows) != 2 {
+		t.Fatalf("rows %+v", q.Rows)
+	}
+	for _, r := range q.Rows {
+		if r.Status != store.EventQueued || r.Attempts != 0 || r.Code != "" || time.Since(r.QueuedAt) > time.Hour {
+			t.Fatalf("after a redelivery: %+v", r)
+		}
+	}
+}
+
+// TestQuietOwingKeys: keys of subscriptions not removed whose held rows
+// have not moved for the quiet period, in key order after the cursor.
+func TestQuietOwingKeys(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("rows that just moved: %+v, %v", keys, err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	keys, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(keys) != 2 || keys[0].Subject != "p1" || keys[1].Subject != "p2" ||
+		keys[0].App != "billing" || keys[0].Type != "contacts.person.updated" || keys[0].Held != 1 {
+		t.Fatalf("quiet keys %+v, %v", keys, err)
+	}
+	keys, err = s.QuietOwingKeys(ctx, billingPersonSub, "p1", time.Minute, 10)
+	if err != nil || len(keys) != 1 || keys[0].Subject != "p2" {
+		t.Fatalf("after the cursor: %+v, %v", keys, err)
+	}
+}
