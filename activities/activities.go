@@ -31,8 +31,12 @@ type Store interface {
 	Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]store.RequeuedEvent, map[string]string, error)
 	// Audit appends one audit row.
 	Audit(ctx context.Context, e store.AuditEntry) error
-	// PurgeEvents deletes up to limit rows past retention.
-	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	// PurgeEvents deletes up to limit events and limit outcome rows past
+	// retention.
+	PurgeEvents(ctx context.Context, cutoff time.Time, limit int) (store.PurgeCounts, error)
+	// AuditByOnceKey reads the audit row written under a once key
+	// (store.ErrNotFound when there is none).
+	AuditByOnceKey(ctx context.Context, key string) (store.AuditRow, error)
 	// MarkUnreachable and ClearUnreachable keep the mark of an app that a
 	// delivery found unreachable.
 	MarkUnreachable(ctx context.Context, app string) error
@@ -87,6 +91,9 @@ type Activities struct {
 	// HeadWait bounds how long one execution waits for its first event's
 	// turn under the app's limits; LimitHeadWait when zero (tests shorten it).
 	HeadWait time.Duration
+	// Retention is the worker's HERALD_RETENTION: PurgeEvents never deletes
+	// anything newer, whatever its input says; DefaultRetention when zero.
+	Retention time.Duration
 }
 
 // Deliver POSTs the events in order, each its own request, stopping at the

@@ -129,6 +129,9 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		Observer: s.Metrics,
 		Waker:    newWaker(s.Temporal, log.Named("waker")),
 		Logger:   log.Named("activities"),
+		// A Retention run never deletes anything newer than this, whatever
+		// its input (docs/design.md#retention).
+		Retention: cfg.Retention,
 	}
 	// Each cached key workflow costs some 50 KB; the cache bounds the
 	// worker's memory however many keys are live (an evicted workflow is

@@ -28,6 +28,10 @@ const (
 	ActionDeliveryRearmed           = "delivery.rearmed"
 	ActionDeliveryPaused            = "delivery.paused"
 	ActionDeliveryResumed           = "delivery.resumed"
+	// ActionRetentionPurged records one retention run: what it deleted
+	// and the cutoff it applied (one row per run, even when it deleted
+	// nothing).
+	ActionRetentionPurged = "retention.purged"
 )
 
 // Audit target types.
@@ -40,6 +44,8 @@ const (
 	TargetSubscription = "subscription"
 	// TargetDelivery: the target id is a delivery workflow id.
 	TargetDelivery = "delivery"
+	// TargetRetention: the target id is the id of a Retention workflow.
+	TargetRetention = "retention"
 )
 
 // Audit outcomes.
@@ -169,6 +175,26 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 // Audit appends e to the audit trail in its own statement.
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	return AppendAudit(ctx, s.Pool, e)
+}
+
+// AuditByOnceKey returns the audit row written under once key key, or
+// ErrNotFound.
+func (s *Store) AuditByOnceKey(ctx context.Context, key string) (AuditRow, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT id, at, action, outcome, actor, target_type, target_id,
+		       COALESCE(error_code, '') AS error_code, metadata
+		  FROM audit WHERE once_key = $1`, key)
+	if err != nil {
+		return AuditRow{}, fmt.Errorf("read audit row of once key %s: %w", key, err)
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[AuditRow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AuditRow{}, ErrNotFound
+	}
+	if err != nil {
+		return AuditRow{}, fmt.Errorf("read audit row of once key %s: %w", key, err)
+	}
+	return row, nil
 }
 
 // ListAudit returns the audit rows matching f, newest first.

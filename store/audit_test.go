@@ -207,3 +207,31 @@ func TestListAuditCapsLimit(t *testing.T) {
 		t.Errorf("got %d rows, want %d", len(rows), store.MaxAuditLimit)
 	}
 }
+
+// TestAuditByOnceKey: the row written under a once key is found by it, with
+// its metadata; an unused key is ErrNotFound.
+func TestAuditByOnceKey(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.AuditByOnceKey(ctx, "retention:run-1/5"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unused key: err = %v, want ErrNotFound", err)
+	}
+	e := store.AuditEntry{Action: store.ActionRetentionPurged, TargetType: store.TargetRetention,
+		TargetID: "herald-retention", Metadata: map[string]any{"events": 3}, OnceKey: "retention:run-1/5"}
+	if err := s.Audit(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Audit(ctx, store.AuditEntry{Action: "test.other", TargetType: "app", TargetID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.AuditByOnceKey(ctx, "retention:run-1/5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Events int }
+	if err := json.Unmarshal(r.Metadata, &m); err != nil || r.Action != store.ActionRetentionPurged ||
+		r.TargetID != "herald-retention" || m.Events != 3 {
+		t.Fatalf("row %+v (metadata %s, %v)", r, r.Metadata, err)
+	}
+}

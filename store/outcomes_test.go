@@ -160,7 +160,7 @@ func TestRetentionKeepsHeldEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n < 100 {
+		if !n.Full(100) {
 			break
 		}
 	}

@@ -46,25 +46,26 @@ func TestPurgeEventsKeepsWhatIsStillNeeded(t *testing.T) {
 	insert("rejected", time.Hour, 1)
 
 	cutoff := time.Now().Add(-30 * 24 * time.Hour)
-	var total int64
+	var total store.PurgeCounts
 	for round := 0; ; round++ {
 		n, err := st.PurgeEvents(ctx, cutoff, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > 3 {
-			t.Fatalf("a batch of 3 deleted %d", n)
+		if n.Events > 3 || n.Outcomes > 3 {
+			t.Fatalf("a batch of 3 deleted %+v", n)
 		}
-		total += n
-		if n < 3 {
+		total.Events += n.Events
+		total.Outcomes += n.Outcomes
+		if !n.Full(3) {
 			break
 		}
 		if round > 10 {
 			t.Fatal("purge does not end")
 		}
 	}
-	if total != 7 {
-		t.Fatalf("purged %d events, want the 7 old dispatched or rejected ones", total)
+	if total.Events != 7 || total.Outcomes != 0 {
+		t.Fatalf("purged %+v, want the 7 old dispatched or rejected events and no outcome", total)
 	}
 	counts := map[string]int{}
 	rows, err := st.Pool.Query(ctx, `SELECT state, count(*) FROM events GROUP BY state`)

@@ -400,7 +400,13 @@ func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 	return nil
 }
 
-func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (int64, error) { return 0, nil }
+func (s *fakeStore) PurgeEvents(context.Context, time.Time, int) (store.PurgeCounts, error) {
+	return store.PurgeCounts{}, nil
+}
+
+func (s *fakeStore) AuditByOnceKey(context.Context, string) (store.AuditRow, error) {
+	return store.AuditRow{}, store.ErrNotFound
+}
 
 func (s *fakeStore) MarkUnreachable(context.Context, string) error { return nil }
 

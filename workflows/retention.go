@@ -15,20 +15,26 @@ const RetentionWorkflowType = "Retention"
 // RetentionScheduleID is the id of the Temporal Schedule that runs retention.
 const RetentionScheduleID = "herald-retention"
 
-// RetentionParams configure one retention run.
+// RetentionParams configure one retention run. The worker's settings
+// bound them: they may only make a run keep more.
 type RetentionParams struct {
-	// Keep is how long dispatched and rejected events are kept (default 30 days).
+	// Keep is how long dispatched and rejected events are kept (default 30
+	// days). A Keep shorter than the worker's HERALD_RETENTION is held to it
+	// by the PurgeEvents activity; a longer one is honoured.
 	Keep time.Duration `json:"keep,omitempty"`
-	// BatchSize bounds each DELETE (default 1000).
+	// BatchSize bounds each DELETE (default 1000, at most 10,000).
 	BatchSize int `json:"batchSize,omitempty"`
 }
 
 // DefaultRetention is how long events are kept by default.
-const DefaultRetention = 30 * 24 * time.Hour
+const DefaultRetention = activities.DefaultRetention
 
-// Retention deletes dispatched and rejected events older than Keep, in
-// bounded batches. Undispatched events and the audit trail are never touched.
-// A Temporal Schedule runs it (daily by default).
+// Retention deletes dispatched and rejected events, and settled outcome
+// rows, older than Keep, in bounded batches, and never anything newer than
+// the worker's HERALD_RETENTION (the activity enforces it, so a run started
+// by hand cannot go further). Undispatched events, held events and the
+// audit trail are never touched; each run appends one retention.purged
+// audit row. A Temporal Schedule runs it (daily by default).
 func Retention(ctx workflow.Context, p RetentionParams) (activities.PurgeResult, error) {
 	if p.Keep <= 0 {
 		p.Keep = DefaultRetention
@@ -42,7 +48,7 @@ func Retention(ctx workflow.Context, p RetentionParams) (activities.PurgeResult,
 	var res activities.PurgeResult
 	err := workflow.ExecuteActivity(ctx, (*activities.Activities).PurgeEvents, in).Get(ctx, &res)
 	if err == nil {
-		workflow.GetLogger(ctx).Info("retention", "deleted", res.Deleted, "cutoff", in.Cutoff)
+		workflow.GetLogger(ctx).Info("retention", "deleted", res.Deleted, "cutoff", res.Cutoff)
 	}
 	return res, err
 }
