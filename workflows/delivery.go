@@ -118,6 +118,7 @@ type delivery struct {
 	// queue has been read from the outcome rows. foreign: its input names a
 	// key other than its workflow id's, so it does nothing.
 	fromLog, loaded, foreign bool
+	loadTried                time.Time
 	// claims are the signalled events not yet checked against the outcome
 	// rows (at most maxClaims; unchecked counts those beyond).
 	claims    []activities.Event

@@ -51,6 +51,7 @@ const keyQueueActivity = "KeyQueue"
 // start reads the worker's settings and what the key owes. When the read
 // fails the run delivers nothing until refillFromLog has read the rows.
 func (d *delivery) start(ctx workflow.Context) {
+	d.loadTried = workflow.Now(ctx)
 	identity := d.p
 	d.p = Params{SubscriptionID: identity.SubscriptionID, SubscriberApp: identity.SubscriberApp,
 		EventType: identity.EventType, SubjectKey: identity.SubjectKey}.WithDefaults()
@@ -156,6 +157,10 @@ func (d *delivery) claim(s EventSignal) {
 // room for them, and checks the claims.
 func (d *delivery) refillFromLog(ctx workflow.Context) {
 	if !d.loaded {
+		// At most one try every 5 s, however many signals wake the run.
+		if now := workflow.Now(ctx); now.Before(d.loadTried.Add(5 * time.Second)) {
+			return
+		}
 		d.start(ctx)
 		if !d.loaded {
 			return

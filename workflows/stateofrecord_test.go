@@ -1,0 +1,98 @@
+package workflows_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/activities"
+	"herald/store"
+	"herald/workflows"
+)
+
+// Tests of QueueFromLogVersion: the outcome rows are what a key owes. Each
+// forces that version, so they run the same with -regular-first-attempt.
+
+// TestNewRunTakesWhatTheKeyOwes: a run started with no event of its own
+// (after a terminate, by the relay's re-drive) holds the failed head its
+// rows name, with the queued events behind it; a redelivery of the head
+// restarts its row, and all three go in order.
+func TestNewRunTakesWhatTheKeyOwes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.params.MaxRearms = workflows.NoRearms
+	h.store.dispatched = []int64{1, 2, 3}
+	h.store.outcomes[eventID(1)] = store.EventFailed
+	st := h.queryAt(time.Second)
+	redeliver := h.updateAt(2*time.Second, workflows.UpdateRedeliver, workflows.RedeliverSignal{Actor: "alice"})
+	h.run()
+	if st.Status != workflows.StatusFailed || st.Head == nil || st.Head.EventID != eventID(1) || len(st.Queued) != 2 {
+		t.Fatalf("the new run shows %q head %+v queued %+v; want the failed head 1 and 2, 3 behind", st.Status, st.Head, st.Queued)
+	}
+	if !redeliver.done || !redeliver.result.Changed {
+		t.Fatalf("redeliver answered %+v", redeliver)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want 1, 2, 3", got)
+	}
+	restarted := false
+	for _, u := range h.store.updates {
+		restarted = restarted || u.EventID == eventID(1) && u.Status == store.EventQueued && u.Restart
+	}
+	if !restarted {
+		t.Fatalf("the head's redelivery wrote no restarted row: %+v", h.store.updates)
+	}
+}
+
+// TestInputSettingsAreIgnored: a workflow started with a 1 ns delivery
+// timeout and hold expiry in its input delivers with the worker's.
+func TestInputSettingsAreIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.settings = workflows.Params{RetrySchedule: []time.Duration{time.Second, time.Second}}
+	h.params.DeliveryTimeout, h.params.HoldExpiry = time.Nanosecond, time.Nanosecond
+	h.params.RetrySchedule = []time.Duration{time.Nanosecond}
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id == eventID(1) && nth < 2 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(time.Second, 1, 2)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1 then 2 on the worker's schedule", got)
+	}
+	if n := len(h.sub.callsFor(eventID(1))); n != 3 {
+		t.Fatalf("event 1 got %d attempts, want 3 (the worker's schedule)", n)
+	}
+	for _, u := range h.store.updates {
+		if u.Status == store.EventExpired {
+			t.Fatalf("an event expired under the input's hold expiry: %+v", u)
+		}
+	}
+}
+
+// TestInvalidOperatorSignalsChangeNothing: a pause signal with a reason
+// over 1,000 bytes or an actor with a control character is refused as the
+// Update would be: the key is not paused and no audit row is written.
+func TestInvalidOperatorSignalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{Reason: strings.Repeat("x", 1001)})
+	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{Actor: "eve\nforged"})
+	h.signalAt(time.Second, workflows.SignalRedeliver, workflows.RedeliverSignal{Reason: strings.Repeat("x", 1<<20)})
+	h.eventsAt(2*time.Second, 1)
+	st := h.queryAt(3 * time.Second)
+	h.run()
+	if st.KeyPaused || len(h.store.audits) != 0 {
+		t.Fatalf("invalid signals: paused %v, audit rows %+v", st.KeyPaused, h.store.audits)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+		t.Fatalf("delivered %v", got)
+	}
+}
