@@ -28,6 +28,9 @@ const (
 	ActionDeliveryRearmed           = "delivery.rearmed"
 	ActionDeliveryPaused            = "delivery.paused"
 	ActionDeliveryResumed           = "delivery.resumed"
+	// ActionEventRelayRetried records an operator's retry-relay of an event
+	// the relay gave up on.
+	ActionEventRelayRetried = "event.relay_retried"
 )
 
 // Audit target types.
@@ -40,6 +43,8 @@ const (
 	TargetSubscription = "subscription"
 	// TargetDelivery: the target id is a delivery workflow id.
 	TargetDelivery = "delivery"
+	// TargetEvent: the target id is an event id.
+	TargetEvent = "event"
 )
 
 // Audit outcomes.

@@ -25,11 +25,28 @@ type PendingEvent struct {
 }
 
 // Undispatched returns up to limit accepted, undispatched events in sequence
-// order.
+// order, leaving out every event that is held: backing off after a failed
+// signal, dead, or later than such an event of the same type and subject (a
+// key's events never overtake one another). Other keys' events fill the
+// round in their place.
+//
+// The held keys come from events_relay_held, which holds only the
+// undispatched events that failed a signal; with none, the round reads what
+// it read before back-off existed. With some, the scan of the undispatched
+// events passes over the held ones, one hash probe each.
 func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, type, version, subject, envelope, received_at, trace_context
-		FROM events WHERE state = 'accepted' ORDER BY seq LIMIT $1`, limit)
+		WITH held AS MATERIALIZED (
+			SELECT type, subject, min(seq) AS seq
+			FROM events
+			WHERE state = 'accepted' AND relay_error IS NOT NULL
+			  AND (relay_dead_at IS NOT NULL OR relay_next_try > now())
+			GROUP BY type, subject)
+		SELECT e.seq, e.id::text AS id, e.type, e.version, e.subject, e.envelope, e.received_at, e.trace_context
+		FROM events e
+		WHERE e.state = 'accepted'
+		  AND NOT EXISTS (SELECT 1 FROM held h WHERE h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq)
+		ORDER BY e.seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read undispatched events: %w", err)
 	}
@@ -96,17 +113,25 @@ func (s *Store) DeliverableSubscriptions(ctx context.Context) ([]Deliverable, er
 
 // Lag is how far the relay is behind.
 type Lag struct {
+	// Undispatched and OldestAge are about the events the relay still
+	// tries; Dead counts those it gave up on (code relay_failed), which
+	// wait for an operator.
 	Undispatched int64         `json:"undispatched"`
 	OldestAge    time.Duration `json:"oldestAge"`
+	Dead         int64         `json:"dead"`
 }
 
-// RelayLag counts accepted, undispatched events and the age of the oldest.
+// RelayLag counts accepted, undispatched events that are not dead, the age
+// of the oldest, and the dead ones.
 func (s *Store) RelayLag(ctx context.Context) (Lag, error) {
 	var l Lag
 	var oldest *time.Time
 	var now time.Time
 	err := s.Pool.QueryRow(ctx, `
-		SELECT count(*), min(received_at), now() FROM events WHERE state = 'accepted'`).Scan(&l.Undispatched, &oldest, &now)
+		SELECT count(*) FILTER (WHERE relay_dead_at IS NULL),
+		       min(received_at) FILTER (WHERE relay_dead_at IS NULL),
+		       count(*) FILTER (WHERE relay_dead_at IS NOT NULL), now()
+		FROM events WHERE state = 'accepted'`).Scan(&l.Undispatched, &oldest, &l.Dead, &now)
 	if err != nil {
 		return Lag{}, fmt.Errorf("read relay lag: %w", err)
 	}
