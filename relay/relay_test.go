@@ -200,11 +200,17 @@ func TestFailedSignalHoldsOnlyThatKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if round.Failed != 1 || round.Dispatched != 3 {
+	if round.Failed != 1 || round.Dispatched != 3 || round.BackingOff != 3 {
 		t.Fatalf("round %+v: p1's events must wait, p2's go", round)
 	}
 	publishN(t, p, "contacts.person.updated", "p1", 2) // seq 7-8
 	down = false
+	// p1 backs off, and its new events wait behind it.
+	round, err = r.DispatchOnce(context.Background())
+	if err != nil || round.Events != 0 {
+		t.Fatalf("round during p1's back-off %+v %v", round, err)
+	}
+	dueNow(t, st)
 	round, err = r.DispatchOnce(context.Background())
 	if err != nil || round.Failed != 0 || round.Dispatched != 5 {
 		t.Fatalf("second round %+v %v", round, err)
