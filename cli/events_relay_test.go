@@ -39,8 +39,9 @@ func TestEventsShowAndRetryRelay(t *testing.T) {
 	fail := func(maxAttempts int) {
 		t.Helper()
 		if _, err := st.RecordRelayFailures(ctx, []store.RelayFailure{
-			{Seq: seqs[first], Error: "signal deliver:x: refused"}, {Seq: seqs[second], Error: "signal deliver:x: refused"},
-		}, maxAttempts, true); err != nil {
+			{Seq: seqs[first], Error: "signal deliver:x: refused", Counted: true},
+			{Seq: seqs[second], Error: "signal deliver:x: refused", Counted: true},
+		}, maxAttempts); err != nil {
 			t.Fatal(err)
 		}
 	}

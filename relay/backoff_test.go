@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -144,24 +146,57 @@ func TestBackoffTiming(t *testing.T) {
 	}
 }
 
-// TestOutageCountsNoAttempt: in a round where Temporal accepts no signal at
-// all, the events wait without counting attempts, so an outage never makes
-// them dead.
+// TestOutageCountsNoAttempt: a signal Temporal refuses because it is down
+// or shedding load (Unavailable, a deadline, a rate limit) counts no
+// attempt in a round where Temporal accepted no signal at all, so an
+// outage never makes events dead; the events still wait. A refusal of the
+// key itself (here a plain error, or a busy workflow) counts even then, and
+// an outage error counts in a round where other signals went through.
 func TestOutageCountsNoAttempt(t *testing.T) {
 	t.Parallel()
-	st, p := setup(t)
-	ctx := context.Background()
-	publishN(t, p, "contacts.person.updated", "p1", 2)
-	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{refuse: func(string) bool { return true }}, MaxAttempts: 1}
-	for i := 0; i < 3; i++ {
-		dueNow(t, st)
-		round, err := r.DispatchOnce(ctx)
-		if err != nil || round.Signals != 0 || round.BackingOff != 2 || round.Dead != 0 {
-			t.Fatalf("round %d %+v %v", i, round, err)
-		}
-	}
-	if ev := relayState(t, st, 1); ev.RelayAttempts != 0 || ev.RelayError == "" || ev.RelayNextTry == nil || ev.RelayDeadAt != nil {
-		t.Fatalf("event after an outage %+v", ev)
+	for _, tc := range []struct {
+		name    string
+		err     error
+		counted bool
+	}{
+		{"unavailable", serviceerror.NewUnavailable("connection refused"), false},
+		{"deadline", serviceerror.NewDeadlineExceeded("context deadline exceeded"), false},
+		{"rps limit", serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "namespace rate limit"), false},
+		{"busy workflow", serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW, "workflow is busy"), true},
+		{"invalid argument", serviceerror.NewInvalidArgument("search attribute too long"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, p := setup(t)
+			ctx := context.Background()
+			publishN(t, p, "contacts.person.updated", "p1", 2)
+			tmp := &fakeTemporal{refuse: func(string) bool { return true }, refuseWith: tc.err}
+			r := &relay.Relay{Store: st, Temporal: tmp, MaxAttempts: 5}
+			for i := 0; i < 3; i++ {
+				dueNow(t, st)
+				if round, err := r.DispatchOnce(ctx); err != nil || round.Signals != 0 || round.BackingOff != 2 {
+					t.Fatalf("round %d %+v %v", i, round, err)
+				}
+			}
+			want := 0
+			if tc.counted {
+				want = 3
+			}
+			ev := relayState(t, st, 1)
+			if ev.RelayAttempts != want || !strings.Contains(ev.RelayError, tc.err.Error()) || ev.RelayNextTry == nil {
+				t.Fatalf("after 3 rounds refused with %v: %+v; want %d attempts", tc.err, ev, want)
+			}
+			// The same error counts once another key's signal goes through.
+			tmp.refuse = func(id string) bool { return strings.HasSuffix(id, ":p1") }
+			publishN(t, p, "contacts.person.updated", "p2", 1)
+			dueNow(t, st)
+			if _, err := r.DispatchOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ev := relayState(t, st, 1); ev.RelayAttempts != want+1 {
+				t.Fatalf("attempts %d after a round with other signals accepted, want %d", ev.RelayAttempts, want+1)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -333,8 +334,7 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 
 	// Keys go out in parallel; one key's events go in sequence order, in as
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
-	// failedSeq keeps each failed event's first error.
-	failedSeq := map[int64]string{}
+	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
 	round := Round{Events: len(evs), Filtered: len(filtered)}
 	sem := make(chan struct{}, r.Parallel)
@@ -351,9 +351,12 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 			if failedAt >= 0 {
 				round.Failed++
 				for _, ev := range g.events[failedAt:] {
-					if _, ok := failedSeq[ev.Seq]; !ok {
-						failedSeq[ev.Seq] = err.Error()
+					f := failedSeq[ev.Seq]
+					if f == nil {
+						f = &failure{msg: err.Error()}
+						failedSeq[ev.Seq] = f
 					}
+					f.keyFault = f.keyFault || !outage(err)
 				}
 			}
 		}(g)
@@ -363,8 +366,10 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	var done []int64
 	var failed []store.RelayFailure
 	for _, ev := range evs {
-		if msg, ok := failedSeq[ev.Seq]; ok {
-			failed = append(failed, store.RelayFailure{Seq: ev.Seq, Error: msg})
+		if f, ok := failedSeq[ev.Seq]; ok {
+			// An outage counts only when Temporal accepted another signal.
+			counted := f.keyFault || round.Signals > 0
+			failed = append(failed, store.RelayFailure{Seq: ev.Seq, Error: f.msg, Counted: counted})
 		} else {
 			done = append(done, ev.Seq)
 		}
@@ -379,18 +384,45 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	return round, nil
 }
 
+// failure is what became of an event's signals in one round: the first
+// error, and whether any of its keys was refused for a reason of its own
+// rather than an outage.
+type failure struct {
+	msg      string
+	keyFault bool
+}
+
+// outage reports whether err says Temporal as a whole did not answer or
+// shed load, rather than refusing this key (a busy workflow is the key's
+// own). Such a failure counts as an attempt only in a round in which
+// Temporal accepted another signal, so an outage never makes events dead.
+func outage(err error) bool {
+	var (
+		unavailable   *serviceerror.Unavailable
+		nsUnavailable *serviceerror.NamespaceUnavailable
+		deadline      *serviceerror.DeadlineExceeded
+		canceled      *serviceerror.Canceled
+		exhausted     *serviceerror.ResourceExhausted
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &unavailable), errors.As(err, &nsUnavailable), errors.As(err, &deadline), errors.As(err, &canceled):
+		return true
+	case errors.As(err, &exhausted):
+		return exhausted.Cause != enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW
+	}
+	return false
+}
+
 // backOff makes the events whose signal failed wait for their next try,
 // so that neither they nor the later events of their keys fill the next
-// rounds. A failure counts as an attempt only when Temporal accepted
-// another signal in the same round: in a round it accepted none of (an
-// outage), the events wait without counting, so an outage never makes
-// events dead. A round cut short by shutdown records nothing.
+// rounds, and counts the attempts (RelayFailure.Counted). A round cut
+// short by shutdown records nothing.
 func (r *Relay) backOff(ctx context.Context, round *Round, failed []store.RelayFailure) error {
 	if len(failed) == 0 || ctx.Err() != nil {
 		return nil
 	}
-	counted := round.Signals > 0
-	changed, err := r.Store.RecordRelayFailures(ctx, failed, r.MaxAttempts, counted)
+	changed, err := r.Store.RecordRelayFailures(ctx, failed, r.MaxAttempts)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ type fakeTemporal struct {
 	mu      sync.Mutex
 	signals []sent
 	refuse  func(workflowID string) bool
+	// refuseWith is the error of a refused call (default "refused").
+	refuseWith error
 	// args are the signal payloads as Temporal would store them (JSON).
 	args [][]byte
 	// told are the SignalWorkflow calls; notRunning workflows answer NotFound.
@@ -69,6 +71,9 @@ func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name str
 		return nil, fmt.Errorf("unexpected call %s %s %v %+v", id, name, wf, opts)
 	}
 	if f.refuse != nil && f.refuse(id) {
+		if f.refuseWith != nil {
+			return nil, f.refuseWith
+		}
 		return nil, errors.New("refused")
 	}
 	raw, err := json.Marshal(arg)

@@ -28,6 +28,9 @@ var ErrNotDead = errors.New("not dead")
 type RelayFailure struct {
 	Seq   int64
 	Error string
+	// Counted makes the failure a failed relay attempt; the relay does not
+	// count an outage of Temporal.
+	Counted bool
 }
 
 // RelayFailed is an event as RecordRelayFailures left it.
@@ -42,31 +45,28 @@ type RelayFailed struct {
 	Dead bool `db:"dead"`
 }
 
-// RecordRelayFailures keeps each event's error and makes it wait. When
-// counted, each failure is one more failed relay attempt: after n of them
+// RecordRelayFailures keeps each event's error and makes it wait. A
+// counted failure is one more failed relay attempt: after n of them
 // the event waits min(2^n s, 5 min) (2 s, 4 s, 8 s, ... 256 s, then 300 s),
 // and at maxAttempts it is dead instead (code relay_failed) and waits for
-// an operator. When not counted (the relay saw Temporal accept no signal
-// at all), the attempts stay as they are and the event waits as long as
-// after its last counted one (2 s when none). Events dispatched or already
+// an operator. After one not counted (an outage of Temporal), the attempts
+// stay as they are and the event waits as long as after its last counted
+// one (2 s when none). Events dispatched or already
 // dead meanwhile are left alone. It returns the events it changed.
-func (s *Store) RecordRelayFailures(ctx context.Context, failures []RelayFailure, maxAttempts int, counted bool) ([]RelayFailed, error) {
+func (s *Store) RecordRelayFailures(ctx context.Context, failures []RelayFailure, maxAttempts int) ([]RelayFailed, error) {
 	if len(failures) == 0 {
 		return nil, nil
 	}
-	inc := 0
-	if counted {
-		inc = 1
-	}
 	seqs := make([]int64, len(failures))
 	errs := make([]string, len(failures))
+	counted := make([]bool, len(failures))
 	for i, f := range failures {
-		seqs[i], errs[i] = f.Seq, storableText(f.Error, maxRelayError)
+		seqs[i], errs[i], counted[i] = f.Seq, storableText(f.Error, maxRelayError), f.Counted
 	}
 	rows, err := s.Pool.Query(ctx, `
 		WITH f AS (
-			SELECT f.seq, f.err, e.relay_attempts + $5::int AS attempts
-			FROM unnest($1::bigint[], $2::text[]) AS f(seq, err)
+			SELECT f.seq, f.err, e.relay_attempts + CASE WHEN f.counted THEN 1 ELSE 0 END AS attempts
+			FROM unnest($1::bigint[], $2::text[], $5::boolean[]) AS f(seq, err, counted)
 			JOIN events e ON e.seq = f.seq)
 		UPDATE events e SET
 			relay_attempts = f.attempts,
@@ -78,7 +78,7 @@ func (s *Store) RecordRelayFailures(ctx context.Context, failures []RelayFailure
 		WHERE e.seq = f.seq AND e.state = 'accepted' AND e.relay_dead_at IS NULL
 		RETURNING e.seq, e.id::text AS id, e.type, e.subject, e.relay_attempts, e.relay_error,
 		          e.relay_dead_at IS NOT NULL AS dead`,
-		seqs, errs, maxAttempts, MaxRelayBackoff.Seconds(), inc)
+		seqs, errs, maxAttempts, MaxRelayBackoff.Seconds(), counted)
 	if err != nil {
 		return nil, fmt.Errorf("record failed relay signals: %w", err)
 	}
