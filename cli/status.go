@@ -24,10 +24,12 @@ type statusJSON struct {
 	Worker workerJSON `json:"worker"`
 }
 
-// relayLagJSON is the relay's lag: accepted events not yet handed to Temporal.
+// relayLagJSON is the relay's lag: accepted events not yet handed to
+// Temporal, and apart from them those it gave up on (relay_failed).
 type relayLagJSON struct {
 	Undispatched     int64   `json:"undispatched"`
 	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
+	Dead             int64   `json:"dead"`
 }
 
 // rejectionJSON is one recorded rejection.
@@ -71,8 +73,10 @@ func runStatus(inv *invocation, args []string) error {
 	keys := inv.countKeys()
 	worker := checkWorker(inv.ctx, inv.workerURL())
 	if inv.json {
+		relay := relayLagJSON{Undispatched: lag.Undispatched,
+			OldestAgeSeconds: lag.OldestAge.Round(time.Millisecond).Seconds(), Dead: lag.Dead}
 		out := statusJSON{
-			Relay:          relayLagJSON{Undispatched: lag.Undispatched, OldestAgeSeconds: lag.OldestAge.Round(time.Millisecond).Seconds()},
+			Relay:          relay,
 			LastRejections: make([]rejectionJSON, 0, len(rejected)),
 			Keys:           keys,
 			Worker:         worker,
@@ -120,6 +124,9 @@ func printStatus(inv *invocation, lag store.Lag, rejected []store.RejectedEvent)
 		fmt.Fprintln(w, "  undispatched events: 0")
 	} else {
 		fmt.Fprintf(w, "  undispatched events: %d, the oldest waiting %s\n", lag.Undispatched, formatAge(lag.OldestAge))
+	}
+	if lag.Dead > 0 {
+		fmt.Fprintf(w, "  dead events (relay_failed, they hold their keys): %d; see docs/runbook.md, starter events retry-relay ID\n", lag.Dead)
 	}
 	fmt.Fprintf(w, "\nLast rejected events (up to %d, newest first):\n", statusRejections)
 	if len(rejected) == 0 {

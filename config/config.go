@@ -13,6 +13,7 @@ import (
 
 	"herald/activities"
 	"herald/netguard"
+	"herald/relay"
 	"herald/workflows"
 )
 
@@ -54,6 +55,9 @@ type Worker struct {
 	Retention time.Duration `env:"HERALD_RETENTION"`
 	// RetentionEvery is how often the retention schedule runs (default 24h).
 	RetentionEvery time.Duration `env:"HERALD_RETENTION_EVERY"`
+	// RelayMaxAttempts is the failed signals after which the relay gives
+	// up on an event, code relay_failed (default 10).
+	RelayMaxAttempts int `env:"HERALD_RELAY_MAX_ATTEMPTS"`
 
 	// Parsed forms, filled by LoadWorker.
 	Allow    []netip.Prefix  `env:"-"`
@@ -119,6 +123,9 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	if w.Schedule, err = ParseSchedule(w.RetrySchedule); err != nil {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)
 	}
+	if strings.TrimSpace(getenv("HERALD_RELAY_MAX_ATTEMPTS")) != "" && w.RelayMaxAttempts <= 0 {
+		return w, fmt.Errorf("HERALD_RELAY_MAX_ATTEMPTS: %d: must be at least 1", w.RelayMaxAttempts)
+	}
 	w = w.WithDefaults()
 	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 {
@@ -155,6 +162,9 @@ func (w Worker) WithDefaults() Worker {
 	}
 	if w.DBMaxConns == 0 {
 		w.DBMaxConns = DefaultDBMaxConns
+	}
+	if w.RelayMaxAttempts == 0 {
+		w.RelayMaxAttempts = relay.DefaultMaxAttempts
 	}
 	return w
 }

@@ -155,6 +155,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_RETENTION_EVERY":     short(w.RetentionEvery),
 		"HERALD_DB_MAX_CONNS":        strconv.Itoa(w.DBMaxConns),
 		"HERALD_WORKFLOW_CACHE_SIZE": strconv.Itoa(w.WorkflowCacheSize),
+		"HERALD_RELAY_MAX_ATTEMPTS":  strconv.Itoa(w.RelayMaxAttempts),
 		"HERALD_HTTP_ADDR":           w.HTTPAddr,
 		"HERALD_LOG_LEVEL":           w.LogLevel,
 		"HERALD_WORKER_URL":          "http://" + DefaultHTTPAddr,

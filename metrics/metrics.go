@@ -32,7 +32,11 @@ type Metrics struct {
 	attemptsOK prometheus.Histogram
 	rejections *prometheus.CounterVec
 	redriven   *prometheus.CounterVec
-	ready      atomic.Bool
+	// relayFailed counts signals Temporal did not accept; relayDead the
+	// events the relay gave up on.
+	relayFailed prometheus.Counter
+	relayDead   prometheus.Counter
+	ready       atomic.Bool
 	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
 	readyCheck func() bool
 }
@@ -73,6 +77,14 @@ func New() *Metrics {
 		Name: "herald_relay_keys_redriven_total",
 		Help: "Keys whose workflow was gone while their outcome rows still held events, started again by the relay leader, per subscription.",
 	}, []string{"subscription"})
+	m.relayFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_relay_signal_failures_total",
+		Help: "Signals of the relay to a key's workflow that Temporal did not accept; their events back off.",
+	})
+	m.relayDead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_relay_dead_events_total",
+		Help: "Events the relay gave up on after HERALD_RELAY_MAX_ATTEMPTS failed signals (code relay_failed).",
+	})
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "herald_worker_ready",
 		Help: "1 while this process's Temporal worker is started and Temporal answers, else 0.",
@@ -82,7 +94,8 @@ func New() *Metrics {
 		}
 		return 0
 	})
-	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections, m.redriven, ready,
+	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections,
+		m.redriven, m.relayFailed, m.relayDead, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -130,6 +143,13 @@ func (m *Metrics) Rejected(app, code string) {
 		app = UnknownApp
 	}
 	m.rejections.WithLabelValues(app, code).Inc()
+}
+
+// RelayRound counts a relay round's failed signals and the events it gave
+// up on (relay.Relay.OnRound).
+func (m *Metrics) RelayRound(failedSignals, dead int) {
+	m.relayFailed.Add(float64(failedSignals))
+	m.relayDead.Add(float64(dead))
 }
 
 // Held exports, once per scrape and in one query, each subscription's
@@ -216,9 +236,11 @@ func (m *Metrics) RelayLag(read func(context.Context) (store.Lag, error)) {
 
 var (
 	undispatchedDesc = prometheus.NewDesc("herald_relay_undispatched_events",
-		"Accepted events not yet handed to Temporal (-1 when the database did not answer).", nil, nil)
+		"Accepted events not yet handed to Temporal, dead ones apart (-1 when the database did not answer).", nil, nil)
 	oldestAgeDesc = prometheus.NewDesc("herald_relay_oldest_undispatched_age_seconds",
 		"Age of the oldest undispatched event.", nil, nil)
+	deadDesc = prometheus.NewDesc("herald_relay_dead_events",
+		"Undispatched events the relay gave up on (code relay_failed), waiting for starter events retry-relay (-1 when the database did not answer).", nil, nil)
 )
 
 // relayLag collects both lag figures from one query.
@@ -229,6 +251,7 @@ type relayLag struct {
 func (c relayLag) Describe(ch chan<- *prometheus.Desc) {
 	ch <- undispatchedDesc
 	ch <- oldestAgeDesc
+	ch <- deadDesc
 }
 
 func (c relayLag) Collect(ch chan<- prometheus.Metric) {
@@ -236,10 +259,11 @@ func (c relayLag) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	l, err := c.read(ctx)
 	if err != nil {
-		l = store.Lag{Undispatched: -1}
+		l = store.Lag{Undispatched: -1, Dead: -1}
 	}
 	ch <- prometheus.MustNewConstMetric(undispatchedDesc, prometheus.GaugeValue, float64(l.Undispatched))
 	ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, l.OldestAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(l.Dead))
 }
 
 // Handler serves the registry in the Prometheus text format.

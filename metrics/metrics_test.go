@@ -95,3 +95,30 @@ func TestWorkerReady(t *testing.T) {
 	healthy = false
 	check(t, gather(t, m, "herald_worker_ready"), `herald_worker_ready{} 0`)
 }
+
+func TestRelayBackoffMetrics(t *testing.T) {
+	m := metrics.New()
+	var fail bool
+	m.RelayLag(func(context.Context) (store.Lag, error) {
+		if fail {
+			return store.Lag{}, errors.New("database down")
+		}
+		return store.Lag{Undispatched: 3, Dead: 2}, nil
+	})
+	m.RelayRound(0, 0)
+	m.RelayRound(2, 1)
+	m.RelayRound(1, 0)
+	names := []string{"herald_relay_signal_failures_total", "herald_relay_dead_events_total",
+		"herald_relay_dead_events", "herald_relay_undispatched_events"}
+	check(t, gather(t, m, names...),
+		`herald_relay_dead_events_total{} 1`,
+		`herald_relay_dead_events{} 2`,
+		`herald_relay_signal_failures_total{} 3`,
+		`herald_relay_undispatched_events{} 3`)
+	fail = true
+	check(t, gather(t, m, names...),
+		`herald_relay_dead_events_total{} 1`,
+		`herald_relay_dead_events{} -1`,
+		`herald_relay_signal_failures_total{} 3`,
+		`herald_relay_undispatched_events{} -1`)
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
@@ -48,6 +49,9 @@ type Relay struct {
 	// SweepInterval is how often the leader looks for keys of removed
 	// subscriptions that still hold events (default 20s).
 	SweepInterval time.Duration
+	// MaxAttempts is the failed signals after which an event is dead, code
+	// relay_failed (default 10; HERALD_RELAY_MAX_ATTEMPTS).
+	MaxAttempts int
 	// OnRound, when set, is called after every round (metrics, tests).
 	OnRound func(r Round)
 	// Observer, when set, counts the events the relay settles itself:
@@ -137,9 +141,14 @@ type Round struct {
 	Events     int // events read
 	Dispatched int // events marked dispatched
 	Signals    int // signals sent
-	Failed     int // signals that failed (their events wait for the next round)
+	Failed     int // signals that failed (their events back off)
 	Filtered   int // (subscription, event) pairs a content filter did not let through
+	BackingOff int // events that failed a signal and wait for their next try
+	Dead       int // events that failed their last signal (code relay_failed)
 }
+
+// DefaultMaxAttempts is the default of Relay.MaxAttempts.
+const DefaultMaxAttempts = 10
 
 func (r *Relay) defaults() {
 	if r.BatchSize <= 0 {
@@ -156,6 +165,9 @@ func (r *Relay) defaults() {
 	}
 	if r.SweepInterval <= 0 {
 		r.SweepInterval = 20 * time.Second
+	}
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = DefaultMaxAttempts
 	}
 	if r.Logger == nil {
 		r.Logger = zap.NewNop()
@@ -227,13 +239,16 @@ func (r *Relay) lead(ctx context.Context) error {
 		if r.OnRound != nil {
 			r.OnRound(round)
 		}
-		if round.Events == r.BatchSize && round.Failed == 0 {
-			continue // more is waiting
-		}
-		if round.Failed > 0 {
+		if round.Failed > 0 && round.Signals == 0 {
+			// Temporal accepted nothing: do not spin through the backlog.
 			sleep(ctx, r.PollInterval)
 			continue
 		}
+		if round.Events == r.BatchSize {
+			continue // more is waiting; failed keys back off
+		}
+		// Events backing off come due without a notification: the poll
+		// interval bounds how late their next try is.
 		if err := lock.WaitForEvents(ctx, r.PollInterval); err != nil {
 			return err
 		}
@@ -320,7 +335,7 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 
 	// Keys go out in parallel; one key's events go in sequence order, in as
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
-	failedSeq := map[int64]bool{}
+	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
 	round := Round{Events: len(evs), Filtered: len(filtered)}
 	sem := make(chan struct{}, r.Parallel)
@@ -330,14 +345,19 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		sem <- struct{}{}
 		go func(g *group) {
 			defer func() { <-sem; wg.Done() }()
-			sent, failedAt := r.signalGroup(ctx, g)
+			sent, failedAt, err := r.signalGroup(ctx, g)
 			mu.Lock()
 			defer mu.Unlock()
 			round.Signals += sent
 			if failedAt >= 0 {
 				round.Failed++
 				for _, ev := range g.events[failedAt:] {
-					failedSeq[ev.Seq] = true
+					f := failedSeq[ev.Seq]
+					if f == nil {
+						f = &failure{msg: err.Error()}
+						failedSeq[ev.Seq] = f
+					}
+					f.keyFault = f.keyFault || !outage(err)
 				}
 			}
 		}(g)
@@ -345,8 +365,13 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	wg.Wait()
 
 	var done []int64
+	var failed []store.RelayFailure
 	for _, ev := range evs {
-		if !failedSeq[ev.Seq] {
+		if f, ok := failedSeq[ev.Seq]; ok {
+			// An outage counts only when Temporal accepted another signal.
+			counted := f.keyFault || round.Signals > 0
+			failed = append(failed, store.RelayFailure{Seq: ev.Seq, Error: f.msg, Counted: counted})
+		} else {
 			done = append(done, ev.Seq)
 		}
 	}
@@ -354,12 +379,71 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		return round, err
 	}
 	round.Dispatched = len(done)
+	if err := r.backOff(ctx, &round, failed); err != nil {
+		return round, err
+	}
 	return round, nil
 }
 
-// signalGroup sends one key's events; it returns the signals sent and the
-// index of the first event not accepted (-1 when all were).
-func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) {
+// failure is what became of an event's signals in one round: the first
+// error, and whether any of its keys was refused for a reason of its own
+// rather than an outage.
+type failure struct {
+	msg      string
+	keyFault bool
+}
+
+// outage reports whether err says Temporal as a whole did not answer or
+// shed load, rather than refusing this key (a busy workflow is the key's
+// own). Such a failure counts as an attempt only in a round in which
+// Temporal accepted another signal, so an outage never makes events dead.
+func outage(err error) bool {
+	var (
+		unavailable   *serviceerror.Unavailable
+		nsUnavailable *serviceerror.NamespaceUnavailable
+		deadline      *serviceerror.DeadlineExceeded
+		canceled      *serviceerror.Canceled
+		exhausted     *serviceerror.ResourceExhausted
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &unavailable), errors.As(err, &nsUnavailable), errors.As(err, &deadline), errors.As(err, &canceled):
+		return true
+	case errors.As(err, &exhausted):
+		return exhausted.Cause != enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW
+	}
+	return false
+}
+
+// backOff makes the events whose signal failed wait for their next try,
+// so that neither they nor the later events of their keys fill the next
+// rounds, and counts the attempts (RelayFailure.Counted). A round cut
+// short by shutdown records nothing.
+func (r *Relay) backOff(ctx context.Context, round *Round, failed []store.RelayFailure) error {
+	if len(failed) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	changed, err := r.Store.RecordRelayFailures(ctx, failed, r.MaxAttempts)
+	if err != nil {
+		return err
+	}
+	for _, ev := range changed {
+		if !ev.Dead {
+			round.BackingOff++
+			continue
+		}
+		round.Dead++
+		r.Logger.Error("relay gave up on an event; it waits for starter events retry-relay",
+			zap.String("event", ev.ID), zap.Int64("seq", ev.Seq), zap.String("type", ev.Type),
+			zap.String("subject", ev.Subject), zap.Int("attempts", ev.Attempts),
+			zap.String("code", store.CodeRelayFailed), zap.String("error", ev.Error))
+	}
+	return nil
+}
+
+// signalGroup sends one key's events; it returns the signals sent, and the
+// index of the first event not accepted (-1 when all were) with the error.
+func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, err error) {
 	params := r.Params
 	params.SubscriptionID = g.key.sub.ID
 	params.SubscriberApp = g.key.sub.App
@@ -382,12 +466,12 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int) 
 		endSignalSpan(span, err)
 		if err != nil {
 			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
-			return sent, start
+			return sent, start, fmt.Errorf("signal %s: %w", id, err)
 		}
 		sent++
 		start = end
 	}
-	return sent, -1
+	return sent, -1, nil
 }
 
 func (r *Relay) sweepLoop(ctx context.Context) {

@@ -33,6 +33,8 @@ type fakeTemporal struct {
 	mu      sync.Mutex
 	signals []sent
 	refuse  func(workflowID string) bool
+	// refuseWith is the error of a refused call (default "refused").
+	refuseWith error
 	// args are the signal payloads as Temporal would store them (JSON).
 	args [][]byte
 	// told are the SignalWorkflow calls; notRunning workflows answer NotFound.
@@ -69,6 +71,9 @@ func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name str
 		return nil, fmt.Errorf("unexpected call %s %s %v %+v", id, name, wf, opts)
 	}
 	if f.refuse != nil && f.refuse(id) {
+		if f.refuseWith != nil {
+			return nil, f.refuseWith
+		}
 		return nil, errors.New("refused")
 	}
 	raw, err := json.Marshal(arg)
@@ -200,11 +205,17 @@ func TestFailedSignalHoldsOnlyThatKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if round.Failed != 1 || round.Dispatched != 3 {
+	if round.Failed != 1 || round.Dispatched != 3 || round.BackingOff != 3 {
 		t.Fatalf("round %+v: p1's events must wait, p2's go", round)
 	}
 	publishN(t, p, "contacts.person.updated", "p1", 2) // seq 7-8
 	down = false
+	// p1 backs off, and its new events wait behind it.
+	round, err = r.DispatchOnce(context.Background())
+	if err != nil || round.Events != 0 {
+		t.Fatalf("round during p1's back-off %+v %v", round, err)
+	}
+	dueNow(t, st)
 	round, err = r.DispatchOnce(context.Background())
 	if err != nil || round.Failed != 0 || round.Dispatched != 5 {
 		t.Fatalf("second round %+v %v", round, err)

@@ -147,6 +147,9 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		Logger:   log.Named("relay"),
 		Params:   cfg.DeliveryParams(),
 		Observer: s.Metrics,
+		// Each failed signal and each event given up on is counted.
+		MaxAttempts: cfg.RelayMaxAttempts,
+		OnRound:     func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
 	s.Metrics.Held(s.Store.HeldPerSubscription)

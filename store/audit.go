@@ -32,6 +32,9 @@ const (
 	// and the cutoff it applied (one row per run, even when it deleted
 	// nothing).
 	ActionRetentionPurged = "retention.purged"
+	// ActionEventRelayRetried records an operator's retry-relay of an event
+	// the relay gave up on.
+	ActionEventRelayRetried = "event.relay_retried"
 )
 
 // Audit target types.
@@ -46,6 +49,8 @@ const (
 	TargetDelivery = "delivery"
 	// TargetRetention: the target id is the id of a Retention workflow.
 	TargetRetention = "retention"
+	// TargetEvent: the target id is an event id.
+	TargetEvent = "event"
 )
 
 // Audit outcomes.

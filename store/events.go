@@ -349,6 +349,14 @@ type StoredEvent struct {
 	// Token); empty for events recorded before Herald kept them.
 	PublishedVia   string `db:"published_via"`
 	PublishedToken string `db:"published_token"`
+	// RelayAttempts counts the relay's failed signals of an undispatched
+	// event, RelayError keeps the last one's error and RelayNextTry when
+	// the relay tries again; RelayDeadAt is set once it gave up (code
+	// relay_failed). A dispatched event keeps them as they were.
+	RelayAttempts int        `db:"relay_attempts"`
+	RelayError    string     `db:"relay_error"`
+	RelayNextTry  *time.Time `db:"relay_next_try"`
+	RelayDeadAt   *time.Time `db:"relay_dead_at"`
 }
 
 // GetEvent returns the accepted or dispatched event with the given id, or
@@ -361,7 +369,8 @@ func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
 		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
-		       coalesce(published_token, '') AS published_token
+		       coalesce(published_token, '') AS published_token,
+		       relay_attempts, coalesce(relay_error, '') AS relay_error, relay_next_try, relay_dead_at
 		FROM events
 		WHERE id = $1 AND state <> 'rejected'`, u.String())
 	if err != nil {

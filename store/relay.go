@@ -25,11 +25,32 @@ type PendingEvent struct {
 }
 
 // Undispatched returns up to limit accepted, undispatched events in sequence
-// order.
+// order, leaving out every event that is held: backing off after a failed
+// signal, dead, or later than such an event of the same type and subject (a
+// key's events never overtake one another). Other keys' events fill the
+// round in their place.
+//
+// Cost (EXPLAIN ANALYZE, 1,000,000 events, development PostgreSQL): with no event
+// that failed a signal, the first NOT EXISTS is one probe of the empty
+// partial index events_relay_held and the rest is not evaluated, so the
+// read costs what it did before back-off (66 buffers, 0.4 ms). Otherwise
+// each undispatched event read is checked with one probe of that index
+// (type, subject, seq); OFFSET 0 keeps the check a per-row probe, which the
+// planner would otherwise turn into a join with a scan of every held event
+// per row (2.5 s with 5,101 held keys). The read then grows with the held
+// events and those behind them that it passes: 105 ms passing 5,400.
 func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, type, version, subject, envelope, received_at, trace_context
-		FROM events WHERE state = 'accepted' ORDER BY seq LIMIT $1`, limit)
+		SELECT e.seq, e.id::text AS id, e.type, e.version, e.subject, e.envelope, e.received_at, e.trace_context
+		FROM events e
+		WHERE e.state = 'accepted'
+		  AND (NOT EXISTS (SELECT 1 FROM events f WHERE f.state = 'accepted' AND f.relay_error IS NOT NULL)
+		       OR NOT EXISTS (SELECT 1 FROM events h
+		                      WHERE h.state = 'accepted' AND h.relay_error IS NOT NULL
+		                        AND h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq
+		                        AND (h.relay_dead_at IS NOT NULL OR h.relay_next_try > now())
+		                      OFFSET 0))
+		ORDER BY e.seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read undispatched events: %w", err)
 	}
@@ -96,17 +117,25 @@ func (s *Store) DeliverableSubscriptions(ctx context.Context) ([]Deliverable, er
 
 // Lag is how far the relay is behind.
 type Lag struct {
+	// Undispatched and OldestAge are about the events the relay still
+	// tries; Dead counts those it gave up on (code relay_failed), which
+	// wait for an operator.
 	Undispatched int64         `json:"undispatched"`
 	OldestAge    time.Duration `json:"oldestAge"`
+	Dead         int64         `json:"dead"`
 }
 
-// RelayLag counts accepted, undispatched events and the age of the oldest.
+// RelayLag counts accepted, undispatched events that are not dead, the age
+// of the oldest, and the dead ones.
 func (s *Store) RelayLag(ctx context.Context) (Lag, error) {
 	var l Lag
 	var oldest *time.Time
 	var now time.Time
 	err := s.Pool.QueryRow(ctx, `
-		SELECT count(*), min(received_at), now() FROM events WHERE state = 'accepted'`).Scan(&l.Undispatched, &oldest, &now)
+		SELECT count(*) FILTER (WHERE relay_dead_at IS NULL),
+		       min(received_at) FILTER (WHERE relay_dead_at IS NULL),
+		       count(*) FILTER (WHERE relay_dead_at IS NOT NULL), now()
+		FROM events WHERE state = 'accepted'`).Scan(&l.Undispatched, &oldest, &l.Dead, &now)
 	if err != nil {
 		return Lag{}, fmt.Errorf("read relay lag: %w", err)
 	}
