@@ -42,6 +42,9 @@ type QueueResult struct {
 	UnknownIDs []string `json:"unknownIds,omitempty"`
 }
 
+// maxHeldError bounds the last error a held row brings into the queue.
+const maxHeldError = 200
+
 // maxUnknownIDs bounds the ids of refused claims a result (and so an
 // audit row) carries.
 const maxUnknownIDs = 10
@@ -65,10 +68,15 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 		res.UnknownIDs = append(res.UnknownIDs, truncate(c.ID, 64))
 	}
 	for _, r := range q.Rows {
-		h := HeldEvent{Event: Event{ID: r.ID, Seq: r.Seq}, QueuedAt: r.QueuedAt, Attempts: r.Attempts,
-			Code: r.Code, LastCode: r.LastCode, LastError: r.LastError}
+		h := HeldEvent{Event: Event{ID: r.ID, Seq: r.Seq}, QueuedAt: r.QueuedAt, Attempts: r.Attempts}
 		if r.Status == store.EventFailed {
 			h.Failed, h.FailedAt = true, r.UpdatedAt
+		}
+		if h.Failed || h.Attempts > 0 {
+			// Only a head that failed says why, briefly: a redelivered row
+			// keeps its old error, and thousands of them would not fit in
+			// a result or a carry.
+			h.Code, h.LastCode, h.LastError = r.Code, truncate(r.LastCode, 64), truncate(r.LastError, maxHeldError)
 		}
 		res.Events = append(res.Events, h)
 	}

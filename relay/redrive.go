@@ -106,11 +106,14 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 		r.Logger.Warn("look up a key's workflow", zap.String("workflow", id), zap.Error(err))
 		return false
 	case resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		if t := resp.GetWorkflowExecutionInfo().GetType().GetName(); t != workflows.DeliveryWorkflowType {
-			// Someone started another workflow type under the key's id:
-			// signals reach it, not a Delivery run. An operator must end it.
-			r.Logger.Error("a key's workflow id is taken by another workflow type",
-				zap.String("workflow", id), zap.String("type", t), zap.Int("held", k.Held))
+		info := resp.GetWorkflowExecutionInfo()
+		if t, q := info.GetType().GetName(), info.GetTaskQueue(); t != workflows.DeliveryWorkflowType || q != workflows.TaskQueue {
+			// Someone started another workflow type, or a Delivery on a
+			// task queue no worker of Herald's polls, under the key's id:
+			// signals reach it, not a run that delivers. An operator must
+			// end it.
+			r.Logger.Error("a key's workflow id is taken by a workflow that does not deliver",
+				zap.String("workflow", id), zap.String("type", t), zap.String("taskQueue", q), zap.Int("held", k.Held))
 		}
 		return false
 	}

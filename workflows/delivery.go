@@ -119,6 +119,8 @@ type delivery struct {
 	// key other than its workflow id's, so it does nothing.
 	fromLog, loaded, foreign bool
 	loadTried                time.Time
+	// carried: the input held a Carry (trusted only from a continue-as-new).
+	carried bool
 	// claims are the signalled events not yet checked against the outcome
 	// rows (at most maxClaims; unchecked counts those beyond).
 	claims    []activities.Event
@@ -157,6 +159,7 @@ type channels struct {
 func newDelivery(ctx workflow.Context, p Params) *delivery {
 	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20}
 	if p.Carry != nil {
+		d.carried = true
 		d.Carry = *p.Carry
 		d.p.Carry = nil
 	}
@@ -193,6 +196,13 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	switch {
 	case d.fromLog:
+		if d.carried && workflow.GetInfo(ctx).ContinuedExecutionRunID == "" {
+			// Only a continue-as-new carries state (the server sets the
+			// run it continues, a client cannot): a carry in any other
+			// start's input is ignored, the rows say what the key owes.
+			d.logger.Warn("a Delivery workflow started with carried state it may not have; ignoring it")
+			d.Carry = Carry{}
+		}
 		if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != DeliveryID(d.p.SubscriptionID, d.p.SubjectKey) {
 			// Started by hand with another key's input: acting on it would
 			// only be refused. Completing frees the id for the relay.
@@ -310,7 +320,10 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.refill(ctx)
 		}
 		now := workflow.Now(ctx)
-		d.expire(ctx, now)
+		if !d.fromLog || d.loaded {
+			// Not before the worker's settings and the rows are read.
+			d.expire(ctx, now)
+		}
 		head := d.head()
 		switch {
 		case d.fromLog && !d.loaded:

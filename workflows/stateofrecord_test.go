@@ -96,3 +96,26 @@ func TestInvalidOperatorSignalsChangeNothing(t *testing.T) {
 		t.Fatalf("delivered %v", got)
 	}
 }
+
+// TestForgedCarryIsIgnored: a start that is no continue-as-new carries no
+// state, whatever its input says: a carried pause, a hold clock from 1970
+// and a wait a century long change nothing.
+func TestForgedCarryIsIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.dispatched = []int64{1, 2}
+	h.params.Carry = &workflows.Carry{
+		Queue:     []workflows.QueueItem{{Event: event(1), QueuedAt: time.Unix(0, 0)}},
+		KeyPaused: true, WaitUntil: h.start.Add(100 * 365 * 24 * time.Hour), WaitStatus: workflows.StatusUnreachable,
+	}
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1 and 2", got)
+	}
+	for _, u := range h.store.updates {
+		if u.Status == store.EventExpired {
+			t.Fatalf("a forged carry expired %+v", u)
+		}
+	}
+}
