@@ -45,8 +45,6 @@ func TestChaos(t *testing.T) {
 	if keyFaults {
 		r.at(10 * time.Second)
 		r.forgeSignals("forged event signals, 300 unknown events each, to 4 key workflows (1)", 4)
-		r.at(24 * time.Second)
-		r.terminateKeys("terminate 2 held and 2 busy key workflows (1)", 2, 2)
 	}
 
 	r.at(18 * time.Second)
@@ -60,6 +58,11 @@ func TestChaos(t *testing.T) {
 		}
 		return fmt.Sprintf("down %.1fs", time.Since(start).Seconds())
 	})
+
+	if keyFaults {
+		r.at(20 * time.Second)
+		r.terminateKeys("terminate 2 held and 2 busy key workflows (1)", 2, 2)
+	}
 
 	r.at(30 * time.Second)
 	// The Temporal restart holds up every key; the 500s add their retries.
@@ -82,7 +85,7 @@ func TestChaos(t *testing.T) {
 	})
 
 	if keyFaults {
-		r.at(44 * time.Second)
+		r.at(42 * time.Second)
 		r.resetKey("reset a busy key workflow to its first workflow task")
 	}
 
@@ -90,7 +93,7 @@ func TestChaos(t *testing.T) {
 	r.killAndRestart(w1, "SIGKILL worker w1 mid-delivery, restart (2)")
 
 	if keyFaults {
-		r.at(57 * time.Second)
+		r.at(56 * time.Second)
 		r.terminateKeys("terminate 2 held and 2 busy key workflows (2)", 2, 2)
 	}
 

@@ -178,7 +178,7 @@ func snapshot(c client.Client, sub, key string) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("describe %s: %w", id, err)
 	}
-	st, err := queryState(c, id)
+	st, err := queryWithin(c, id, 5*time.Second)
 	if err != nil {
 		return target{}, fmt.Errorf("query %s: %w", id, err)
 	}
@@ -190,6 +190,19 @@ func snapshot(c client.Client, sub, key string) (target, error) {
 		t.InFlight = append(t.InFlight, q.EventID)
 	}
 	return t, nil
+}
+
+// queryWithin is queryState with a shorter limit: a query waits for a local
+// attempt under way to end, and the faults must not hold the run's schedule.
+func queryWithin(c client.Client, id string, limit time.Duration) (workflows.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var st workflows.State
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryState)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
 }
 
 // pick returns up to n of the workflows that satisfy ok, at random.
@@ -210,7 +223,8 @@ func pick(kws []keyWorkflow, n int, ok func(keyWorkflow) bool) []keyWorkflow {
 // head (retrying, unreachable or failed) and nBusy delivering or holding a
 // queue, picked at random. To have keys held, the subscriber answers 500 to
 // attempts 1-4 of every 5th key from 2 s before until the terminations are
-// done; answers are slow meanwhile so that deliveries are in flight.
+// done. Answers are not slowed: a state query waits for a local attempt
+// under way, and the fault must not hold the run's schedule.
 func (r *run) terminateKeys(name string, nHeld, nBusy int) {
 	failing := rule{Mode: modeFail, Match: keysOf(5, 2), UpTo: 4}
 	var ts []target
@@ -221,56 +235,55 @@ func (r *run) terminateKeys(name string, nHeld, nBusy int) {
 		r.rec.setRule(name, failing)
 		defer r.rec.clearRule(name)
 		time.Sleep(2 * time.Second)
-		var kws []keyWorkflow
-		n := r.midDelivery(name, func() {
-			kws = r.keyWorkflows(c)
-			picked := pick(kws, nHeld, func(kw keyWorkflow) bool { return held(kw.Status) })
-			free := func(kw keyWorkflow) bool { return !held(kw.Status) && !slices.Contains(picked, kw) }
-			busy := pick(kws, nBusy, func(kw keyWorkflow) bool {
-				return free(kw) && (kw.Status == workflows.StatusDelivering || kw.Queued > 0)
-			})
-			if len(busy) < nBusy {
-				// The search attribute stays idle through a first attempt:
-				// ask the state query of some others.
-				others := pick(kws, 30, func(kw keyWorkflow) bool { return free(kw) && !slices.Contains(busy, kw) })
-				busy = append(busy, busyByState(c, others, nBusy-len(busy))...)
-			}
-			heldN := len(picked)
-			picked = append(picked, busy...)
-			for i, kw := range picked {
-				t, err := snapshot(c, kw.Sub, kw.Key)
-				if err != nil {
-					r.t.Logf("%s: %v", name, err)
-					continue
-				}
-				t.Held = i < heldN
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err = c.TerminateWorkflow(ctx, workflows.DeliveryID(t.Sub, t.Key), t.RunID, chaosReason)
-				cancel()
-				if err != nil {
-					r.t.Errorf("%s: terminate %s: %v", name, t.name(), err)
-					continue
-				}
-				r.t.Logf("%s: terminated %s (run %s, held %v, visibility %s, state %s, %d events held)",
-					name, t.name(), t.RunID, t.Held, kw.Status, t.Status, len(t.InFlight))
-				ts = append(ts, t)
-			}
+		kws := r.keyWorkflows(c)
+		n := 0
+		picked := pick(kws, nHeld, func(kw keyWorkflow) bool { return held(kw.Status) })
+		free := func(kw keyWorkflow) bool { return !held(kw.Status) && !slices.Contains(picked, kw) }
+		busy := pick(kws, nBusy, func(kw keyWorkflow) bool {
+			return free(kw) && (kw.Status == workflows.StatusDelivering || kw.Queued > 0)
 		})
-		return fmt.Sprintf("terminated %s (of %d running; %d deliveries in flight)", describeTargets(ts), len(kws), n)
+		if len(busy) < nBusy {
+			// The search attribute stays idle through a first attempt:
+			// ask the state query of some others.
+			others := pick(kws, 30, func(kw keyWorkflow) bool { return free(kw) && !slices.Contains(busy, kw) })
+			busy = append(busy, busyByState(c, others, nBusy-len(busy))...)
+		}
+		heldN := len(picked)
+		picked = append(picked, busy...)
+		for i, kw := range picked {
+			t, err := snapshot(c, kw.Sub, kw.Key)
+			if err != nil {
+				r.t.Logf("%s: %v", name, err)
+				continue
+			}
+			t.Held = i < heldN
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = c.TerminateWorkflow(ctx, workflows.DeliveryID(t.Sub, t.Key), t.RunID, chaosReason)
+			cancel()
+			if err != nil {
+				r.t.Errorf("%s: terminate %s: %v", name, t.name(), err)
+				continue
+			}
+			n += r.rec.waitInflight(0, 0)
+			r.t.Logf("%s: terminated %s (run %s, held %v, visibility %s, state %s, %d events held)",
+				name, t.name(), t.RunID, t.Held, kw.Status, t.Status, len(t.InFlight))
+			ts = append(ts, t)
+		}
+		return fmt.Sprintf("terminated %s (of %d running; %d POSTs at the subscriber at the terminations, all keys)", describeTargets(ts), len(kws), n)
 	})
 	r.setTargets(ts, failing.Match)
 }
 
 // busyByState returns up to n of kws whose state query says they are
-// delivering or hold a queue, asking for at most 5 s.
+// delivering or hold a queue, asking for at most 3 s.
 func busyByState(c client.Client, kws []keyWorkflow, n int) []keyWorkflow {
 	var out []keyWorkflow
 	start := time.Now()
 	for _, kw := range kws {
-		if len(out) == n || time.Since(start) > 5*time.Second {
+		if len(out) == n || time.Since(start) > 3*time.Second {
 			break
 		}
-		st, err := queryState(c, workflows.DeliveryID(kw.Sub, kw.Key))
+		st, err := queryWithin(c, workflows.DeliveryID(kw.Sub, kw.Key), time.Second)
 		if err == nil && !held(st.Status) && (st.Status == workflows.StatusDelivering || st.Head != nil) {
 			kw.Status = st.Status
 			out = append(out, kw)
@@ -288,45 +301,43 @@ func (r *run) resetKey(name string) {
 	r.inject(fault{Name: name, Kind: kindReset}, func() string {
 		c := r.temporal()
 		defer c.Close()
-		var note string
-		r.midDelivery(name, func() {
-			kws := r.keyWorkflows(c)
-			picked := pick(kws, 1, func(kw keyWorkflow) bool { return kw.Status == workflows.StatusDelivering || kw.Queued > 0 })
-			if len(picked) == 0 {
-				picked = pick(kws, 1, func(keyWorkflow) bool { return true })
+		kws := r.keyWorkflows(c)
+		busy := func(kw keyWorkflow) bool { return kw.Status == workflows.StatusDelivering || kw.Queued > 0 }
+		candidates := append(pick(kws, 3, busy), pick(kws, 3, func(kw keyWorkflow) bool { return !busy(kw) })...)
+		var t target
+		var err error
+		for _, kw := range candidates[:min(len(candidates), 3)] {
+			if t, err = snapshot(c, kw.Sub, kw.Key); err == nil {
+				break
 			}
-			if len(picked) == 0 {
-				r.t.Errorf("%s: no running key workflow", name)
-				return
-			}
-			t, err := snapshot(c, picked[0].Sub, picked[0].Key)
-			if err != nil {
-				r.t.Errorf("%s: %v", name, err)
-				return
-			}
-			id := workflows.DeliveryID(t.Sub, t.Key)
-			first, err := firstTaskCompleted(c, id, t.RunID)
-			if err != nil {
-				r.t.Errorf("%s: %v", name, err)
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-				Namespace:                 "default",
-				WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: t.RunID},
-				Reason:                    chaosReason,
-				WorkflowTaskFinishEventId: first,
-				RequestId:                 uuid.NewString(),
-			})
-			if err != nil {
-				r.t.Errorf("%s: reset %s: %v", name, t.name(), err)
-				return
-			}
-			ts = append(ts, t)
-			note = fmt.Sprintf("reset %s (%s, %d events held) to event %d; new run %s", t.name(), t.Status, len(t.InFlight), first, resp.GetRunId())
-			r.t.Logf("%s: %s", name, note)
+			r.t.Logf("%s: %v", name, err)
+		}
+		if t.RunID == "" {
+			r.t.Errorf("%s: no running key workflow answered its state query (of %d listed)", name, len(kws))
+			return ""
+		}
+		id := workflows.DeliveryID(t.Sub, t.Key)
+		first, err := firstTaskCompleted(c, id, t.RunID)
+		if err != nil {
+			r.t.Errorf("%s: %v", name, err)
+			return ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace:                 "default",
+			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: t.RunID},
+			Reason:                    chaosReason,
+			WorkflowTaskFinishEventId: first,
+			RequestId:                 uuid.NewString(),
 		})
+		if err != nil {
+			r.t.Errorf("%s: reset %s: %v", name, t.name(), err)
+			return ""
+		}
+		ts = append(ts, t)
+		note := fmt.Sprintf("reset %s (%s, %d events held) to event %d; new run %s", t.name(), t.Status, len(t.InFlight), first, resp.GetRunId())
+		r.t.Logf("%s: %s", name, note)
 		return note
 	})
 	r.setTargets(ts, nil)
