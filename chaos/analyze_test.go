@@ -24,12 +24,16 @@ type fault struct {
 	// fault explains (bounds_test.go).
 	Kind string
 	Rule rule `json:"-"`
+	// Targets are the key workflows a terminate, reset or forged signal
+	// acted on (keyfaults_test.go), with what each held just before.
+	Targets []target `json:",omitempty"`
 }
 
 // A re-sent event is attributed to a fault that loses answers when its first
 // 2xx happened from replayLookback before the fault started until
 // replayGrace after it ended: the delivery that carried it was in flight
-// while the fault struck.
+// while the fault struck. A terminate or reset explains, in the same window,
+// only the events its key's workflow held when it struck (attributeKey).
 const (
 	replayLookback = 30 * time.Second
 	replayGrace    = 15 * time.Second
@@ -140,7 +144,8 @@ func (p *problems) done() []string {
 //     after every earlier event of that key had a 2xx at that subscription;
 //   - duplicates: an arrival of an event already processed is a re-delivery;
 //     it is allowed after a lost answer, and after a 2xx only when a fault that
-//     loses answers struck while that 2xx's delivery was in flight;
+//     loses answers struck while that 2xx's delivery was in flight, or a
+//     terminate or reset struck the key's workflow while it held the event;
 //   - attempts: never above maxAttempts, never going down before the first 2xx;
 //   - every arrival passed signature verification and names a published event.
 func analyze(subs []string, pubs []published, arrivals []arrival, faults []fault, t0 time.Time) analysis {
@@ -310,7 +315,11 @@ func analyze(subs []string, pubs []published, arrivals []arrival, faults []fault
 			case !processedBefore:
 			case acked && ack.Before(a.Start):
 				an.Replays++
-				if f := attribute(faults, ack); f >= 0 {
+				f := attributeKey(faults, k.Sub, byID[k.Key].Key, k.Key, ack)
+				if f < 0 {
+					f = attribute(faults, ack)
+				}
+				if f >= 0 {
 					replaysBy[f]++
 				} else {
 					p.add("duplicate", "%s event %s was sent again at %s (attempt %d) after its 2xx at %s, with no fault to explain it",

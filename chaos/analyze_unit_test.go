@@ -35,6 +35,13 @@ func arr(n int, o outcome, attempt int, start, end float64) arrival {
 func TestAnalyze(t *testing.T) {
 	kill := fault{Name: "kill", Start: at(3.5), End: at(5), LosesAnswers: true, Kind: kindWorker}
 	pgRestart := fault{Name: "pg", Start: at(3.5), End: at(5)}
+	// A terminate of s/k while it held e2 (its result unrecorded) and e3.
+	terminate := fault{Name: "terminate", Start: at(3.5), End: at(5), Kind: kindTerminate,
+		Targets: []target{{Sub: "s", Key: "k", Status: "delivering", InFlight: []string{"e2", "e3"}}}}
+	otherKey := terminate
+	otherKey.Targets = []target{{Sub: "s", Key: "other", InFlight: []string{"e2"}}}
+	reset := terminate
+	reset.Kind = kindReset
 	tests := []struct {
 		name     string
 		events   int
@@ -71,6 +78,27 @@ func TestAnalyze(t *testing.T) {
 		{name: "a re-sent event with no fault is an unexplained duplicate", events: 2,
 			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3), arr(2, outcomeAck, 2, 35, 36)},
 			want:     []string{"duplicate"}, replays: 1},
+		{name: "a re-sent event the terminated workflow held is attributed to the terminate", events: 3,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3),
+				arr(2, outcomeAck, 1, 65, 66), arr(3, outcomeAck, 1, 67, 68)},
+			faults: []fault{terminate}, replays: 1},
+		{name: "a re-sent event the reset workflow held is attributed to the reset", events: 3,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3),
+				arr(2, outcomeAck, 1, 6, 7), arr(3, outcomeAck, 1, 8, 9)},
+			faults: []fault{reset}, replays: 1},
+		{name: "a terminate explains no re-sent event its workflow had settled", events: 3,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3),
+				arr(1, outcomeAck, 1, 65, 66), arr(3, outcomeAck, 1, 67, 68)},
+			faults: []fault{terminate}, want: []string{"duplicate"}, replays: 1},
+		{name: "a terminate explains no re-sent event of another key", events: 3,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3),
+				arr(2, outcomeAck, 1, 65, 66), arr(3, outcomeAck, 1, 67, 68)},
+			faults: []fault{otherKey}, want: []string{"duplicate"}, replays: 1},
+		{name: "forged signals explain no re-sent event", events: 2,
+			arrivals: []arrival{arr(1, outcomeAck, 1, 0, 1), arr(2, outcomeAck, 1, 2, 3), arr(2, outcomeAck, 2, 6, 7)},
+			faults: []fault{{Name: "forged", Start: at(3.5), End: at(4), Kind: kindForged,
+				Targets: []target{{Sub: "s", Key: "k", Forged: 300}}}},
+			want: []string{"duplicate"}, replays: 1},
 		{name: "a fault that loses no answers explains no re-sent event", events: 1,
 			arrivals: []arrival{arr(1, outcomeAck, 1, 3, 4), arr(1, outcomeAck, 2, 20, 21)},
 			faults:   []fault{pgRestart}, want: []string{"duplicate"}, replays: 1},
@@ -179,6 +207,40 @@ func TestAttribute(t *testing.T) {
 	}
 }
 
+func TestAttributeKey(t *testing.T) {
+	faults := []fault{
+		{Name: "kill", Start: at(10), End: at(12), LosesAnswers: true, Kind: kindWorker},
+		{Name: "terminate", Start: at(20), End: at(22), Kind: kindTerminate,
+			Targets: []target{{Sub: "s", Key: "k", InFlight: []string{"e1"}}}},
+		{Name: "reset", Start: at(40), End: at(41), Kind: kindReset,
+			Targets: []target{{Sub: "s", Key: "k", InFlight: []string{"e1", "e2"}}}},
+		{Name: "forged", Start: at(20), End: at(21), Kind: kindForged,
+			Targets: []target{{Sub: "s", Key: "k", Forged: 300}}},
+	}
+	tests := []struct {
+		sub, key, id string
+		at           float64
+		want         int
+	}{
+		{"s", "k", "e1", 21, 1},   // held by the terminated workflow
+		{"s", "k", "e1", 33, 2},   // closer to the reset
+		{"s", "k", "e2", 21, 2},   // held at the reset only, within its look-back
+		{"s", "k", "e3", 21, -1},  // held by neither
+		{"s", "x", "e1", 21, -1},  // another key
+		{"t", "k", "e1", 21, -1},  // another subscription
+		{"s", "k", "e1", -15, -1}, // before every look-back
+		{"s", "k", "e1", 11, 1},   // the kill is not attributeKey's
+	}
+	for _, tc := range tests {
+		if got := attributeKey(faults, tc.sub, tc.key, tc.id, at(tc.at)); got != tc.want {
+			t.Errorf("attributeKey(%s/%s %s at %vs) = %d, want %d", tc.sub, tc.key, tc.id, tc.at, got, tc.want)
+		}
+	}
+	if got := attribute(faults, at(21)); got != 0 {
+		t.Errorf("attribute at 21s = %d, want the kill (0): terminate, reset and forged signals lose no answers of other keys", got)
+	}
+}
+
 func TestProblemsCapKeepsCount(t *testing.T) {
 	var p problems
 	for i := range maxProblemsPerCheck + 3 {
@@ -237,6 +299,17 @@ func TestExplain(t *testing.T) {
 	if x = explain(w, nil, []fault{mine}); x.Covered != 30*time.Second {
 		t.Errorf("a fault on the key covered %v, want 30s", x.Covered)
 	}
+	// A terminated workflow's key is held until the relay's re-drive; a key
+	// the terminate's rule failed but whose workflow it left is not.
+	ts := []target{{Sub: "s", Key: "k"}}
+	term := fault{Start: at(15), End: at(20), Kind: kindTerminate, Targets: ts, Rule: rule{Match: allKeys}}
+	if x = explain(w, nil, []fault{term}); x.Covered != 45*time.Second {
+		t.Errorf("a terminate of the key covered %v, want 45s (its 5s and the rest of the wait, under the %v re-drive)", x.Covered, redriveWait)
+	}
+	term.Targets = []target{{Sub: "s", Key: "other"}}
+	if x = explain(w, nil, []fault{term}); x.Covered != 5*time.Second {
+		t.Errorf("a terminate of another key covered %v, want its own 5s", x.Covered)
+	}
 }
 
 func TestSpans(t *testing.T) {
@@ -269,5 +342,35 @@ func TestSpans(t *testing.T) {
 		if !got[i].From.Equal(want[i].From) || !got[i].To.Equal(want[i].To) || got[i].What != want[i].What {
 			t.Errorf("span %d = %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+func TestForgedSignal(t *testing.T) {
+	sig := forgedSignal(forgedPerSignal)
+	small, huge := 0, 0
+	for _, ev := range sig.Events {
+		switch {
+		case ev.Seq >= 1 && ev.Seq <= 1000:
+			small++
+		case ev.Seq >= 1<<50:
+			huge++
+		}
+	}
+	if len(sig.Events) != forgedPerSignal || small != forgedPerSignal/2 || huge != forgedPerSignal/2 {
+		t.Errorf("%d forged events, %d with seq 1-1000, %d from 2^50; want %d, half and half", len(sig.Events), small, huge, forgedPerSignal)
+	}
+}
+
+func TestWorkflowFaultCounts(t *testing.T) {
+	faults := []fault{
+		{Kind: kindTerminate, Targets: []target{{Held: true}, {Held: true}, {}}},
+		{Kind: kindTerminate, Targets: []target{{}}},
+		{Kind: kindReset, Targets: []target{{}}},
+		{Kind: kindForged, Targets: []target{{Forged: 300}, {Forged: 300}}},
+		{Kind: kindWorker},
+	}
+	want := "4 terminated in 2 faults (2 held, 2 busy); 1 reset to their first workflow task; 2 forged event signals in 1 faults (600 unknown events)"
+	if got := workflowFaultCounts(faults); got != want {
+		t.Errorf("workflowFaultCounts = %q, want %q", got, want)
 	}
 }

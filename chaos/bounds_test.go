@@ -91,6 +91,9 @@ const (
 	kindPostgres   = "postgres"   // PostgreSQL stopped, then started
 	kindSubscriber = "subscriber" // the subscriber fails, times out, resets or is slow
 	kindRefuse     = "refuse"     // the subscriber refuses connections
+	kindTerminate  = "terminate"  // key workflows terminated through Temporal's API
+	kindReset      = "reset"      // a key workflow reset to its first workflow task
+	kindForged     = "forged"     // event signals of unknown events sent to key workflows
 )
 
 // explains is the wait a fault can add after it ends, from the settings, and
@@ -126,6 +129,10 @@ func (f fault) explains(attempt int) (time.Duration, string) {
 		return d, why
 	case kindRefuse:
 		return unreachableBackoff, fmt.Sprintf("unreachable back-off %v", unreachableBackoff)
+	case kindTerminate:
+		// The terminated keys only; the others of its rule had their 500s.
+		return redriveWait + retries(f.Rule.UpTo), fmt.Sprintf("terminated keys: the relay's re-drive within %v; the others: retries %v (attempts 1-%d)",
+			redriveWait, retries(f.Rule.UpTo), f.Rule.UpTo)
 	}
 	return 0, "nothing"
 }

@@ -23,16 +23,29 @@ const gracefulLimit = 30 * time.Second
 //     exhaustion), then SIGTERMs the relay leader so the other takes over;
 //   - makes the subscriber answer 500, answer after the delivery timeout,
 //     reset connections mid-response, answer slowly, and refuse connections;
-//   - SIGTERMs the remaining worker mid-delivery and restarts it.
+//   - SIGTERMs the remaining worker mid-delivery and restarts it;
+//   - unless HERALD_CHAOS_WORKFLOW_FAULTS=0, acts on the key workflows
+//     through Temporal's API (keyfaults_test.go): terminates held and busy
+//     ones, three times; resets one to its first workflow task; and sends
+//     event signals of unknown events, three times.
 //
 // Then it waits until everything arrived and checks the guarantees.
 func TestChaos(t *testing.T) {
 	r := newRun(t, 50, 25)
 	w1 := r.env.startWorker("w1")
+	keyFaults := workflowFaults()
+	if !keyFaults {
+		r.note("key-workflow faults off (%s=0)", workflowFaultsEnv)
+	}
 	r.startStream(150 * time.Second)
 
 	r.at(5 * time.Second)
 	r.killAndRestart(w1, "SIGKILL worker w1 mid-delivery, restart (1)")
+
+	if keyFaults {
+		r.at(10 * time.Second)
+		r.forgeSignals("forged event signals, 300 unknown events each, to 4 key workflows (1)", 4)
+	}
 
 	r.at(18 * time.Second)
 	r.inject(fault{Name: "restart PostgreSQL (fast shutdown, start)", Kind: kindPostgres}, func() string {
@@ -45,6 +58,11 @@ func TestChaos(t *testing.T) {
 		}
 		return fmt.Sprintf("down %.1fs", time.Since(start).Seconds())
 	})
+
+	if keyFaults {
+		r.at(20 * time.Second)
+		r.terminateKeys("terminate 2 held and 2 busy key workflows (1)", 2, 2)
+	}
 
 	r.at(30 * time.Second)
 	// The Temporal restart holds up every key; the 500s add their retries.
@@ -66,12 +84,26 @@ func TestChaos(t *testing.T) {
 		return fmt.Sprintf("down %.1fs", down.Seconds())
 	})
 
+	if keyFaults {
+		r.at(42 * time.Second)
+		r.resetKey("reset a busy key workflow to its first workflow task")
+	}
+
 	r.at(50 * time.Second)
 	r.killAndRestart(w1, "SIGKILL worker w1 mid-delivery, restart (2)")
+
+	if keyFaults {
+		r.at(56 * time.Second)
+		r.terminateKeys("terminate 2 held and 2 busy key workflows (2)", 2, 2)
+	}
 
 	r.at(65 * time.Second)
 	w2Start := time.Since(r.t0)
 	w2 := r.env.startWorker("w2", "HERALD_DB_MAX_CONNS=2")
+	if keyFaults {
+		r.at(70 * time.Second)
+		r.forgeSignals("forged event signals, 300 unknown events each, to 4 key workflows (2)", 4)
+	}
 	r.at(75 * time.Second)
 	r.inject(fault{Name: "two workers, then SIGTERM the relay leader w1 mid-delivery", LosesAnswers: true, Kind: kindWorker}, func() string {
 		if !w1.leader() || w2.leader() {
@@ -92,6 +124,11 @@ func TestChaos(t *testing.T) {
 	r.note("pool exhaustion: w2 runs with HERALD_DB_MAX_CONNS=2 from %.0fs to the end, alone from %.0fs",
 		w2Start.Seconds(), time.Since(r.t0).Seconds())
 
+	if keyFaults {
+		r.at(84 * time.Second)
+		r.terminateKeys("terminate 2 held and 2 busy key workflows (3)", 2, 2)
+	}
+
 	r.at(90 * time.Second)
 	r.subscriberFault("subscriber: 500 on attempts 1-3 (every 2nd key)", rule{Mode: modeFail, Match: keysOf(2, 0), UpTo: 3}, 8*time.Second)
 	r.at(100 * time.Second)
@@ -109,6 +146,11 @@ func TestChaos(t *testing.T) {
 		}
 		return ""
 	})
+
+	if keyFaults {
+		r.at(137 * time.Second)
+		r.forgeSignals("forged event signals, 300 unknown events each, to 4 key workflows (3)", 4)
+	}
 
 	r.at(140 * time.Second)
 	r.inject(fault{Name: "SIGTERM worker w2 mid-delivery, restart", LosesAnswers: true, Kind: kindWorker}, func() string {

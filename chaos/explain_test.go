@@ -160,12 +160,13 @@ func (x explanation) String() string {
 }
 
 // explain measures how much of w the spans (of its key's history, and the
-// faults that can hold its key up, over their own duration) cover.
+// faults that can hold its key up, over their own duration and, for a
+// terminated workflow, until the relay's re-drive) cover.
 func explain(w headWait, hist []span, faults []fault) explanation {
 	all := append([]span(nil), hist...)
 	for _, f := range faults {
 		if f.matches(w.Sub, w.Key) {
-			all = append(all, span{f.Start, f.End, mechFault})
+			all = append(all, span{f.Start, f.End.Add(f.holdsUp(w.Sub, w.Key)), mechFault})
 		}
 	}
 	x := explanation{Wait: w, By: map[string]time.Duration{}, Count: map[string]int{}, Info: map[string]time.Duration{}}

@@ -157,12 +157,19 @@ func keysOf(k, off int) func(sub, key string) bool {
 func allKeys(string, string) bool { return true }
 
 // settle waits for the stream to end and then until every accepted event was
-// acknowledged at every subscription, or the deadline passes.
+// acknowledged at every subscription, or the deadline passes. A run that
+// terminated key workflows waits redriveDrain longer, for the relay to drive
+// those keys again.
 func (r *run) settle(deadline time.Duration) time.Duration {
 	r.t.Helper()
 	if err := <-r.streamDone; err != nil {
 		r.t.Fatalf("stream: %v", err)
 	}
+	r.mu.Lock()
+	if slices.ContainsFunc(r.faults, func(f fault) bool { return f.Kind == kindTerminate && len(f.Targets) > 0 }) {
+		deadline += redriveDrain
+	}
+	r.mu.Unlock()
 	start := time.Now()
 	ids := r.stream.ids()
 	for r.rec.missing(subscriptionIDs, ids) > 0 {
@@ -497,6 +504,11 @@ func writeSummary(out io.Writer, title string, an analysis, h herald, s *stream,
 	}
 	slices.Sort(actions)
 	fmt.Fprintf(out, "faults injected:   %d\n", len(an.Recovery))
+	var faults []fault
+	for _, r := range an.Recovery {
+		faults = append(faults, r.Fault)
+	}
+	fmt.Fprintf(out, "key workflows:     %s\n", workflowFaultCounts(faults))
 	fmt.Fprintf(out, "events:            %d accepted over %d keys (%d publish calls retried during outages)\n", an.Events, an.Keys, retries)
 	fmt.Fprintf(out, "deliveries:        %d expected (events × %d subscriptions), %d acknowledged; settled %.1fs after the stream\n",
 		an.Expected, len(subscriptionIDs), an.Delivered, settled.Seconds())

@@ -1,0 +1,456 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"herald/workflows"
+)
+
+// Faults on the key workflows themselves, through Temporal's API, as an
+// operator (or a bug in one) could cause them: terminate, reset, and signals
+// that Herald's relay never sent. They are on in make chaos unless
+// HERALD_CHAOS_WORKFLOW_FAULTS=0.
+const workflowFaultsEnv = "HERALD_CHAOS_WORKFLOW_FAULTS"
+
+// workflowFaults reports whether the run injects the key-workflow faults.
+func workflowFaults() bool {
+	v, err := strconv.ParseBool(os.Getenv(workflowFaultsEnv))
+	return err != nil || v
+}
+
+// chaosReason is the reason given to Temporal for a terminate or a reset.
+const chaosReason = "chaos"
+
+// redriveWait is how long a key whose workflow was terminated may wait for
+// the relay to notice and drive it again (the relay re-drives such keys
+// within a minute, issue 25). redriveDrain is what the end of the run allows
+// on top of its usual drain when a workflow was terminated: one re-drive
+// and the deliveries it resumes.
+const (
+	redriveWait  = time.Minute
+	redriveDrain = 90 * time.Second
+)
+
+// target is one key workflow a fault acted on, as it was just before.
+type target struct {
+	Sub, Key string
+	RunID    string
+	Status   string // the state query's status
+	// Held is true for a terminated workflow picked as held up by its
+	// head (by its HeraldStatus), false for one picked as busy.
+	Held bool `json:",omitempty"`
+	// InFlight lists the events the workflow held (its head, then its
+	// queue) just before the fault: the events whose results it might not
+	// have recorded, the only ones the fault may make Herald send again.
+	InFlight []string `json:",omitempty"`
+	// Forged counts the events of forged signals sent to it.
+	Forged int `json:",omitempty"`
+}
+
+func (t target) name() string { return t.Sub + "/" + t.Key }
+
+// held reports whether a status is one of a key held up by its head.
+func held(status string) bool {
+	return status == workflows.StatusFailed || status == workflows.StatusRetrying || status == workflows.StatusUnreachable
+}
+
+// targets returns a matcher for the fault's keys, for the wait it explains.
+func targets(ts []target) func(sub, key string) bool {
+	return func(sub, key string) bool {
+		return slices.ContainsFunc(ts, func(t target) bool { return t.Sub == sub && t.Key == key })
+	}
+}
+
+// holdsUp is how long after its end a fault can still hold up a key: a key
+// whose workflow it terminated waits for the relay's re-drive.
+func (f fault) holdsUp(sub, key string) time.Duration {
+	if f.Kind == kindTerminate && targets(f.Targets)(sub, key) {
+		return redriveWait
+	}
+	return 0
+}
+
+// attributeKey returns the index of the terminate or reset that struck the
+// key's workflow while the event was in flight there (a result the workflow
+// may never have recorded), when the event's first 2xx lies from
+// replayLookback before that fault to replayGrace after it; -1 if none.
+// The closest such fault wins, the later one on a tie.
+func attributeKey(faults []fault, sub, key, eventID string, ack time.Time) int {
+	found, best := -1, time.Duration(0)
+	for i, f := range faults {
+		if f.Kind != kindTerminate && f.Kind != kindReset {
+			continue
+		}
+		if ack.Before(f.Start.Add(-replayLookback)) || ack.After(f.End.Add(replayGrace)) {
+			continue
+		}
+		if !slices.ContainsFunc(f.Targets, func(t target) bool {
+			return t.Sub == sub && t.Key == key && slices.Contains(t.InFlight, eventID)
+		}) {
+			continue
+		}
+		var d time.Duration
+		switch {
+		case ack.Before(f.Start):
+			d = f.Start.Sub(ack)
+		case ack.After(f.End):
+			d = ack.Sub(f.End)
+		}
+		if found < 0 || d <= best {
+			found, best = i, d
+		}
+	}
+	return found
+}
+
+// keyWorkflow is one running Delivery workflow as visibility lists it.
+type keyWorkflow struct {
+	Sub, Key string
+	Status   string
+	Queued   int64
+}
+
+// keyWorkflows lists the run's running Delivery workflows with their
+// HeraldStatus and HeraldQueued (visibility lags them by a moment).
+func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
+	r.t.Helper()
+	byID := map[string]subKey{}
+	for _, s := range subscriptionIDs {
+		for _, key := range r.stream.keys {
+			byID[workflows.DeliveryID(s, key)] = subKey{s, key}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dc := converter.GetDefaultDataConverter()
+	var out []keyWorkflow
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         `WorkflowType = 'Delivery' AND ExecutionStatus = 'Running'`,
+			NextPageToken: token,
+		})
+		if err != nil {
+			r.t.Errorf("list delivery workflows: %v", err)
+			return out
+		}
+		for _, ex := range resp.Executions {
+			sk, ok := byID[ex.GetExecution().GetWorkflowId()]
+			if !ok {
+				continue
+			}
+			kw := keyWorkflow{Sub: sk.Sub, Key: sk.Key}
+			fields := ex.GetSearchAttributes().GetIndexedFields()
+			if p, ok := fields[workflows.SAStatus.GetName()]; ok {
+				_ = dc.FromPayload(p, &kw.Status)
+			}
+			if p, ok := fields[workflows.SAQueued.GetName()]; ok {
+				_ = dc.FromPayload(p, &kw.Queued)
+			}
+			out = append(out, kw)
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return out
+		}
+	}
+}
+
+// snapshot reads a key workflow's state and run id just before a fault.
+func snapshot(c client.Client, sub, key string) (target, error) {
+	id := workflows.DeliveryID(sub, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return target{}, fmt.Errorf("describe %s: %w", id, err)
+	}
+	st, err := queryWithin(c, id, 5*time.Second)
+	if err != nil {
+		return target{}, fmt.Errorf("query %s: %w", id, err)
+	}
+	t := target{Sub: sub, Key: key, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Status: st.Status}
+	if st.Head != nil {
+		t.InFlight = append(t.InFlight, st.Head.EventID)
+	}
+	for _, q := range st.Queued {
+		t.InFlight = append(t.InFlight, q.EventID)
+	}
+	return t, nil
+}
+
+// queryWithin is queryState with a shorter limit: a query waits for a local
+// attempt under way to end, and the faults must not hold the run's schedule.
+func queryWithin(c client.Client, id string, limit time.Duration) (workflows.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var st workflows.State
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryState)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// pick returns up to n of the workflows that satisfy ok, at random.
+func pick(kws []keyWorkflow, n int, ok func(keyWorkflow) bool) []keyWorkflow {
+	var out []keyWorkflow
+	for _, i := range rand.Perm(len(kws)) {
+		if len(out) == n {
+			break
+		}
+		if ok(kws[i]) {
+			out = append(out, kws[i])
+		}
+	}
+	return out
+}
+
+// terminateKeys terminates, mid-run, nHeld key workflows held up by their
+// head (retrying, unreachable or failed) and nBusy delivering or holding a
+// queue, picked at random. To have keys held, the subscriber answers 500 to
+// attempts 1-4 of every 5th key from 2 s before until the terminations are
+// done. Answers are not slowed: a state query waits for a local attempt
+// under way, and the fault must not hold the run's schedule.
+func (r *run) terminateKeys(name string, nHeld, nBusy int) {
+	failing := rule{Mode: modeFail, Match: keysOf(5, 2), UpTo: 4}
+	var ts []target
+	f := fault{Name: name, Kind: kindTerminate, Rule: failing}
+	r.inject(f, func() string {
+		c := r.temporal()
+		defer c.Close()
+		r.rec.setRule(name, failing)
+		defer r.rec.clearRule(name)
+		time.Sleep(2 * time.Second)
+		kws := r.keyWorkflows(c)
+		n := 0
+		picked := pick(kws, nHeld, func(kw keyWorkflow) bool { return held(kw.Status) })
+		free := func(kw keyWorkflow) bool { return !held(kw.Status) && !slices.Contains(picked, kw) }
+		busy := pick(kws, nBusy, func(kw keyWorkflow) bool {
+			return free(kw) && (kw.Status == workflows.StatusDelivering || kw.Queued > 0)
+		})
+		if len(busy) < nBusy {
+			// The search attribute stays idle through a first attempt:
+			// ask the state query of some others.
+			others := pick(kws, 30, func(kw keyWorkflow) bool { return free(kw) && !slices.Contains(busy, kw) })
+			busy = append(busy, busyByState(c, others, nBusy-len(busy))...)
+		}
+		heldN := len(picked)
+		picked = append(picked, busy...)
+		for i, kw := range picked {
+			t, err := snapshot(c, kw.Sub, kw.Key)
+			if err != nil {
+				r.t.Logf("%s: %v", name, err)
+				continue
+			}
+			t.Held = i < heldN
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = c.TerminateWorkflow(ctx, workflows.DeliveryID(t.Sub, t.Key), t.RunID, chaosReason)
+			cancel()
+			if err != nil {
+				r.t.Errorf("%s: terminate %s: %v", name, t.name(), err)
+				continue
+			}
+			n += r.rec.waitInflight(0, 0)
+			r.t.Logf("%s: terminated %s (run %s, held %v, visibility %s, state %s, %d events held)",
+				name, t.name(), t.RunID, t.Held, kw.Status, t.Status, len(t.InFlight))
+			ts = append(ts, t)
+		}
+		return fmt.Sprintf("terminated %s (of %d running; %d POSTs at the subscriber at the terminations, all keys)", describeTargets(ts), len(kws), n)
+	})
+	r.setTargets(ts, failing.Match)
+}
+
+// busyByState returns up to n of kws whose state query says they are
+// delivering or hold a queue, asking for at most 3 s.
+func busyByState(c client.Client, kws []keyWorkflow, n int) []keyWorkflow {
+	var out []keyWorkflow
+	start := time.Now()
+	for _, kw := range kws {
+		if len(out) == n || time.Since(start) > 3*time.Second {
+			break
+		}
+		st, err := queryWithin(c, workflows.DeliveryID(kw.Sub, kw.Key), time.Second)
+		if err == nil && !held(st.Status) && (st.Status == workflows.StatusDelivering || st.Head != nil) {
+			kw.Status = st.Status
+			out = append(out, kw)
+		}
+	}
+	return out
+}
+
+// resetKey resets one key workflow, delivering or holding a queue if there
+// is one, to its current run's first workflow task: Temporal ends the run
+// and starts a new one from that point, with the signals received since
+// re-applied.
+func (r *run) resetKey(name string) {
+	var ts []target
+	r.inject(fault{Name: name, Kind: kindReset}, func() string {
+		c := r.temporal()
+		defer c.Close()
+		kws := r.keyWorkflows(c)
+		busy := func(kw keyWorkflow) bool { return kw.Status == workflows.StatusDelivering || kw.Queued > 0 }
+		candidates := append(pick(kws, 3, busy), pick(kws, 3, func(kw keyWorkflow) bool { return !busy(kw) })...)
+		var t target
+		var err error
+		for _, kw := range candidates[:min(len(candidates), 3)] {
+			if t, err = snapshot(c, kw.Sub, kw.Key); err == nil {
+				break
+			}
+			r.t.Logf("%s: %v", name, err)
+		}
+		if t.RunID == "" {
+			r.t.Errorf("%s: no running key workflow answered its state query (of %d listed)", name, len(kws))
+			return ""
+		}
+		id := workflows.DeliveryID(t.Sub, t.Key)
+		first, err := firstTaskCompleted(c, id, t.RunID)
+		if err != nil {
+			r.t.Errorf("%s: %v", name, err)
+			return ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+			Namespace:                 "default",
+			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: t.RunID},
+			Reason:                    chaosReason,
+			WorkflowTaskFinishEventId: first,
+			RequestId:                 uuid.NewString(),
+		})
+		if err != nil {
+			r.t.Errorf("%s: reset %s: %v", name, t.name(), err)
+			return ""
+		}
+		ts = append(ts, t)
+		note := fmt.Sprintf("reset %s (%s, %d events held) to event %d; new run %s", t.name(), t.Status, len(t.InFlight), first, resp.GetRunId())
+		r.t.Logf("%s: %s", name, note)
+		return note
+	})
+	r.setTargets(ts, nil)
+}
+
+// firstTaskCompleted returns the id of the first WorkflowTaskCompleted
+// event of a run: a reset to the first workflow task names it.
+func firstTaskCompleted(c client.Client, id, runID string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return 0, fmt.Errorf("history of %s: %w", id, err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return ev.GetEventId(), nil
+		}
+	}
+	return 0, fmt.Errorf("history of %s: no completed workflow task", id)
+}
+
+// Forged signals: each names perSignal unknown event ids (random UUIDs),
+// half with small sequence numbers (1-1000, below the stream's), half with
+// huge ones (2^50 and up, far beyond it).
+const forgedPerSignal = 300
+
+// forgeSignals sends an event signal of unknown events to n running key
+// workflows picked at random, as anyone who can reach Temporal could.
+func (r *run) forgeSignals(name string, n int) {
+	var ts []target
+	r.inject(fault{Name: name, Kind: kindForged}, func() string {
+		c := r.temporal()
+		defer c.Close()
+		for _, kw := range pick(r.keyWorkflows(c), n, func(keyWorkflow) bool { return true }) {
+			sig := forgedSignal(forgedPerSignal)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := c.SignalWorkflow(ctx, workflows.DeliveryID(kw.Sub, kw.Key), "", workflows.SignalEvent, sig)
+			cancel()
+			if err != nil {
+				r.t.Errorf("%s: signal %s/%s: %v", name, kw.Sub, kw.Key, err)
+				continue
+			}
+			ts = append(ts, target{Sub: kw.Sub, Key: kw.Key, Status: kw.Status, Forged: len(sig.Events)})
+		}
+		r.t.Logf("%s: %s", name, describeTargets(ts))
+		return fmt.Sprintf("%d unknown events each to %s", forgedPerSignal, describeTargets(ts))
+	})
+	r.setTargets(ts, nil)
+}
+
+// forgedSignal builds an event signal of n unknown events.
+func forgedSignal(n int) workflows.EventSignal {
+	var sig workflows.EventSignal
+	for i := range n {
+		seq := int64(1 + rand.N(1000))
+		if i%2 == 1 {
+			seq = 1<<50 + int64(i)
+		}
+		sig.Events = append(sig.Events, workflows.Event{ID: uuid.NewString(), Seq: seq})
+	}
+	return sig
+}
+
+// setTargets records the workflows the last fault acted on, and makes it
+// explain waits on their keys (and on also's, if not nil).
+func (r *run) setTargets(ts []target, also func(sub, key string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := &r.faults[len(r.faults)-1]
+	f.Targets = ts
+	match := targets(ts)
+	f.Rule.Match = match
+	if also != nil {
+		f.Rule.Match = func(sub, key string) bool { return match(sub, key) || also(sub, key) }
+	}
+}
+
+func describeTargets(ts []target) string {
+	if len(ts) == 0 {
+		return "no key workflow"
+	}
+	var names []string
+	for _, t := range ts {
+		names = append(names, t.name()+" ("+t.Status+")")
+	}
+	return fmt.Sprintf("%d: %s", len(ts), strings.Join(names, ", "))
+}
+
+// workflowFaultCounts summarises the key-workflow faults for the summary.
+func workflowFaultCounts(faults []fault) string {
+	var terms, termed, heldN, resets, forgeries, signals, events int
+	for _, f := range faults {
+		switch f.Kind {
+		case kindTerminate:
+			terms++
+			termed += len(f.Targets)
+			for _, t := range f.Targets {
+				if t.Held {
+					heldN++
+				}
+			}
+		case kindReset:
+			resets += len(f.Targets)
+		case kindForged:
+			forgeries++
+			signals += len(f.Targets)
+			for _, t := range f.Targets {
+				events += t.Forged
+			}
+		}
+	}
+	return fmt.Sprintf("%d terminated in %d faults (%d held, %d busy); %d reset to their first workflow task; %d forged event signals in %d faults (%d unknown events)",
+		termed, terms, heldN, termed-heldN, resets, signals, forgeries, events)
+}
