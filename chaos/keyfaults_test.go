@@ -174,7 +174,7 @@ func snapshot(c client.Client, sub, key string) (target, error) {
 	id := workflows.DeliveryID(sub, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return target{}, fmt.Errorf("describe %s: %w", id, err)
 	}
@@ -182,7 +182,7 @@ func snapshot(c client.Client, sub, key string) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("query %s: %w", id, err)
 	}
-	t := target{Sub: sub, Key: key, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Status: st.Status}
+	t := target{Sub: sub, Key: key, RunID: desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Status: st.Status}
 	if st.Head != nil {
 		t.InFlight = append(t.InFlight, st.Head.EventID)
 	}

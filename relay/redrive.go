@@ -8,7 +8,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -20,7 +19,7 @@ import (
 // workflow runs; a client.Client is one. Without it the relay re-drives
 // nothing.
 type Describer interface {
-	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	DescribeWorkflow(ctx context.Context, workflowID, runID string) (*client.WorkflowExecutionDescription, error)
 }
 
 // RedriveObserver, when the relay's Observer is one, counts the keys the
@@ -98,15 +97,15 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 	id := workflows.DeliveryID(k.SubscriptionID, k.Subject)
 	cctx, cancel := context.WithTimeout(ctx, sweepCallTimeout)
 	defer cancel()
-	resp, err := desc.DescribeWorkflowExecution(cctx, id, "")
+	d, err := desc.DescribeWorkflow(cctx, id, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
 	case err != nil:
 		r.Logger.Warn("look up a key's workflow", zap.String("workflow", id), zap.Error(err))
 		return false
-	case resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		info := resp.GetWorkflowExecutionInfo()
+	case d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		info := d.RawResponse.GetWorkflowExecutionInfo()
 		if t, q := info.GetType().GetName(), info.GetTaskQueue(); t != workflows.DeliveryWorkflowType || q != workflows.TaskQueue {
 			// Someone started another workflow type, or a Delivery on a
 			// task queue no worker of Herald's polls, under the key's id:
