@@ -51,6 +51,10 @@ type Store interface {
 	// KeyQueue reads what a key owes (its held rows above after) and checks
 	// claimed events against its outcome rows.
 	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent) (store.KeyQueue, error)
+	// TakeKeyLease and ReleaseKeyLease keep which run may deliver a key's
+	// events now.
+	TakeKeyLease(ctx context.Context, subscriptionID, subject, holder string, ttl time.Duration) (bool, time.Time, error)
+	ReleaseKeyLease(ctx context.Context, subscriptionID, subject, holder string) error
 	CancelQueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, status, code string) (int, error)
 }
 
@@ -150,6 +154,23 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}, nil
 	}
 	own := ownKey(ctx, in.SubscriptionID, in.SubjectKey)
+	postTimeout := in.Timeout
+	if postTimeout <= 0 {
+		postTimeout = DefaultPostTimeout
+	}
+	// The key's lease for this run: no other run's execution posts its
+	// events meanwhile (one left behind by a terminate or a reset).
+	var keyL *keyLease
+	if own {
+		var res DeliverResult
+		if keyL, res = a.takeKeyLease(ctx, in, postTimeout, base+int(info.Attempt)); keyL == nil {
+			if ctx.Err() != nil {
+				return DeliverResult{}, ctx.Err()
+			}
+			return res, nil
+		}
+		defer keyL.release()
+	}
 	var res DeliverResult
 	// Each outcome is written as soon as it is known, beside the next POST,
 	// so that a retried execution (a worker killed mid-batch) skips what was
@@ -170,10 +191,6 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		batchTime = DefaultBatchTime
 	}
 	batchTime = min(batchTime, left()/2)
-	postTimeout := in.Timeout
-	if postTimeout <= 0 {
-		postTimeout = DefaultPostTimeout
-	}
 	for i, ev := range in.Events {
 		if ctx.Err() != nil {
 			// The workflow interrupted this execution (an operator's action):
@@ -246,6 +263,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 				return finish(DeliverResult{Outcome: OutcomeHandOver}), nil
 			}
 			timeout, capped = l, true
+		}
+		if keyL != nil && !keyL.renew(ctx, timeout) {
+			// The key's lease ran out and another run took it: not a POST more.
+			a.release(ctx, batch.Target.App, lease)
+			return finish(DeliverResult{Outcome: OutcomeLimited, Attempt: base + int(info.Attempt)}), nil
 		}
 		attempt := 1
 		if i == 0 {

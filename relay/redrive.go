@@ -28,12 +28,13 @@ type RedriveObserver interface {
 	Redriven(subscriptionID string)
 }
 
-// Bounds of a re-drive round: keys whose held rows have not changed for
-// redriveQuiet are looked at, at most redriveBatch per round (the next
-// round goes on after the last), redriveParallel at a time.
+// Bounds of a re-drive round: it looks at redriveScan keys that hold
+// events (the next round goes on after the last), and asks Temporal about
+// those whose held rows have not changed for redriveQuiet, redriveParallel
+// at a time.
 const (
 	redriveQuiet    = 30 * time.Second
-	redriveBatch    = 500
+	redriveScan     = 1000
 	redriveParallel = 8
 )
 
@@ -47,9 +48,9 @@ type redriveCursor struct {
 // outcome rows) but whose workflow is gone: terminated, reset away, never
 // started, or completed while a row was left held. The new run reads what
 // the key owes from the rows. It returns how many keys it re-drove. The
-// leader runs it with the sweep, every SweepInterval (20 s), so such a key
-// is driven again within a minute while at most redriveBatch keys a round
-// are quiet and held.
+// leader runs it with the sweep, every SweepInterval (20 s): such a key is
+// driven again within a minute while fewer than 2 × redriveScan keys hold
+// events, later beyond.
 func (r *Relay) Redrive(ctx context.Context) (int, error) {
 	r.defaults()
 	desc, ok := r.Temporal.(Describer)
@@ -59,18 +60,14 @@ func (r *Relay) Redrive(ctx context.Context) (int, error) {
 	r.cursor.mu.Lock()
 	afterSub, afterSubject := r.cursor.sub, r.cursor.subject
 	r.cursor.mu.Unlock()
-	keys, err := r.Store.QuietOwingKeys(ctx, afterSub, afterSubject, redriveQuiet, redriveBatch)
+	round, err := r.Store.QuietOwingKeys(ctx, afterSub, afterSubject, redriveQuiet, redriveScan)
 	if err != nil {
 		return 0, err
 	}
 	r.cursor.mu.Lock()
-	if len(keys) < redriveBatch {
-		r.cursor.sub, r.cursor.subject = "", ""
-	} else {
-		last := keys[len(keys)-1]
-		r.cursor.sub, r.cursor.subject = last.SubscriptionID, last.Subject
-	}
+	r.cursor.sub, r.cursor.subject = round.LastSub, round.LastSubject
 	r.cursor.mu.Unlock()
+	keys := round.Quiet
 	var mu sync.Mutex
 	n := 0
 	sem := make(chan struct{}, redriveParallel)
@@ -112,7 +109,7 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 			// signals reach it, not a run that delivers. An operator must
 			// end it.
 			r.Logger.Error("a key's workflow id is taken by a workflow that does not deliver",
-				zap.String("workflow", id), zap.String("type", t), zap.String("taskQueue", q), zap.Int("held", k.Held))
+				zap.String("workflow", id), zap.String("type", t), zap.String("taskQueue", q))
 		}
 		return false
 	}
@@ -126,7 +123,7 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 		r.Logger.Warn("re-drive a key whose workflow is gone", zap.String("workflow", id), zap.Error(err))
 		return false
 	}
-	r.Logger.Info("re-drove a key whose workflow is gone", zap.String("workflow", id), zap.Int("held", k.Held))
+	r.Logger.Info("re-drove a key whose workflow is gone", zap.String("workflow", id))
 	if o, ok := r.Observer.(RedriveObserver); ok {
 		o.Redriven(k.SubscriptionID)
 	}

@@ -131,34 +131,66 @@ type OwingKey struct {
 	App            string
 	Type           string
 	Subject        string
-	Held           int
 }
 
-// QuietOwingKeys lists, in key order after the cursor (afterSub, afterSubject),
-// up to limit keys of subscriptions that are not removed whose held rows
-// (queued or failed) have none changed for at least quiet: the keys whose
-// workflow may be gone. Keys with rows that moved recently are being
-// worked on, or were just handed out, and are left alone.
-func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, limit int) ([]OwingKey, error) {
+// OwingKeys is one round of QuietOwingKeys.
+type OwingKeys struct {
+	// Quiet are the keys found quiet.
+	Quiet []OwingKey
+	// Last is the last key looked at, where the next round goes on; zero
+	// when the round reached the end.
+	LastSub, LastSubject string
+}
+
+// QuietOwingKeys looks at up to scan keys that hold rows (queued or
+// failed), in key order after the cursor (afterSub, afterSubject), and
+// returns those of subscriptions not removed whose held rows have none
+// changed for at least quiet: the keys whose workflow may be gone. Keys
+// with rows that moved recently are being worked on, or were just handed
+// out, and are left alone. It skips from key to key through the index of
+// held rows (two probes a key), so a key with a million queued rows costs
+// what a key with one does.
+func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
 	rows, err := s.Pool.Query(ctx, `
-		SELECT o.subscription_id, s.app, s.type, o.subject, count(*)::int
-		  FROM outcomes o JOIN subscriptions s ON s.id = o.subscription_id AND s.state <> 'cancelled'
-		 WHERE o.status IN ('queued', 'failed') AND (o.subscription_id, o.subject) > ($1, $2)
-		 GROUP BY o.subscription_id, s.app, s.type, o.subject
-		HAVING max(o.updated_at) < now() - make_interval(secs => $3)
-		 ORDER BY o.subscription_id, o.subject
-		 LIMIT $4`, afterSub, afterSubject, quiet.Seconds(), limit)
+		WITH RECURSIVE k AS (
+			(SELECT subscription_id, subject FROM outcomes
+			  WHERE status IN ('queued', 'failed') AND (subscription_id, subject) > ($1, $2)
+			  ORDER BY subscription_id, subject LIMIT 1)
+			UNION ALL
+			SELECT n.subscription_id, n.subject FROM k, LATERAL (
+				SELECT subscription_id, subject FROM outcomes
+				 WHERE status IN ('queued', 'failed') AND (subscription_id, subject) > (k.subscription_id, k.subject)
+				 ORDER BY subscription_id, subject LIMIT 1) n
+		), scanned AS (
+			SELECT * FROM k LIMIT $4
+		)
+		SELECT sc.subscription_id, sc.subject, COALESCE(s.app, ''), COALESCE(s.type, ''),
+		       s.id IS NOT NULL AND NOT EXISTS (
+		           SELECT 1 FROM outcomes o
+		            WHERE o.subscription_id = sc.subscription_id AND o.subject = sc.subject
+		              AND o.status IN ('queued', 'failed') AND o.updated_at >= now() - make_interval(secs => $3))
+		  FROM scanned sc LEFT JOIN subscriptions s ON s.id = sc.subscription_id AND s.state <> 'cancelled'
+		 ORDER BY sc.subscription_id, sc.subject`, afterSub, afterSubject, quiet.Seconds(), scan)
 	if err != nil {
-		return nil, fmt.Errorf("list keys that owe events: %w", err)
+		return OwingKeys{}, fmt.Errorf("list keys that owe events: %w", err)
 	}
-	var out []OwingKey
+	var out OwingKeys
 	var k OwingKey
-	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.App, &k.Type, &k.Subject, &k.Held}, func() error {
-		out = append(out, k)
+	var isQuiet bool
+	n := 0
+	_, err = pgx.ForEachRow(rows, []any{&k.SubscriptionID, &k.Subject, &k.App, &k.Type, &isQuiet}, func() error {
+		n++
+		out.LastSub, out.LastSubject = k.SubscriptionID, k.Subject
+		if isQuiet {
+			out.Quiet = append(out.Quiet, k)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list keys that owe events: %w", err)
+		return OwingKeys{}, fmt.Errorf("list keys that owe events: %w", err)
+	}
+	if n < scan {
+		out.LastSub, out.LastSubject = "", ""
 	}
 	return out, nil
 }

@@ -123,20 +123,33 @@ func TestQuietOwingKeys(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
-	if err != nil || len(keys) != 0 {
-		t.Fatalf("rows that just moved: %+v, %v", keys, err)
+	round, err := s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 0 || round.LastSub != "" {
+		t.Fatalf("rows that just moved: %+v, %v", round, err)
 	}
 	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
 		t.Fatal(err)
 	}
-	keys, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
-	if err != nil || len(keys) != 2 || keys[0].Subject != "p1" || keys[1].Subject != "p2" ||
-		keys[0].App != "billing" || keys[0].Type != "contacts.person.updated" || keys[0].Held != 1 {
-		t.Fatalf("quiet keys %+v, %v", keys, err)
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 2 || round.Quiet[0].Subject != "p1" || round.Quiet[1].Subject != "p2" ||
+		round.Quiet[0].App != "billing" || round.Quiet[0].Type != "contacts.person.updated" || round.LastSub != "" {
+		t.Fatalf("quiet keys %+v, %v", round, err)
 	}
-	keys, err = s.QuietOwingKeys(ctx, billingPersonSub, "p1", time.Minute, 10)
-	if err != nil || len(keys) != 1 || keys[0].Subject != "p2" {
-		t.Fatalf("after the cursor: %+v, %v", keys, err)
+	// One key a round: the cursor goes on after it.
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 1)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" || round.LastSubject != "p1" {
+		t.Fatalf("first round of one: %+v, %v", round, err)
+	}
+	round, err = s.QuietOwingKeys(ctx, round.LastSub, round.LastSubject, time.Minute, 1)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
+		t.Fatalf("after the cursor: %+v, %v", round, err)
+	}
+	// A removed subscription's keys are the removal sweep's.
+	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 0 {
+		t.Fatalf("keys of a removed subscription: %+v, %v", round, err)
 	}
 }

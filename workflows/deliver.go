@@ -464,7 +464,20 @@ func (d *delivery) record(ctx workflow.Context, outcomes []activities.OutcomeUpd
 	}
 	in := activities.RecordInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
 		Outcomes: outcomes, Audit: audit}
-	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Record, in).Get(ctx, nil); err != nil {
+	actx := d.shortActivity(ctx)
+	if d.fromLog && len(outcomes) > 0 {
+		// The rows are what the key owes: an outcome this run decided must
+		// reach them, or a later read would queue the event again. Retried
+		// until it does (a database outage holds the key meanwhile).
+		actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+				NonRetryableErrorTypes: []string{activities.ErrTypeNotFound, activities.CodeSignalRejected},
+			},
+		})
+	}
+	if err := workflow.ExecuteActivity(actx, (*activities.Activities).Record, in).Get(ctx, nil); err != nil {
 		d.logger.Warn("record outcomes and audit failed", "outcomes", len(outcomes), "audit", len(audit), "error", err)
 	}
 }

@@ -121,6 +121,8 @@ type delivery struct {
 	loadTried                time.Time
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
+	// checkedHead is the failed head whose row this run has read.
+	checkedHead string
 	// claims are the signalled events not yet checked against the outcome
 	// rows (at most maxClaims; unchecked counts those beyond).
 	claims    []activities.Event
@@ -343,6 +345,11 @@ func (d *delivery) run(ctx workflow.Context) error {
 			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
 				return nil
 			}
+		case head.Failed && d.fromLog && d.checkedHead != head.Event.ID:
+			// Once per failed head, its row decides: a run reset to before
+			// the head was redelivered or settled must not hold on it.
+			d.checkedHead = head.Event.ID
+			d.recheckHead(ctx)
 		case head.Failed:
 			d.setStatus(ctx, StatusFailed)
 			var rearmAt time.Time

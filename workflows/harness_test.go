@@ -275,6 +275,9 @@ type fakeStore struct {
 	limits   store.Limits
 	refuse   func(n int) bool
 	acquires int
+	// leaseRefusals: the next takes of the key's lease that find it held by
+	// another run.
+	leaseRefusals int
 	// reads counts the batches read: one per Deliver execution;
 	// queueReads the reads of a key's rows.
 	reads, queueReads int
@@ -489,6 +492,19 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].Seq < out.Rows[j].Seq })
 	return out, nil
 }
+
+// TakeKeyLease grants every lease but the first leaseRefusals takes.
+func (s *fakeStore) TakeKeyLease(_ context.Context, _, _, holder string, ttl time.Duration) (bool, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaseRefusals > 0 {
+		s.leaseRefusals--
+		return false, time.Now().Add(time.Second), nil
+	}
+	return true, time.Now().Add(ttl), nil
+}
+
+func (s *fakeStore) ReleaseKeyLease(context.Context, string, string, string) error { return nil }
 
 func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int64, status, _ string) (int, error) {
 	s.mu.Lock()

@@ -222,3 +222,36 @@ func (d *delivery) owesNothing(ctx workflow.Context) bool {
 	d.addRows(ctx, q)
 	return false
 }
+
+// recheckHead reads the failed head's row: still failed, the key holds on
+// it; queued again (redelivered after the point a reset went back to), it
+// gets fresh attempts; settled or gone, it leaves the queue. A failed read
+// changes nothing.
+func (d *delivery) recheckHead(ctx workflow.Context) {
+	head := d.head()
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: max(d.BacklogAfter, head.Event.Seq), Claims: []activities.Event{{ID: head.Event.ID, Seq: head.Event.Seq}}}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		d.logger.Warn("read the failed head's row", "error", err)
+		return
+	}
+	head = d.head()
+	if head == nil || head.Event.ID != in.Claims[0].ID {
+		return // an operator's action changed the head meanwhile
+	}
+	for _, h := range q.Events {
+		if h.Event.ID != head.Event.ID {
+			continue
+		}
+		if !h.Failed {
+			d.freshAttempts(head)
+			head.Attempts = h.Attempts
+		}
+		return
+	}
+	d.logger.Warn("the failed head is settled in its row; leaving it", "eventId", head.Event.ID)
+	d.Queue = d.Queue[1:]
+	d.WaitUntil, d.Unreachable, d.Rearms = time.Time{}, 0, 0
+	d.expiryKnown = false
+}

@@ -197,11 +197,21 @@ func (d *delivery) insertPos(seq int64) int {
 	i := 0
 	if n > 0 {
 		i = max(1, d.inflight)
+		if d.fromLog && d.inflight == 0 && d.untouched(&d.Queue[0]) {
+			i = 0 // a head nothing was sent of yet is no head to keep
+		}
 	}
 	for i < len(d.Queue) && (d.Queue[i].Event.Again || d.Queue[i].Event.Seq < seq) {
 		i++
 	}
 	return i
+}
+
+// untouched reports whether nothing of the head was sent or decided yet:
+// no attempt, no failure, no wait, no local attempt.
+func (d *delivery) untouched(head *QueueItem) bool {
+	return head.Attempts == 0 && !head.Failed && head.NotBefore.IsZero() && !head.Event.Again &&
+		d.localTried != head.Event.ID
 }
 
 // insert puts it at position i of the queue.

@@ -119,3 +119,23 @@ func TestForgedCarryIsIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadWaitsForAnotherRunsLease: while another run of the key (one left
+// posting by a terminate) holds its lease, the head is not sent and spends
+// no attempt; it goes once the lease is free.
+func TestHeadWaitsForAnotherRunsLease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.store.leaseRefusals = 3 // the local attempt's take, then two of the regular execution's
+	h.eventsAt(time.Second, 1, 2)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v", got)
+	}
+	if calls := h.sub.callsFor(eventID(1)); len(calls) != 1 || calls[0].Attempt != 1 {
+		t.Fatalf("event 1's POSTs %+v, want one, attempt 1", calls)
+	}
+	if h.store.leaseRefusals != 0 {
+		t.Fatalf("%d refusals left: the lease was not asked for", h.store.leaseRefusals)
+	}
+}

@@ -1,0 +1,81 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"herald/relay"
+	"herald/workflows"
+)
+
+// describingTemporal is a fakeTemporal that also answers DescribeWorkflow:
+// running says which workflows run, and as what.
+type describingTemporal struct {
+	*fakeTemporal
+	running map[string]*workflowpb.WorkflowExecutionInfo
+}
+
+func (d describingTemporal) DescribeWorkflow(_ context.Context, id, _ string) (*client.WorkflowExecutionDescription, error) {
+	info, ok := d.running[id]
+	if !ok {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	return &client.WorkflowExecutionDescription{
+		RawResponse: &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info},
+	}, nil
+}
+
+// TestRedriveStartsKeysWhoseWorkflowIsGone: a key that owes events with no
+// workflow running is started again with an empty signal; keys whose
+// Delivery runs, or whose rows just moved, are left alone; a workflow that
+// does not deliver (another type) is not replaced.
+func TestRedriveStartsKeysWhoseWorkflowIsGone(t *testing.T) {
+	t.Parallel()
+	st, pub := setup(t)
+	ctx := context.Background()
+	for _, k := range []string{"gone", "runs", "other"} {
+		publishN(t, pub, "contacts.person.updated", "person-"+k, 2)
+	}
+	tmp := &fakeTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp}
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sub := "billing:contacts.person.updated@1"
+	running := func(typ, queue string) *workflowpb.WorkflowExecutionInfo {
+		return &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
+			Type: &commonpb.WorkflowType{Name: typ}, TaskQueue: queue, Execution: &commonpb.WorkflowExecution{}}
+	}
+	dt := describingTemporal{fakeTemporal: &fakeTemporal{}, running: map[string]*workflowpb.WorkflowExecutionInfo{
+		workflows.DeliveryID(sub, "person-runs"):  running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
+		workflows.DeliveryID(sub, "person-other"): running("Retention", workflows.TaskQueue),
+		// crm's keys all run.
+		workflows.DeliveryID("crm:contacts.person.updated@1", "person-gone"):  running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
+		workflows.DeliveryID("crm:contacts.person.updated@1", "person-runs"):  running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
+		workflows.DeliveryID("crm:contacts.person.updated@1", "person-other"): running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
+	}}
+	rr := &relay.Relay{Store: st, Temporal: dt, Params: workflows.Params{MaxRearms: 7}}
+	// The rows were just written: nothing is quiet yet.
+	if n, err := rr.Redrive(ctx); err != nil || n != 0 {
+		t.Fatalf("fresh rows: re-drove %d, %v", n, err)
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := rr.Redrive(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("re-drove %d, %v; want the one key whose workflow is gone", n, err)
+	}
+	sent := dt.fakeTemporal.signals
+	if len(sent) != 1 || sent[0].WorkflowID != workflows.DeliveryID(sub, "person-gone") || len(sent[0].Seqs) != 0 ||
+		sent[0].Params.SubjectKey != "person-gone" || sent[0].Params.SubscriberApp != "billing" || sent[0].Params.MaxRearms != 7 {
+		t.Fatalf("signals %+v", sent)
+	}
+}
