@@ -115,8 +115,9 @@ type delivery struct {
 	// (local activity, no status write for an idle key).
 	firstAttempt bool
 	// fromLog: this run is at QueueFromLogVersion (queue.go). loaded: its
-	// queue has been read from the outcome rows. foreign: its input names a
-	// key other than its workflow id's, so it does nothing.
+	// queue has been read from the outcome rows (last tried at loadTried).
+	// foreign: its input names a key other than its workflow id's, so it
+	// does nothing.
 	fromLog, loaded, foreign bool
 	loadTried                time.Time
 	// carried: the input held a Carry (trusted only from a continue-as-new).

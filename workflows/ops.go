@@ -223,17 +223,18 @@ func validActor(a string) bool {
 	return true
 }
 
-// validSignal applies the Updates' validation to a signal of the same name
-// (QueueFromLogVersion): an invalid one changes nothing and writes nothing
-// but one bounded log line.
-func (d *delivery) validSignal(name string, err error) bool {
-	if err == nil || !d.fromLog {
-		return true
+// operatorSignal submits the action of an operator's signal, once the
+// Updates' validation passed it (QueueFromLogVersion): an invalid signal
+// changes nothing and writes nothing but one bounded log line.
+func (d *delivery) operatorSignal(ctx workflow.Context, name string, invalid error, o *op) {
+	if invalid == nil || !d.fromLog {
+		d.submit(ctx, o)
+		return
 	}
-	msg := err.Error()
+	d.signals++
+	msg := invalid.Error()
 	if len(msg) > 200 {
 		msg = msg[:200]
 	}
 	d.logger.Warn("refused an invalid operator signal", "signal", name, "error", msg)
-	return false
 }

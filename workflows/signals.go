@@ -45,38 +45,22 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
 		c.Receive(ctx, &s)
-		if d.validSignal(SignalRedeliver, validateRedeliver(ctx, s)) {
-			d.submit(ctx, d.redeliverOp(s))
-		} else {
-			d.signals++
-		}
+		d.operatorSignal(ctx, SignalRedeliver, validateRedeliver(ctx, s), d.redeliverOp(s))
 	})
 	sel.AddReceive(d.channels.cancel, func(c workflow.ReceiveChannel, _ bool) {
 		var s CancelSignal
 		c.Receive(ctx, &s)
-		if d.validSignal(SignalCancel, validateCancel(ctx, s)) {
-			d.submit(ctx, d.cancelOp(s))
-		} else {
-			d.signals++
-		}
+		d.operatorSignal(ctx, SignalCancel, validateCancel(ctx, s), d.cancelOp(s))
 	})
 	sel.AddReceive(d.channels.pause, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		if d.validSignal(SignalPause, validateControl(ctx, s)) {
-			d.submit(ctx, d.pauseOp(s))
-		} else {
-			d.signals++
-		}
+		d.operatorSignal(ctx, SignalPause, validateControl(ctx, s), d.pauseOp(s))
 	})
 	sel.AddReceive(d.channels.resume, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
 		c.Receive(ctx, &s)
-		if d.validSignal(SignalResume, validateControl(ctx, s)) {
-			d.submit(ctx, d.resumeOp(s))
-		} else {
-			d.signals++
-		}
+		d.operatorSignal(ctx, SignalResume, validateControl(ctx, s), d.resumeOp(s))
 	})
 	sel.AddReceive(d.updates, func(c workflow.ReceiveChannel, _ bool) {
 		var o *op
