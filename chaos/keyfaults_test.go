@@ -124,11 +124,10 @@ func attributeKey(faults []fault, sub, key, eventID string, ack time.Time) int {
 type keyWorkflow struct {
 	Sub, Key string
 	Status   string
-	Queued   int64
 }
 
 // keyWorkflows lists the run's running Delivery workflows with their
-// HeraldStatus and HeraldQueued (visibility lags them by a moment).
+// HeraldStatus (visibility lags them by a moment).
 func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
 	r.t.Helper()
 	byID := map[string]subKey{}
@@ -157,12 +156,8 @@ func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
 				continue
 			}
 			kw := keyWorkflow{Sub: sk.Sub, Key: sk.Key}
-			fields := ex.GetSearchAttributes().GetIndexedFields()
-			if p, ok := fields[workflows.SAStatus.GetName()]; ok {
+			if p, ok := ex.GetSearchAttributes().GetIndexedFields()[workflows.SAStatus.GetName()]; ok {
 				_ = dc.FromPayload(p, &kw.Status)
-			}
-			if p, ok := fields[workflows.SAQueued.GetName()]; ok {
-				_ = dc.FromPayload(p, &kw.Queued)
 			}
 			out = append(out, kw)
 		}
@@ -400,7 +395,7 @@ func firstTaskCompleted(c client.Client, id, runID string) (int64, error) {
 	return 0, fmt.Errorf("history of %s: no completed workflow task", id)
 }
 
-// Forged signals: each names perSignal unknown event ids (random UUIDs),
+// Forged signals: each names forgedPerSignal unknown event ids (random UUIDs),
 // half with small sequence numbers (1-1000, below the stream's), half with
 // huge ones (2^50 and up, far beyond it).
 const forgedPerSignal = 300
