@@ -45,17 +45,20 @@ const (
 	redriveDrain = 90 * time.Second
 )
 
-// target is one key workflow a fault acted on, as it was just before.
+// target is one key workflow a fault acted on.
 type target struct {
 	Sub, Key string
-	RunID    string
-	Status   string // the state query's status
+	RunID    string // the run terminated or reset
+	// Status is the state query's status of that run when it ended (for
+	// forged signals: the HeraldStatus of the workflow signalled).
+	Status string
 	// Held is true for a terminated workflow picked as held up by its
 	// head (by its HeraldStatus), false for one picked as busy.
 	Held bool `json:",omitempty"`
-	// InFlight lists the events the workflow held (its head, then its
-	// queue) just before the fault: the events whose results it might not
-	// have recorded, the only ones the fault may make Herald send again.
+	// InFlight lists the events being posted to the key just before the
+	// fault, and the head and queue of the run when it ended: the events
+	// whose results the workflow may not have recorded, the only ones the
+	// fault may make Herald send again.
 	InFlight []string `json:",omitempty"`
 	// Forged counts the events of forged signals sent to it.
 	Forged int `json:",omitempty"`
@@ -121,11 +124,10 @@ func attributeKey(faults []fault, sub, key, eventID string, ack time.Time) int {
 type keyWorkflow struct {
 	Sub, Key string
 	Status   string
-	Queued   int64
 }
 
 // keyWorkflows lists the run's running Delivery workflows with their
-// HeraldStatus and HeraldQueued (visibility lags them by a moment).
+// HeraldStatus (visibility lags them by a moment).
 func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
 	r.t.Helper()
 	byID := map[string]subKey{}
@@ -154,12 +156,8 @@ func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
 				continue
 			}
 			kw := keyWorkflow{Sub: sk.Sub, Key: sk.Key}
-			fields := ex.GetSearchAttributes().GetIndexedFields()
-			if p, ok := fields[workflows.SAStatus.GetName()]; ok {
+			if p, ok := ex.GetSearchAttributes().GetIndexedFields()[workflows.SAStatus.GetName()]; ok {
 				_ = dc.FromPayload(p, &kw.Status)
-			}
-			if p, ok := fields[workflows.SAQueued.GetName()]; ok {
-				_ = dc.FromPayload(p, &kw.Queued)
 			}
 			out = append(out, kw)
 		}
@@ -169,40 +167,67 @@ func (r *run) keyWorkflows(c client.Client) []keyWorkflow {
 	}
 }
 
-// snapshot reads a key workflow's state and run id just before a fault.
-func snapshot(c client.Client, sub, key string) (target, error) {
-	id := workflows.DeliveryID(sub, key)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	desc, err := c.DescribeWorkflow(ctx, id, "")
-	if err != nil {
-		return target{}, fmt.Errorf("describe %s: %w", id, err)
-	}
-	st, err := queryWithin(c, id, 5*time.Second)
-	if err != nil {
-		return target{}, fmt.Errorf("query %s: %w", id, err)
-	}
-	t := target{Sub: sub, Key: key, RunID: desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Status: st.Status}
-	if st.Head != nil {
-		t.InFlight = append(t.InFlight, st.Head.EventID)
-	}
-	for _, q := range st.Queued {
-		t.InFlight = append(t.InFlight, q.EventID)
-	}
-	return t, nil
-}
-
-// queryWithin is queryState with a shorter limit: a query waits for a local
-// attempt under way to end, and the faults must not hold the run's schedule.
-func queryWithin(c client.Client, id string, limit time.Duration) (workflows.State, error) {
+// runState reads what one run of a key workflow held: its state query,
+// answered for a closed run by replaying its history, within limit.
+func runState(c client.Client, id, runID string, limit time.Duration) (workflows.State, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var st workflows.State
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryState)
+	v, err := c.QueryWorkflow(ctx, id, runID, workflows.QueryState)
 	if err == nil {
 		err = v.Get(&st)
 	}
 	return st, err
+}
+
+// runID returns the id of a workflow's current run.
+func runID(c client.Client, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return "", fmt.Errorf("describe %s: %w", id, err)
+	}
+	return desc.WorkflowExecution.RunID, nil
+}
+
+// posting returns, per key workflow, the events the subscriber is being
+// sent right now.
+func (r *run) posting() map[subKey][]string {
+	keyOf := map[string]string{}
+	for _, e := range r.stream.accepted() {
+		keyOf[e.ID] = e.Key
+	}
+	out := map[subKey][]string{}
+	for _, pk := range r.rec.postingNow() {
+		if key, ok := keyOf[pk[1]]; ok {
+			sk := subKey{pk[0], key}
+			out[sk] = append(out[sk], pk[1])
+		}
+	}
+	return out
+}
+
+// struck completes a target after its run ended (terminated or reset): the
+// events being posted to it just before, and its head and queue as the
+// ended run's state query shows them.
+func struck(c client.Client, t target, posting []string) target {
+	t.InFlight = append(t.InFlight, posting...)
+	st, err := runState(c, workflows.DeliveryID(t.Sub, t.Key), t.RunID, 10*time.Second)
+	if err != nil {
+		t.Status = "unknown (" + err.Error() + ")"
+		return t
+	}
+	t.Status = st.Status
+	if st.Head != nil && !slices.Contains(t.InFlight, st.Head.EventID) {
+		t.InFlight = append(t.InFlight, st.Head.EventID)
+	}
+	for _, q := range st.Queued {
+		if !slices.Contains(t.InFlight, q.EventID) {
+			t.InFlight = append(t.InFlight, q.EventID)
+		}
+	}
+	return t
 }
 
 // pick returns up to n of the workflows that satisfy ok, at random.
@@ -220,127 +245,136 @@ func pick(kws []keyWorkflow, n int, ok func(keyWorkflow) bool) []keyWorkflow {
 }
 
 // terminateKeys terminates, mid-run, nHeld key workflows held up by their
-// head (retrying, unreachable or failed) and nBusy delivering or holding a
-// queue, picked at random. To have keys held, the subscriber answers 500 to
-// attempts 1-4 of every 5th key from 2 s before until the terminations are
-// done. Answers are not slowed: a state query waits for a local attempt
-// under way, and the fault must not hold the run's schedule.
+// head (HeraldStatus retrying, unreachable or failed) and nBusy with a POST
+// under way, picked at random. To have keys held, the subscriber answers
+// 500 to attempts 1-4 of every 5th key from 2 s before until the
+// terminations are done; to have POSTs under way, it answers another 5th of
+// the keys slowly (0.3-0.9 s) meanwhile. Each target's events are read
+// after its run ended, from the ended run's state query, so that nothing
+// waits for a workflow task under way.
 func (r *run) terminateKeys(name string, nHeld, nBusy int) {
 	failing := rule{Mode: modeFail, Match: keysOf(5, 2), UpTo: 4}
+	slow := rule{Mode: modeSlow, Match: keysOf(5, 4), UpTo: maxAttempts}
 	var ts []target
-	f := fault{Name: name, Kind: kindTerminate, Rule: failing}
-	r.inject(f, func() string {
+	r.inject(fault{Name: name, Kind: kindTerminate, Rule: failing}, func() string {
 		c := r.temporal()
 		defer c.Close()
 		r.rec.setRule(name, failing)
 		defer r.rec.clearRule(name)
+		r.rec.setRule(name+"/slow", slow)
+		defer r.rec.clearRule(name + "/slow")
 		time.Sleep(2 * time.Second)
-		kws := r.keyWorkflows(c)
-		n := 0
-		picked := pick(kws, nHeld, func(kw keyWorkflow) bool { return held(kw.Status) })
-		free := func(kw keyWorkflow) bool { return !held(kw.Status) && !slices.Contains(picked, kw) }
-		busy := pick(kws, nBusy, func(kw keyWorkflow) bool {
-			return free(kw) && (kw.Status == workflows.StatusDelivering || kw.Queued > 0)
-		})
-		if len(busy) < nBusy {
-			// The search attribute stays idle through a first attempt:
-			// ask the state query of some others.
-			others := pick(kws, 30, func(kw keyWorkflow) bool { return free(kw) && !slices.Contains(busy, kw) })
-			busy = append(busy, busyByState(c, others, nBusy-len(busy))...)
+		taken := func(sk subKey) bool {
+			return slices.ContainsFunc(ts, func(t target) bool { return t.Sub == sk.Sub && t.Key == sk.Key })
 		}
-		heldN := len(picked)
-		picked = append(picked, busy...)
-		for i, kw := range picked {
-			t, err := snapshot(c, kw.Sub, kw.Key)
+		terminate := func(sk subKey, held bool, seen string) bool {
+			id := workflows.DeliveryID(sk.Sub, sk.Key)
+			run, err := runID(c, id)
 			if err != nil {
 				r.t.Logf("%s: %v", name, err)
-				continue
+				return false
 			}
-			t.Held = i < heldN
+			posting := r.posting()[sk]
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err = c.TerminateWorkflow(ctx, workflows.DeliveryID(t.Sub, t.Key), t.RunID, chaosReason)
+			err = c.TerminateWorkflow(ctx, id, run, chaosReason)
 			cancel()
 			if err != nil {
-				r.t.Errorf("%s: terminate %s: %v", name, t.name(), err)
+				r.t.Errorf("%s: terminate %s/%s: %v", name, sk.Sub, sk.Key, err)
+				return false
+			}
+			t := struck(c, target{Sub: sk.Sub, Key: sk.Key, RunID: run, Held: held}, posting)
+			r.t.Logf("%s: terminated %s (run %s, picked %s; state then %s, %d events held, %d being posted)",
+				name, t.name(), run, seen, t.Status, len(t.InFlight), len(posting))
+			ts = append(ts, t)
+			return true
+		}
+		kws := r.keyWorkflows(c)
+		for _, kw := range pick(kws, nHeld, func(kw keyWorkflow) bool { return held(kw.Status) }) {
+			terminate(subKey{kw.Sub, kw.Key}, true, "as held: HeraldStatus "+kw.Status)
+		}
+		busy := 0
+		for deadline := time.Now().Add(5 * time.Second); busy < nBusy && time.Now().Before(deadline); {
+			var free []subKey
+			for sk := range r.posting() {
+				if !taken(sk) {
+					free = append(free, sk)
+				}
+			}
+			if len(free) == 0 {
+				time.Sleep(20 * time.Millisecond)
 				continue
 			}
-			n += r.rec.waitInflight(0, 0)
-			r.t.Logf("%s: terminated %s (run %s, held %v, visibility %s, state %s, %d events held)",
-				name, t.name(), t.RunID, t.Held, kw.Status, t.Status, len(t.InFlight))
-			ts = append(ts, t)
+			if terminate(free[rand.N(len(free))], false, "as busy: a POST under way") {
+				busy++
+			}
 		}
-		return fmt.Sprintf("terminated %s (of %d running; %d POSTs at the subscriber at the terminations, all keys)", describeTargets(ts), len(kws), n)
+		return fmt.Sprintf("terminated %s (of %d running)", describeTargets(ts), len(kws))
 	})
-	r.setTargets(ts, failing.Match)
+	r.setTargets(ts, func(sub, key string) bool { return failing.Match(sub, key) || slow.Match(sub, key) })
 }
 
-// busyByState returns up to n of kws whose state query says they are
-// delivering or hold a queue, asking for at most 3 s.
-func busyByState(c client.Client, kws []keyWorkflow, n int) []keyWorkflow {
-	var out []keyWorkflow
-	start := time.Now()
-	for _, kw := range kws {
-		if len(out) == n || time.Since(start) > 3*time.Second {
-			break
-		}
-		st, err := queryWithin(c, workflows.DeliveryID(kw.Sub, kw.Key), time.Second)
-		if err == nil && !held(st.Status) && (st.Status == workflows.StatusDelivering || st.Head != nil) {
-			kw.Status = st.Status
-			out = append(out, kw)
-		}
-	}
-	return out
-}
-
-// resetKey resets one key workflow, delivering or holding a queue if there
-// is one, to its current run's first workflow task: Temporal ends the run
-// and starts a new one from that point, with the signals received since
-// re-applied.
+// resetKey resets one key workflow, one with a POST under way if there is
+// one (answers to every 5th key are slow from 2 s before), to its current
+// run's first workflow task: Temporal ends the run and starts a new one
+// from that point, with the signals received since re-applied.
 func (r *run) resetKey(name string) {
+	slow := rule{Mode: modeSlow, Match: keysOf(5, 4), UpTo: maxAttempts}
 	var ts []target
 	r.inject(fault{Name: name, Kind: kindReset}, func() string {
 		c := r.temporal()
 		defer c.Close()
-		kws := r.keyWorkflows(c)
-		busy := func(kw keyWorkflow) bool { return kw.Status == workflows.StatusDelivering || kw.Queued > 0 }
-		candidates := append(pick(kws, 3, busy), pick(kws, 3, func(kw keyWorkflow) bool { return !busy(kw) })...)
-		var t target
-		var err error
-		for _, kw := range candidates[:min(len(candidates), 3)] {
-			if t, err = snapshot(c, kw.Sub, kw.Key); err == nil {
+		r.rec.setRule(name+"/slow", slow)
+		defer r.rec.clearRule(name + "/slow")
+		time.Sleep(2 * time.Second)
+		var sk subKey
+		seen := "as busy: a POST under way"
+		for deadline := time.Now().Add(5 * time.Second); sk.Sub == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			for k := range r.posting() {
+				sk = k
 				break
 			}
-			r.t.Logf("%s: %v", name, err)
 		}
-		if t.RunID == "" {
-			r.t.Errorf("%s: no running key workflow answered its state query (of %d listed)", name, len(kws))
-			return ""
+		if sk.Sub == "" {
+			kws := pick(r.keyWorkflows(c), 1, func(keyWorkflow) bool { return true })
+			if len(kws) == 0 {
+				r.t.Errorf("%s: no running key workflow", name)
+				return ""
+			}
+			sk, seen = subKey{kws[0].Sub, kws[0].Key}, "at random: no POST under way"
 		}
-		id := workflows.DeliveryID(t.Sub, t.Key)
-		first, err := firstTaskCompleted(c, id, t.RunID)
+		id := workflows.DeliveryID(sk.Sub, sk.Key)
+		run, err := runID(c, id)
 		if err != nil {
 			r.t.Errorf("%s: %v", name, err)
 			return ""
 		}
+		first, err := firstTaskCompleted(c, id, run)
+		if err != nil {
+			r.t.Errorf("%s: %v", name, err)
+			return ""
+		}
+		posting := r.posting()[sk]
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 			Namespace:                 "default",
-			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: t.RunID},
+			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: run},
 			Reason:                    chaosReason,
 			WorkflowTaskFinishEventId: first,
 			RequestId:                 uuid.NewString(),
 		})
 		if err != nil {
-			r.t.Errorf("%s: reset %s: %v", name, t.name(), err)
+			r.t.Errorf("%s: reset %s/%s: %v", name, sk.Sub, sk.Key, err)
 			return ""
 		}
+		t := struck(c, target{Sub: sk.Sub, Key: sk.Key, RunID: run}, posting)
 		ts = append(ts, t)
-		note := fmt.Sprintf("reset %s (%s, %d events held) to event %d; new run %s", t.name(), t.Status, len(t.InFlight), first, resp.GetRunId())
+		note := fmt.Sprintf("reset %s (picked %s; state then %s, %d events held) to event %d; new run %s",
+			t.name(), seen, t.Status, len(t.InFlight), first, resp.GetRunId())
 		r.t.Logf("%s: %s", name, note)
 		return note
 	})
-	r.setTargets(ts, nil)
+	r.setTargets(ts, slow.Match)
 }
 
 // firstTaskCompleted returns the id of the first WorkflowTaskCompleted
@@ -361,7 +395,7 @@ func firstTaskCompleted(c client.Client, id, runID string) (int64, error) {
 	return 0, fmt.Errorf("history of %s: no completed workflow task", id)
 }
 
-// Forged signals: each names perSignal unknown event ids (random UUIDs),
+// Forged signals: each names forgedPerSignal unknown event ids (random UUIDs),
 // half with small sequence numbers (1-1000, below the stream's), half with
 // huge ones (2^50 and up, far beyond it).
 const forgedPerSignal = 300

@@ -86,12 +86,15 @@ type recorder struct {
 	acked    map[string]map[string]bool // subscription → event id → acknowledged
 	rules    map[string]rule
 	inflight int
-	addr     string
-	srv      *http.Server
+	// posting counts the requests being answered per (subscription, event
+	// id), from their headers, for faults that pick busy keys.
+	posting map[[2]string]int
+	addr    string
+	srv     *http.Server
 }
 
 func newRecorder(keys *signing.KeySet, audiences []string) (*recorder, error) {
-	r := &recorder{acked: map[string]map[string]bool{}, rules: map[string]rule{}}
+	r := &recorder{acked: map[string]map[string]bool{}, rules: map[string]rule{}, posting: map[[2]string]int{}}
 	h, err := subscriber.New(subscriber.Config{Audiences: audiences, StaticKeys: keys.PublicKeys()}, r.handle)
 	if err != nil {
 		return nil, err
@@ -188,12 +191,17 @@ func (r *recorder) modeFor(a *arrival) mode {
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	a := &arrival{Start: time.Now(), Sub: req.Header.Get("Herald-Subscription"), EventID: req.Header.Get("Herald-Event-Id")}
 	a.Attempt, _ = strconv.Atoi(req.Header.Get("Herald-Attempt"))
+	pk := [2]string{a.Sub, a.EventID}
 	r.mu.Lock()
 	r.inflight++
+	r.posting[pk]++
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.inflight--
+		if r.posting[pk]--; r.posting[pk] <= 0 {
+			delete(r.posting, pk)
+		}
 		r.mu.Unlock()
 	}()
 	buf := &bufferedResponse{header: http.Header{}}
@@ -299,6 +307,18 @@ func (r *recorder) waitInflight(n int, timeout time.Duration) int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// postingNow returns the (subscription, event id) of every request being
+// answered now.
+func (r *recorder) postingNow() [][2]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([][2]string, 0, len(r.posting))
+	for pk := range r.posting {
+		out = append(out, pk)
+	}
+	return out
 }
 
 // snapshot returns a copy of every arrival so far.
