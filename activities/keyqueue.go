@@ -2,7 +2,10 @@ package activities
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"herald/store"
 )
@@ -40,6 +43,10 @@ type QueueResult struct {
 	// sequence number); UnknownIDs holds the first few of them.
 	Unknown    int      `json:"unknown,omitempty"`
 	UnknownIDs []string `json:"unknownIds,omitempty"`
+	// DeliveredHere are the claims a local execution of the calling run
+	// delivered: its workflow task failed after the POST (a worker died),
+	// so the run has not counted them.
+	DeliveredHere []Event `json:"deliveredHere,omitempty"`
 }
 
 // maxHeldError bounds the last error a held row brings into the queue.
@@ -64,6 +71,12 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 		return QueueResult{}, err
 	}
 	res := QueueResult{More: q.More, Unknown: len(q.Unknown)}
+	run := activity.GetInfo(ctx).WorkflowExecution.RunID + "/"
+	for _, c := range in.Claims {
+		if by, ok := q.DeliveredBy[c.ID]; ok && strings.HasPrefix(by, run) {
+			res.DeliveredHere = append(res.DeliveredHere, Event{ID: c.ID, Seq: c.Seq})
+		}
+	}
 	for _, c := range q.Unknown[:min(len(q.Unknown), maxUnknownIDs)] {
 		res.UnknownIDs = append(res.UnknownIDs, truncate(c.ID, 64))
 	}

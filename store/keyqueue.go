@@ -44,6 +44,9 @@ type KeyQueue struct {
 	// Unknown are the claimed events that name no outcome row of this
 	// subscription and subject key with that sequence number.
 	Unknown []ClaimedEvent
+	// DeliveredBy holds, for the claimed events already delivered by a
+	// local execution, the execution (outcome rows' delivered_by).
+	DeliveredBy map[string]string
 }
 
 // KeyQueue reads up to limit events that a subscription's subject key owes
@@ -88,19 +91,25 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 		batch.Queue(`
 			SELECT c.id::text, c.seq, COALESCE(o.status, ''), COALESCE(o.attempts, 0), COALESCE(o.code, ''),
 			       COALESCE(o.last_code, ''), COALESCE(o.last_error, ''),
-			       COALESCE(o.queued_at, 'epoch'), COALESCE(o.updated_at, 'epoch')
+			       COALESCE(o.queued_at, 'epoch'), COALESCE(o.updated_at, 'epoch'), COALESCE(o.delivered_by, '')
 			  FROM unnest($3::uuid[], $4::bigint[]) WITH ORDINALITY AS c(id, seq, n)
 			  LEFT JOIN outcomes o ON o.subscription_id = $1 AND o.event_id = c.id
 			                      AND o.subject = $2 AND o.event_seq = c.seq
 			 ORDER BY c.n`, subscriptionID, subject, ids, seqs).Query(func(rows pgx.Rows) error {
 			var r HeldRow
+			var by string
 			_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Seq, &r.Status, &r.Attempts, &r.Code, &r.LastCode,
-				&r.LastError, &r.QueuedAt, &r.UpdatedAt}, func() error {
+				&r.LastError, &r.QueuedAt, &r.UpdatedAt, &by}, func() error {
 				switch {
 				case r.Status == "":
 					out.Unknown = append(out.Unknown, ClaimedEvent{ID: r.ID, Seq: r.Seq})
 				case r.Seq <= after && (r.Status == EventQueued || r.Status == EventFailed):
 					late = append(late, r)
+				case r.Status == EventDelivered && by != "":
+					if out.DeliveredBy == nil {
+						out.DeliveredBy = map[string]string{}
+					}
+					out.DeliveredBy[r.ID] = by
 				}
 				return nil
 			})

@@ -25,7 +25,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
-		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/head"},
 		{EventID: evs[1].ID, Seq: 2, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted",
 			LastCode: "handler_failed", LastError: "HTTP 500"},
 	}); err != nil {
@@ -61,6 +61,9 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 	}
 	if len(q.Unknown) != 4 {
 		t.Fatalf("unknown %+v, want the wrong seq, the other key's, the non-id and the made-up one", q.Unknown)
+	}
+	if len(q.DeliveredBy) != 1 || q.DeliveredBy[evs[0].ID] != "run-1/head" {
+		t.Fatalf("delivered by %v, want the local execution that delivered event 1", q.DeliveredBy)
 	}
 }
 

@@ -469,6 +469,12 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 		if c.Seq <= after && held(c.ID) {
 			late = append(late, c.Seq)
 		}
+		if by := s.deliveredBy[c.ID]; s.outcomes[c.ID] == store.EventDelivered && by != "" {
+			if out.DeliveredBy == nil {
+				out.DeliveredBy = map[string]string{}
+			}
+			out.DeliveredBy[c.ID] = by
+		}
 	}
 	seqs := make([]int64, 0, len(rows))
 	for seq := range rows {

@@ -195,6 +195,15 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 		d.Backlog = false
 	}
 	d.addRows(ctx, q)
+	for _, ev := range q.DeliveredHere {
+		if !d.recent[ev.ID] {
+			// A local attempt of this run delivered it before its worker
+			// died: counted once, here.
+			d.Counters.Delivered++
+			d.outcome(ctx, QueueItem{Event: ev}, "delivered", "")
+			d.delivered(ev.ID)
+		}
+	}
 	if q.Unknown > 0 {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
 			"signal": SignalEvent, "reason": "event_not_owed", "count": q.Unknown, "eventIds": q.UnknownIDs,

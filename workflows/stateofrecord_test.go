@@ -139,3 +139,26 @@ func TestHeadWaitsForAnotherRunsLease(t *testing.T) {
 		t.Fatalf("%d refusals left: the lease was not asked for", h.store.leaseRefusals)
 	}
 }
+
+// TestLostLocalDeliveryIsCounted: when a local attempt of this run
+// delivered an event and its worker died before the workflow task
+// completed, the task runs again and reads the event's row as delivered by
+// this run: it is counted once, not sent again.
+func TestLostLocalDeliveryIsCounted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.outcomes[eventID(1)] = store.EventDelivered
+	h.store.deliveredBy[eventID(1)] = "default-test-run-id/" + eventID(1) // the test environment's run id
+	h.store.outcomes[eventID(2)] = store.EventDelivered
+	h.store.deliveredBy[eventID(2)] = "another-run/" + eventID(2) // a re-send of one delivered before
+	h.eventsAt(time.Second, 1, 2, 3)
+	st := h.queryAt(time.Minute)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(3)) {
+		t.Fatalf("delivered %v, want only 3", got)
+	}
+	if st.Counters.Delivered != 2 {
+		t.Fatalf("counted %d deliveries, want 2: event 1 (by this run's lost attempt) and 3", st.Counters.Delivered)
+	}
+}
