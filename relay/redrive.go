@@ -67,25 +67,9 @@ func (r *Relay) Redrive(ctx context.Context) (int, error) {
 	r.cursor.mu.Lock()
 	r.cursor.sub, r.cursor.subject = round.LastSub, round.LastSubject
 	r.cursor.mu.Unlock()
-	keys := round.Quiet
-	var mu sync.Mutex
-	n := 0
-	sem := make(chan struct{}, redriveParallel)
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if r.redriveKey(ctx, desc, k) {
-				mu.Lock()
-				n++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return n, nil
+	return forEach(round.Quiet, redriveParallel, func(k store.OwingKey) bool {
+		return r.redriveKey(ctx, desc, k)
+	}), nil
 }
 
 // redriveKey starts one key's workflow if none runs, and reports whether

@@ -508,26 +508,17 @@ func (r *Relay) SweepRemoved(ctx context.Context) (int, error) {
 	}
 	var mu sync.Mutex
 	var firstErr error
-	handled := 0
-	sem := make(chan struct{}, sweepParallel)
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ok, err := r.sweepKey(ctx, k)
+	handled := forEach(keys, sweepParallel, func(k store.HeldKey) bool {
+		ok, err := r.sweepKey(ctx, k)
+		if err != nil {
 			mu.Lock()
-			defer mu.Unlock()
-			if ok {
-				handled++
-			}
-			if err != nil && firstErr == nil {
+			if firstErr == nil {
 				firstErr = err
 			}
-		}()
-	}
-	wg.Wait()
+			mu.Unlock()
+		}
+		return ok
+	})
 	return handled, firstErr
 }
 
@@ -560,6 +551,29 @@ func (r *Relay) sweepKey(ctx context.Context, k store.HeldKey) (bool, error) {
 		r.Observer.Settled(k.SubscriptionID, store.EventCancelled, n)
 	}
 	return true, nil
+}
+
+// forEach runs fn on every item, at most parallel at a time, and returns
+// for how many it reported true.
+func forEach[T any](items []T, parallel int, fn func(T) bool) int {
+	var mu sync.Mutex
+	n := 0
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if fn(it) {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return n
 }
 
 func sleep(ctx context.Context, d time.Duration) {
