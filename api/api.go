@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -46,6 +47,17 @@ type Options struct {
 	// request (metrics): the token's app ("" when the request is not
 	// authenticated or the app was removed) and the code.
 	Rejected func(app, code string)
+	// TokenConcurrency caps the requests in flight per token; zero or less
+	// means DefaultTokenConcurrency.
+	TokenConcurrency int
+	// TokenCacheTTL is how long a token lookup is reused; zero means
+	// DefaultTokenCacheTTL, less than zero no cache.
+	TokenCacheTTL time.Duration
+	// AuthFailureBurst and AuthFailureRefill size the failed
+	// authentications a client address may make: a burst, then one per
+	// refill interval. Zero or less means the defaults.
+	AuthFailureBurst  int
+	AuthFailureRefill time.Duration
 }
 
 // Handler serves the publishing API.
@@ -56,6 +68,13 @@ type Handler struct {
 	maxEvents int
 	log       *zap.Logger
 	rejected  func(app, code string)
+
+	// lookup finds a live token by id (the store's; tests count calls).
+	lookup   func(ctx context.Context, id string) (store.TokenCredential, error)
+	tokens   *tokenCache
+	failures *failureLimiter
+	inFlight *inFlight
+	now      func() time.Time
 }
 
 // New returns the API handler, publishing to st.
@@ -70,6 +89,23 @@ func New(st *store.Store, opts Options) *Handler {
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
+	if st != nil {
+		h.lookup = st.LiveAPIToken
+	}
+	ttl, burst, refill, conc := opts.TokenCacheTTL, opts.AuthFailureBurst, opts.AuthFailureRefill, opts.TokenConcurrency
+	if ttl == 0 {
+		ttl = DefaultTokenCacheTTL
+	}
+	if burst <= 0 {
+		burst = DefaultAuthFailureBurst
+	}
+	if refill <= 0 {
+		refill = DefaultAuthFailureRefill
+	}
+	if conc <= 0 {
+		conc = DefaultTokenConcurrency
+	}
+	h.tokens, h.failures, h.inFlight, h.now = newTokenCache(ttl), newFailureLimiter(burst, refill), newInFlight(conc), time.Now
 	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
 	return h
 }
@@ -89,6 +125,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !h.inFlight.acquire(cred.ID) {
+		w.Header().Set("Retry-After", "1")
+		h.reject(cred.App, cred.AppRemoved, CodeTokenBusy)
+		writeProblem(w, newProblem(http.StatusTooManyRequests, CodeTokenBusy,
+			fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)))
+		return
+	}
+	defer h.inFlight.release(cred.ID)
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	items, batch, err := readEvents(r, h.maxEvents)
 	var bad *errBody
@@ -118,7 +162,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate finds the live token of the request's bearer credentials, or
-// answers 401 with a WWW-Authenticate challenge.
+// answers 401 with a WWW-Authenticate challenge. A token seen live within
+// the cache TTL is taken without a query; any other attempt spends one of
+// the client address's failures first (refunded when it succeeds), and an
+// address with none left is answered 429 without a query.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.TokenCredential, bool) {
 	token, given := bearer(r.Header.Get("Authorization"))
 	deny := func(detail string) (store.TokenCredential, bool) {
@@ -131,6 +178,20 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.To
 		writeProblem(w, newProblem(http.StatusUnauthorized, CodeUnauthorized, detail))
 		return store.TokenCredential{}, false
 	}
+	now := h.now()
+	key := sha256.Sum256([]byte(token))
+	hit, cachedHit := h.tokens.get(key, now)
+	if given && cachedHit && hit.found {
+		return hit.cred, true
+	}
+	client := clientKey(r)
+	if wait := h.failures.take(client, now); wait > 0 {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		h.reject("", true, CodeAuthThrottled)
+		writeProblem(w, newProblem(http.StatusTooManyRequests, CodeAuthThrottled,
+			"too many failed authentications from this address; retry after the Retry-After seconds"))
+		return store.TokenCredential{}, false
+	}
 	if !given {
 		return deny("send an app's token as Authorization: Bearer <token> (starter apps token create APP)")
 	}
@@ -138,14 +199,20 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.To
 	if !ok {
 		return deny("the bearer token is not a Herald API token")
 	}
-	cred, err := h.store.LiveAPIToken(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !tokenMatches(token, cred.Hash)) {
+	if cachedHit {
 		return deny("the bearer token is unknown or revoked")
 	}
+	cred, err := h.lookup(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !tokenMatches(token, cred.Hash)) {
+		h.tokens.put(key, store.TokenCredential{}, false, now)
+		return deny("the bearer token is unknown or revoked")
+	}
+	h.failures.refund(client, now)
 	if err != nil {
 		h.fail(w, "authenticate", err)
 		return store.TokenCredential{}, false
 	}
+	h.tokens.put(key, cred, true, now)
 	return cred, true
 }
 

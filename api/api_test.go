@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"herald/api"
 	"herald/publish"
 	"herald/store"
 )
@@ -141,6 +143,7 @@ func TestOnlyOwnEvents(t *testing.T) {
 	}
 	// A removed app publishes nothing, whatever its tokens.
 	s.starter("apps", "remove", "contacts")
+	time.Sleep(api.DefaultTokenCacheTTL) // the worker's token cache forgets the app was live
 	wantProblem(t, s.post(token, "application/json", person("", "person-2", 2)), http.StatusForbidden, publish.CodeUnknownApp)
 
 	// The worker counts each refusal under the token's app, never under the

@@ -54,9 +54,11 @@ func bodyErr(status int, code, format string, args ...any) *errBody {
 
 // readEvents reads the events of a request whose body is already limited by
 // http.MaxBytesReader. batch reports whether the body was a list (JSON array
-// or NDJSON) rather than one object. Reading stops at the byte limit
-// (payload_too_large) and after MaxBatchEvents events, so an oversized body
-// is never read to its end.
+// or NDJSON) rather than one object. Reading is streamed an event at a
+// time and stops at the byte limit, at a JSON event object over
+// MaxObjectBytes (payload_too_large; an NDJSON line over it is refused
+// alone) and after MaxBatchEvents events, so an oversized body is never
+// read to its end nor held whole.
 func readEvents(r *http.Request, maxEvents int) (items []item, batch bool, err error) {
 	media, _, perr := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if perr != nil {
@@ -71,6 +73,11 @@ func readEvents(r *http.Request, maxEvents int) (items []item, batch bool, err e
 	default:
 		return nil, false, bodyErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
 			"Content-Type must be %s (one event or an array of events) or %s (one event per line)", mediaJSON, mediaNDJSON)
+	}
+	if errors.Is(err, errObjectTooLarge) {
+		return nil, false, bodyErr(http.StatusRequestEntityTooLarge, publish.CodePayloadTooLarge,
+			"an event object of the body is larger than %d bytes (an encoded event may be at most %d)",
+			MaxObjectBytes, publish.DefaultMaxEventBytes)
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -91,30 +98,66 @@ func tooManyEvents(maxEvents int) *errBody {
 		"a request holds at most %d events", maxEvents)
 }
 
-// readJSON reads one event object or an array of them.
+// MaxObjectBytes caps one event object of a JSON body, and a JSON body
+// that is one object: the event limit plus room for the fields around the
+// data, as for an NDJSON line. Reading stops there, so an oversized event
+// is refused having cost that much memory, not its size.
+const MaxObjectBytes = publish.MaxLineBytes
+
+// errObjectTooLarge is an event object of a JSON body over MaxObjectBytes.
+var errObjectTooLarge = errors.New("event object too large")
+
+// objectReader lets a JSON decoder read at most up to an absolute offset of
+// the body, which readJSON moves on before each event object: the decoder
+// only reads when its value is incomplete, so reading past the offset means
+// the object being decoded is over its budget.
+type objectReader struct {
+	r          io.Reader
+	pos, limit int64
+}
+
+func (o *objectReader) Read(p []byte) (int, error) {
+	if o.pos >= o.limit {
+		return 0, errObjectTooLarge
+	}
+	if int64(len(p)) > o.limit-o.pos {
+		p = p[:o.limit-o.pos]
+	}
+	n, err := o.r.Read(p)
+	o.pos += int64(n)
+	return n, err
+}
+
+// readJSON reads one event object or an array of them, one object at a
+// time, each within MaxObjectBytes.
 func readJSON(body io.Reader, maxEvents int) ([]item, bool, error) {
 	br := bufio.NewReader(body)
 	first, err := firstByte(br)
 	if err != nil {
 		return nil, false, err
 	}
-	dec := json.NewDecoder(br)
+	or := &objectReader{r: br}
+	dec := json.NewDecoder(or)
+	next := func() { or.limit = dec.InputOffset() + MaxObjectBytes }
 	switch first {
 	case '{':
+		next()
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, false, malformed(err)
 		}
+		next()
 		if err := expectEOF(dec); err != nil {
 			return nil, false, err
 		}
 		return []item{parseEvent(raw, 0)}, false, nil
 	case '[':
+		next()
 		if _, err := dec.Token(); err != nil {
 			return nil, false, malformed(err)
 		}
 		var items []item
-		for dec.More() {
+		for next(); dec.More(); next() {
 			if len(items) == maxEvents {
 				return nil, true, tooManyEvents(maxEvents)
 			}
@@ -127,6 +170,7 @@ func readJSON(body io.Reader, maxEvents int) ([]item, bool, error) {
 		if _, err := dec.Token(); err != nil {
 			return nil, true, malformed(err)
 		}
+		next()
 		if err := expectEOF(dec); err != nil {
 			return nil, true, err
 		}

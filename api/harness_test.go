@@ -30,9 +30,10 @@ type server struct {
 	store *store.Store
 }
 
-func startServer(t *testing.T) *server {
+func startServer(t *testing.T, opts ...system.Option) *server {
 	t.Helper()
-	sys := system.Start(t, system.API(), system.DBConns(6), system.LogLevel(zapcore.ErrorLevel))
+	opts = append([]system.Option{system.API(), system.DBConns(6), system.LogLevel(zapcore.ErrorLevel)}, opts...)
+	sys := system.Start(t, opts...)
 	s := &server{System: sys, t: t, base: "http://" + sys.Svc.APIAddr(), store: sys.Svc.Store, env: sys.Env()}
 	s.starter("apps", "apply", system.WriteManifests(t, sys.SubURL))
 	return s

@@ -14,6 +14,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"sigs.k8s.io/yaml"
+
+	"herald/api"
 )
 
 // specURL is where the compiler files the OpenAPI document.
@@ -186,6 +188,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	s.post(token, "application/x-ndjson", person("", "person-3", 3)+"\n"+`{"type":"contacts.person.updated","version":1,"subject":"p","data":{}}`) // 422
 	s.do(http.MethodDelete, "/v1/events", token, "", nil)                                                                                          // 405
 	s.do(http.MethodGet, "/", "", "", nil)                                                                                                         // 404
+	for range api.DefaultAuthFailureBurst + 1 {
+		s.post("hrld_0000000000000000_"+strings.Repeat("A", 43), "application/json", "{}") // 401, then 429
+	}
 
 	paths, _ := openAPI.doc["paths"].(map[string]any)
 	var missing []string

@@ -18,6 +18,13 @@ const (
 	// different reasons; each event's own code is in the events list.
 	CodeEventsRejected = "events_rejected"
 	CodeInternal       = "internal_error"
+	// CodeAuthThrottled (429, with Retry-After) answers a client address
+	// that failed to authenticate too often; it is answered without a
+	// database query.
+	CodeAuthThrottled = "auth_throttled"
+	// CodeTokenBusy (429, Retry-After: 1) answers a request whose token
+	// has as many requests in flight as it may.
+	CodeTokenBusy = "token_busy"
 )
 
 // ProblemContentType is the media type of error answers (RFC 9457).

@@ -36,6 +36,7 @@ func TestTokenRevokeTakesEffect(t *testing.T) {
 	if !strings.Contains(out, "revoked") {
 		t.Fatalf("revoke: %s", out)
 	}
+	s.waitRevoked(first)
 	wantProblem(t, s.post(first, "application/json", person("", "person-2", 2)), http.StatusUnauthorized, "unauthorized")
 	wantAccepted(t, s.post(second, "application/json", person("", "person-3", 3)), 1)
 	if code, _, errOut := s.run("apps", "token", "revoke", "contacts", "crm"); code != 2 || !strings.Contains(errOut, "no live token") {
@@ -52,6 +53,7 @@ func TestTokenRevokeTakesEffect(t *testing.T) {
 	}
 	// Revoking by id works too, once.
 	s.starter("apps", "token", "revoke", "contacts", toks[1].ID)
+	s.waitRevoked(second)
 	wantProblem(t, s.post(second, "application/json", person("", "person-4", 4)), http.StatusUnauthorized, "unauthorized")
 	if code, _, errOut := s.run("apps", "token", "revoke", "contacts", toks[1].ID); code != 2 || !strings.Contains(errOut, "already revoked") {
 		t.Fatalf("second revoke by id: exit %d %s", code, errOut)
@@ -89,6 +91,23 @@ func TestTokenRevokeTakesEffect(t *testing.T) {
 	if err := s.store.Pool.QueryRow(t.Context(), `SELECT count(*) FROM api_tokens WHERE hash = $1 OR hash = $2 OR id = $3`,
 		[]byte(first), []byte(second), first).Scan(&leaked); err != nil || leaked != 0 {
 		t.Fatalf("stored tokens: %d (%v)", leaked, err)
+	}
+}
+
+// waitRevoked waits until the API refuses a revoked token: a worker that
+// saw it live lately keeps taking it for at most the token cache's TTL.
+func (s *server) waitRevoked(token string) {
+	s.t.Helper()
+	start := time.Now()
+	for {
+		a := s.post(token, "text/plain", "x") // 415 while the token is taken
+		if a.status == http.StatusUnauthorized {
+			return
+		}
+		if time.Since(start) > api.DefaultTokenCacheTTL+2*time.Second {
+			s.t.Fatalf("a revoked token still taken after %v: status %d", time.Since(start), a.status)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -48,6 +48,11 @@ type Worker struct {
 	// HoldExpiry cancels (retention_expired) an event a key has held longer (default 720h).
 	HoldExpiry time.Duration `env:"HERALD_HOLD_EXPIRY"`
 	DBMaxConns int           `env:"HERALD_DB_MAX_CONNS"`
+	// APIDBConns sizes the publishing API's own PostgreSQL pool, apart from
+	// the workers' (default 4).
+	APIDBConns int `env:"HERALD_API_DB_CONNS"`
+	// APITokenConcurrency caps the API requests in flight per token (default 8).
+	APITokenConcurrency int `env:"HERALD_API_TOKEN_CONCURRENCY"`
 	// WorkflowCacheSize bounds the key workflows kept in the worker's memory (default 2000).
 	WorkflowCacheSize int    `env:"HERALD_WORKFLOW_CACHE_SIZE"`
 	Issuer            string `env:"HERALD_JWT_ISSUER"`
@@ -77,6 +82,12 @@ const (
 	DefaultWorkflowCacheSize = 2000
 	// DefaultDBMaxConns is each worker's PostgreSQL pool size (HERALD_DB_MAX_CONNS).
 	DefaultDBMaxConns = 20
+	// DefaultAPIDBConns is the publishing API's PostgreSQL pool size
+	// (HERALD_API_DB_CONNS), on top of HERALD_DB_MAX_CONNS.
+	DefaultAPIDBConns = 4
+	// DefaultAPITokenConcurrency caps the API requests in flight per token
+	// (HERALD_API_TOKEN_CONCURRENCY).
+	DefaultAPITokenConcurrency = 8
 )
 
 // LoadCommon reads the shared settings.
@@ -128,6 +139,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	w = w.WithDefaults()
 	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
+		w.APIDBConns < 0 || w.APITokenConcurrency < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
@@ -165,6 +177,12 @@ func (w Worker) WithDefaults() Worker {
 	}
 	if w.RelayMaxAttempts == 0 {
 		w.RelayMaxAttempts = relay.DefaultMaxAttempts
+	}
+	if w.APIDBConns == 0 {
+		w.APIDBConns = DefaultAPIDBConns
+	}
+	if w.APITokenConcurrency == 0 {
+		w.APITokenConcurrency = DefaultAPITokenConcurrency
 	}
 	return w
 }

@@ -22,14 +22,15 @@ func TestLoadWorker(t *testing.T) {
 	}
 	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
 		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
-		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 {
+		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 ||
+		w.APIDBConns != 4 || w.APITokenConcurrency != 8 {
 		t.Fatalf("defaults: %+v", w)
 	}
 	set := map[string]string{
 		"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys",
 		"HERALD_RETRY_SCHEDULE": "1s, 2m", "HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1",
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
-		"HERALD_RELAY_MAX_ATTEMPTS": "4",
+		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
 	}
 	w, err = LoadWorker(env(set))
 	if err != nil {
@@ -38,7 +39,7 @@ func TestLoadWorker(t *testing.T) {
 	p := w.DeliveryParams()
 	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
 		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" ||
-		w.RelayMaxAttempts != 4 {
+		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 {
 		t.Fatalf("parsed: %+v params %+v", w, p)
 	}
 }
@@ -59,6 +60,8 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "0"}, "HERALD_RELAY_MAX_ATTEMPTS: 0: must be at least 1"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "-3"}, "HERALD_RELAY_MAX_ATTEMPTS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "ten"}, "HERALD_RELAY_MAX_ATTEMPTS"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_DB_CONNS": "-1"}, "negative"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_TOKEN_CONCURRENCY": "many"}, "HERALD_API_TOKEN_CONCURRENCY"},
 	} {
 		if _, err := LoadWorker(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.env, err, tc.want)

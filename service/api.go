@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"herald/api"
+	"herald/store"
 )
 
 // apiServer is the publishing API's own listener (HERALD_API_ADDR), kept
@@ -19,20 +20,40 @@ import (
 type apiServer struct {
 	listener net.Listener
 	server   *http.Server
+	// store is the API's own small pool (HERALD_API_DB_CONNS): requests,
+	// however many, wait for its connections and never for those of the
+	// relay and the activities.
+	store *store.Store
 }
 
-// newAPI listens on the API address when one is configured.
-func (s *Service) newAPI() error {
+// newAPI listens on the API address when one is configured, and opens the
+// API's connection pool.
+func (s *Service) newAPI(ctx context.Context) error {
 	if s.cfg.APIAddr == "" {
 		return nil
 	}
+	st, err := store.Open(ctx, s.cfg.DatabaseURL, store.Options{MaxConns: int32(s.cfg.APIDBConns)})
+	if err != nil {
+		return fmt.Errorf("publishing API: %w", err)
+	}
 	ln, err := net.Listen("tcp", s.cfg.APIAddr)
 	if err != nil {
+		st.Close()
 		return fmt.Errorf("listen on %s (HERALD_API_ADDR): %w", s.cfg.APIAddr, err)
 	}
-	h := api.New(s.Store, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected})
-	s.api = &apiServer{listener: ln, server: api.NewServer(h)}
+	h := api.New(st, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected,
+		TokenConcurrency: s.cfg.APITokenConcurrency})
+	s.api = &apiServer{listener: ln, server: api.NewServer(h), store: st}
 	return nil
+}
+
+// APIStore is the publishing API's own connection pool, or nil when the
+// API is off.
+func (s *Service) APIStore() *store.Store {
+	if s.api == nil {
+		return nil
+	}
+	return s.api.store
 }
 
 // APIAddr is the address the publishing API listens on, or "" when it is off.
@@ -68,9 +89,11 @@ func (s *Service) stopAPI(ctx context.Context) {
 	}
 }
 
-// closeAPIListener releases the listener of an API never served.
-func (s *Service) closeAPIListener() {
+// closeAPI releases the listener of an API never served, and the API's
+// connection pool.
+func (s *Service) closeAPI() {
 	if s.api != nil {
 		_ = s.api.listener.Close()
+		s.api.store.Close()
 	}
 }

@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		}
 	}
 	s.server = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
-	if err := s.newAPI(); err != nil {
+	if err := s.newAPI(ctx); err != nil {
 		if !given {
 			_ = s.listener.Close()
 		}
@@ -229,7 +229,7 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 // Temporal worker (which lets running activities finish).
 func (s *Service) Run(ctx context.Context) error {
 	defer s.close()
-	defer s.closeAPIListener()
+	defer s.closeAPI()
 	if err := s.worker.Start(); err != nil {
 		_ = s.listener.Close() // as when Run ends: the HTTP server never served it
 		return fmt.Errorf("start Temporal worker: %w", err)
