@@ -82,9 +82,15 @@ func (s *Store) tryLead(ctx context.Context, ttl time.Duration) (*Leader, error)
 		closeConn(conn)
 		return nil, fmt.Errorf("take the relay lock: %w", err)
 	}
+	if old, err := oldLeaderRuns(ctx, conn); err != nil || old {
+		(&Leader{conn: conn, holder: holder}).giveBack()
+		if err != nil {
+			return nil, fmt.Errorf("take the relay lock: %w", err)
+		}
+		return nil, nil
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		l := &Leader{conn: conn, holder: holder}
-		l.giveBack()
+		(&Leader{conn: conn, holder: holder}).giveBack()
 		return nil, fmt.Errorf("listen on %s: %w", NotifyChannel, err)
 	}
 	rctx, stop := context.WithCancel(context.Background())
@@ -92,6 +98,43 @@ func (s *Store) tryLead(ctx context.Context, ttl time.Duration) (*Leader, error)
 		stop: stop, done: make(chan struct{}), valid: sent.Add(validFor(ttl))}
 	go l.keep(rctx)
 	return l, nil
+}
+
+// oldRelayLockKey is the advisory lock that was the relay's leader lock
+// before migration 0014 (one per schema). A leader takes it too, on its
+// lease's connection, so that a worker of an earlier release, rolled
+// beside this one, stands by instead of leading beside it.
+const oldRelayLockKey = `hashtext('herald.relay:' || current_schema())::bigint`
+
+// leaseApplicationName names the sessions of leaders that hold the lease,
+// so that a later one tells them from leaders of an earlier release.
+const leaseApplicationName = "herald relay lease"
+
+// oldLeaderRuns takes the old advisory leader lock on conn, and reports
+// whether a worker of an earlier release leads: a session of Herald's own
+// role (current_user) that is no lease holder's holds that lock. A session
+// of another role holding it is ignored: any role may take an advisory
+// lock, which is why the lease replaced it. Remove once no release before
+// 0014 can run.
+func oldLeaderRuns(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
+	if _, err := conn.Exec(ctx, `SELECT set_config('application_name', $1, false)`, leaseApplicationName); err != nil {
+		return false, fmt.Errorf("name the relay lease's session: %w", err)
+	}
+	var got, old bool
+	err := conn.QueryRow(ctx, `
+		WITH k AS (SELECT `+oldRelayLockKey+` AS key),
+		     t AS (SELECT pg_try_advisory_lock(key) AS got FROM k)
+		SELECT t.got, NOT t.got AND EXISTS (
+			SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid, k
+			 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+			   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			   AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+			   AND a.usename = current_user AND a.application_name IS DISTINCT FROM $1)
+		  FROM t`, leaseApplicationName).Scan(&got, &old)
+	if err != nil {
+		return false, fmt.Errorf("look for a leader of an earlier release: %w", err)
+	}
+	return old, nil
 }
 
 // validFor is how long after sending a renewal the leader trusts its lease:

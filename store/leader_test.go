@@ -172,3 +172,37 @@ func TestLeaderThatCannotRenewStopsFirst(t *testing.T) {
 		t.Fatal("check passes after the lease was lost")
 	}
 }
+
+// TestLeaderAndAnEarlierRelease: during a rolling upgrade a worker of an
+// earlier release leads with the old advisory lock. A session of Herald's
+// own role holding it keeps the new relay standing by; a new leader holds
+// it too, so an earlier release's worker cannot lead beside it.
+func TestLeaderAndAnEarlierRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b := openLeaderStores(t)
+	const oldKey = `hashtext('herald.relay:' || current_schema())::bigint`
+	old, err := b.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Release()
+	var got bool
+	if err := old.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+oldKey+`)`).Scan(&got); err != nil || !got {
+		t.Fatalf("old leader's lock: %v %v", got, err)
+	}
+	if l, err := a.TryLead(ctx); err != nil || l != nil {
+		t.Fatalf("lead beside an earlier release's leader: %v, %v", l, err)
+	}
+	if _, err := old.Exec(ctx, `SELECT pg_advisory_unlock(`+oldKey+`)`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.TryLead(ctx)
+	if err != nil || l == nil {
+		t.Fatalf("lead once the earlier release's leader stopped: %v, %v", l, err)
+	}
+	defer l.Release()
+	if err := old.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+oldKey+`)`).Scan(&got); err != nil || got {
+		t.Fatalf("an earlier release's worker took the old lock beside the new leader: %v %v", got, err)
+	}
+}
