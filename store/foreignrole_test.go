@@ -95,3 +95,41 @@ var errLockHeld = errorString("someone else holds it")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestRuntimeRoleTakesHeraldsLocks: the runtime role, granted as `starter
+// migrate --runtime-role` does, takes every lock the foreign role cannot:
+// it applies (apply locks, and a new declaration's stripes through the
+// trigger), publishes (key stripes, also of an undeclared type) and leads
+// the relay.
+func TestRuntimeRoleTakesHeraldsLocks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	owner := openSyncStore(t)
+	role, runtimeURL := newRuntimeRole(t, owner)
+	if err := owner.GrantRuntime(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := store.Open(ctx, runtimeURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	if _, err := rt.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatalf("apply as the runtime role: %v", err)
+	}
+	if _, err := rt.InsertEvents(ctx, []store.NewEvent{
+		newEvent("contacts.person.updated", "person-1", "h"),
+		newEvent("contacts.undeclared.happened", "x", "h"),
+	}); err != nil {
+		t.Fatalf("publish as the runtime role: %v", err)
+	}
+	l, err := rt.TryLead(ctx)
+	if err != nil || l == nil {
+		t.Fatalf("lead as the runtime role: %v, %v", l, err)
+	}
+	defer l.Release()
+	if err := l.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
