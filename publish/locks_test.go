@@ -53,7 +53,8 @@ func TestPublishTxManyKeysTakesBoundedLocks(t *testing.T) {
 		tx.Conn().PgConn().PID()).Scan(&held); err != nil {
 		t.Fatal(err)
 	}
-	if held > 200 {
+	t.Logf("the open transaction holds %d locks", held)
+	if held > 64 {
 		t.Errorf("the publishing transaction holds %d locks, want a bounded few", held)
 	}
 
