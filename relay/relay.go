@@ -30,8 +30,8 @@ type Signaler interface {
 }
 
 // Relay is the outbox relay. One relay per database is the leader (a lease
-// row only Herald's roles may take, store.Leader); others stand by, so two worker replicas never
-// dispatch concurrently and never reorder a key.
+// row only Herald's roles may take, store.Leader); others stand by, so two
+// worker replicas never dispatch concurrently and never reorder a key.
 type Relay struct {
 	Store    *store.Store
 	Temporal Signaler
@@ -205,8 +205,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead takes the leader lock on a dedicated connection, then dispatches until
-// ctx ends or the connection fails. Without the lock it returns nil at once.
+// lead takes the leader lease, then dispatches until ctx ends or the lease is
+// lost. Without the lease it returns nil at once.
 func (r *Relay) lead(ctx context.Context) error {
 	lock, err := r.Store.TryLead(ctx)
 	if err != nil || lock == nil {
