@@ -34,8 +34,9 @@ import (
 //
 // PublishTx takes each event's ordering-key lock (type, version, subject) in
 // tx and holds it until tx ends, so that sequence order is commit order per
-// key. Keep transactions that publish short: a publisher of the same key
-// waits for them.
+// key. Keep transactions that publish short: a publisher of the same key,
+// or of a key of the same type and version that shares its lock stripe
+// (store.InsertEventsTx), waits for them.
 //
 // It returns one Result per request, in order; a Duplicate result means the
 // same id and content were already accepted (by a committed transaction, or

@@ -250,7 +250,7 @@ func TestPublishTxRejectionLeavesTransactionUsable(t *testing.T) {
 // transaction began first, takes the next sequence number only after the
 // first commits.
 func TestPublishTxKeyWaitsForEarlierTransaction(t *testing.T) {
-	// Serial: holds a key's advisory lock, which is not per schema.
+	// Serial: a timing bound.
 	e := newEnv(t)
 	e.appTable()
 	p := e.publisher(publish.Options{})

@@ -29,9 +29,9 @@ type Signaler interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
-// Relay is the outbox relay. One relay per database is the leader (a
-// PostgreSQL advisory lock); others stand by, so two worker replicas never
-// dispatch concurrently and never reorder a key.
+// Relay is the outbox relay. One relay per database is the leader (a lease
+// row only Herald's roles may take, store.Leader); others stand by, so two
+// worker replicas never dispatch concurrently and never reorder a key.
 type Relay struct {
 	Store    *store.Store
 	Temporal Signaler
@@ -205,8 +205,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead takes the leader lock on a dedicated connection, then dispatches until
-// ctx ends or the connection fails. Without the lock it returns nil at once.
+// lead takes the leader lease, then dispatches until ctx ends or the lease is
+// lost. Without the lease it returns nil at once.
 func (r *Relay) lead(ctx context.Context) error {
 	lock, err := r.Store.TryLead(ctx)
 	if err != nil || lock == nil {
@@ -215,25 +215,33 @@ func (r *Relay) lead(ctx context.Context) error {
 	defer lock.Release()
 	r.setLeader(true)
 	r.Logger.Info("relay is the leader")
+	// Dispatching ends when the lease is lost (its renewals failed), before
+	// it can expire for another relay.
+	parent := ctx
+	ctx, stopLeading := lock.Context(ctx)
+	defer stopLeading()
 	// The sweep runs beside dispatching, so a removal with many held keys
 	// never delays the events of other subscriptions.
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go r.sweepLoop(sweepCtx)
 	for ctx.Err() == nil {
-		// Every round first makes sure the lock is still held: a backlog
-		// keeps the leader in this loop without waiting on the lock's
-		// connection, and a lost lock may already have a new leader. A
-		// round that started under the lock may still finish after losing
-		// it; the key workflows drop what they already have.
+		// Every round first makes sure the lease is still held: a backlog
+		// keeps the leader in this loop without waiting on the lease's
+		// connection, and a lost lease may already have a new leader. A
+		// round that was under way when the lease was lost is cancelled;
+		// the key workflows drop what they already have.
 		if err := lock.Check(ctx); err != nil {
-			if ctx.Err() != nil {
+			if parent.Err() != nil {
 				return nil
 			}
 			return err
 		}
 		round, err := r.DispatchOnce(ctx)
 		if err != nil {
+			if parent.Err() == nil && ctx.Err() != nil {
+				return lock.Check(ctx) // why the lease was lost
+			}
 			return err
 		}
 		if r.OnRound != nil {
@@ -252,6 +260,9 @@ func (r *Relay) lead(ctx context.Context) error {
 		if err := lock.WaitForEvents(ctx, r.PollInterval); err != nil {
 			return err
 		}
+	}
+	if parent.Err() == nil {
+		return lock.Check(ctx) // the lease was lost: why
 	}
 	return nil
 }

@@ -300,9 +300,9 @@ func TestTwoRelaysOneLeader(t *testing.T) {
 	}
 }
 
-// TestLeaderStepsDownWhenItsLockIsLost: PostgreSQL frees the relay lock the
-// moment the leader's lock connection ends, and a standby may take it. The
-// old leader must stop within a round, not when its backlog runs out.
+// TestLeaderStepsDownWhenItsLockIsLost: a standby may take the relay lease
+// the moment the leader's lease connection ends. The old leader must stop
+// within a round, not when its backlog runs out.
 func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
 	// Serial: a bound on how soon the leader notices.
 	st, p := setup(t)
@@ -322,19 +322,11 @@ func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
 		return r1.IsLeader() && len(tmp.bySeq()) > 0
 	})
 
-	// End the lock's backend from outside, as an operator's
+	// End the lease connection's backend from outside, as an operator's
 	// pg_terminate_backend or a dropped connection would.
-	var key int64
-	if err := st.Pool.QueryRow(ctx, `SELECT hashtext('herald.relay:' || current_schema())`).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
 	var pid int32
-	if err := st.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objsubid = 1
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND classid = $1 AND objid = $2`,
-		uint32(uint64(key)>>32), uint32(uint64(key))).Scan(&pid); err != nil {
-		t.Fatalf("find the relay lock's backend: %v", err)
+	if err := st.Pool.QueryRow(ctx, `SELECT holder_pid FROM relay_lease`).Scan(&pid); err != nil {
+		t.Fatalf("find the relay lease's backend: %v", err)
 	}
 	killed := time.Now()
 	var ok bool

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
-	"strconv"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -96,18 +97,23 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 // below are transaction-scoped: on a bare connection they would be released
 // at once.
 //
-// Before inserting, it takes a transaction-scoped advisory lock per distinct
-// ordering key (type, version, subject). Sequence numbers come from a
-// sequence, which hands them out at insert time, not at commit time: without
-// the lock two publishers of one key could take seq 10 and 11 and commit 11
-// first, and a relay that had already moved past 11 would then see 10 appear
-// behind it. Holding the key's lock from before the first insert until commit
-// makes publishers of one key take their numbers one transaction after
-// another, so within a key seq order is commit order and the relay may trust
-// it. Locks are taken in ascending order of their lock ids, so two
-// transactions sharing several keys cannot deadlock. The locks are held until
-// tx ends, so a caller's long transaction holds up other publishers of the
-// same keys (and only those).
+// Before inserting, it locks every distinct ordering key (type, version,
+// subject) until tx ends. Sequence numbers come from a sequence, which hands
+// them out at insert time, not at commit time: without the lock two
+// publishers of one key could take seq 10 and 11 and commit 11 first, and a
+// relay that had already moved past 11 would then see 10 appear behind it.
+// Holding the key's lock from before the first insert until commit makes
+// publishers of one key take their numbers one transaction after another, so
+// within a key seq order is commit order and the relay may trust it.
+//
+// A key's lock is the row of its stripe in key_stripes (lockOrderingKeys):
+// a transaction holds at most keyStripeCount row locks per type and version
+// whatever the number of its keys, none of them in the server's shared lock
+// table, and only Herald's roles may lock those rows. Stripes are locked in
+// ascending order, type and version by type and version, so two
+// transactions sharing several keys cannot deadlock. The locks are held
+// until tx ends, so a caller's long transaction holds up other publishers of
+// the same stripes: of its own types and versions, never of another's.
 //
 // An id that already names an accepted or dispatched event is not inserted
 // again: the same content hash reports Duplicate with the stored seq (also
@@ -134,42 +140,108 @@ func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedE
 	return out, nil
 }
 
-// eventLockKey is the text whose hash names the advisory lock of one
-// (type, version, subject) ordering key.
-func eventLockKey(typ string, version int, subject string) string {
-	return typ + "@" + strconv.Itoa(version) + ":" + subject
+// keyStripeCount is the number of stripes of one type and version. Keys of
+// one type and version that share a stripe wait for each other's
+// transactions; more stripes make that rarer and cost a row each. Changing
+// it (or keyStripe) while publishers run would let two of them lock one key
+// under different stripes: it needs every worker stopped, and a migration
+// that makes the new rows (0014 makes 0..255, and its trigger does for
+// every new declaration).
+const keyStripeCount = 256
+
+// keyStripe is the stripe of subject among keyStripeCount: FNV-1a, fixed
+// forever, so that every worker version maps a key to the same row.
+func keyStripe(subject string) int32 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(subject))
+	return int32(h.Sum64() % keyStripeCount)
 }
 
-// lockOrderingKeys takes the advisory lock of every distinct ordering key of
-// evs, in ascending lock-id order (hashes, not key texts, fix the order, so
-// two keys whose hashes collide cannot invert it).
+// typeVersion is an event's type and version, whose stripes are locked
+// together.
+type typeVersion struct {
+	typ     string
+	version int
+}
+
+// lockOrderingKeys locks the stripe rows of every distinct ordering key of
+// evs: one statement per type and version, in ascending order of both, each
+// locking its stripes in ascending order. A type and version without stripe
+// rows gets them all first, in this transaction: publishers of that type
+// then wait for it, as they would for its locks, and every committed type
+// has either none or all of its rows, so a transaction never has to make
+// rows of a type it already locked. A declared type has its rows already
+// (a trigger on declarations makes them), so only events of undeclared
+// types, written by tests, take this path.
 func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
-	seen := make(map[string]bool, len(evs))
-	keys := make([]string, 0, len(evs))
+	byType := map[typeVersion]map[int32]bool{}
 	for _, ev := range evs {
-		k := eventLockKey(ev.Type, ev.Version, ev.Subject)
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
+		tv := typeVersion{ev.Type, ev.Version}
+		if byType[tv] == nil {
+			byType[tv] = map[int32]bool{}
+		}
+		byType[tv][keyStripe(ev.Subject)] = true
+	}
+	tvs := make([]typeVersion, 0, len(byType))
+	for tv := range byType {
+		tvs = append(tvs, tv)
+	}
+	sort.Slice(tvs, func(i, j int) bool {
+		if tvs[i].typ != tvs[j].typ {
+			return tvs[i].typ < tvs[j].typ
+		}
+		return tvs[i].version < tvs[j].version
+	})
+	for _, tv := range tvs {
+		stripes := make([]int32, 0, len(byType[tv]))
+		for s := range byType[tv] {
+			stripes = append(stripes, s)
+		}
+		if err := lockStripes(ctx, tx, tv, stripes); err != nil {
+			return err
 		}
 	}
-	rows, err := tx.Query(ctx,
-		`SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h`, keys)
-	if err != nil {
-		return fmt.Errorf("hash ordering keys: %w", err)
+	return nil
+}
+
+// lockStripes locks the given stripe rows of tv in ascending stripe order,
+// making tv's rows when it has none.
+func lockStripes(ctx context.Context, tx pgx.Tx, tv typeVersion, stripes []int32) error {
+	// LockRows runs above the sort: rows are locked in ORDER BY order.
+	const lock = `
+		SELECT count(*) FROM (
+			SELECT 1 FROM key_stripes
+			 WHERE type = $1 AND version = $2 AND stripe = ANY($3::integer[])
+			 ORDER BY stripe
+			   FOR NO KEY UPDATE) AS locked`
+	for made := false; ; made = true {
+		var locked int
+		if err := tx.QueryRow(ctx, lock, tv.typ, tv.version, stripes).Scan(&locked); err != nil {
+			return fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
+		}
+		switch {
+		case locked == len(stripes):
+			return nil
+		case made:
+			return fmt.Errorf("lock ordering keys of %s@%d: %d of %d stripe rows missing",
+				tv.typ, tv.version, len(stripes)-locked, len(stripes))
+		}
+		// Another transaction making the same rows makes this insert
+		// wait for it, then conflict.
+		if err := makeKeyStripes(ctx, tx, tv.typ, tv.version); err != nil {
+			return err
+		}
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("hash ordering keys: %w", err)
-	}
-	// A batch runs its statements one after another, in order, in a single
-	// round trip.
-	b := &pgx.Batch{}
-	for _, id := range ids {
-		b.Queue(`SELECT pg_advisory_xact_lock($1)`, id)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("lock ordering keys: %w", err)
+}
+
+// makeKeyStripes makes the stripe rows of typ@version that do not exist,
+// in ascending order, in tx (as the trigger on declarations does).
+func makeKeyStripes(ctx context.Context, tx pgx.Tx, typ string, version int) error {
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO key_stripes (type, version, stripe)
+		SELECT $1, $2, s FROM generate_series(0, $3 - 1) AS s ORDER BY s
+		ON CONFLICT DO NOTHING`, typ, version, keyStripeCount); err != nil {
+		return fmt.Errorf("make the key stripes of %s@%d: %w", typ, version, err)
 	}
 	return nil
 }

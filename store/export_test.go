@@ -1,7 +1,24 @@
 package store
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"context"
+	"time"
 
-// LeaderConn is the connection that holds l's lock, for tests that act on
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LeaderConn is the connection that holds l's lease, for tests that act on
 // that session.
 func LeaderConn(l *Leader) *pgxpool.Conn { return l.conn }
+
+// TryLeadTTL is TryLead with a lease of ttl, for tests that wait for its
+// renewals or expiry.
+func (s *Store) TryLeadTTL(ctx context.Context, ttl time.Duration) (*Leader, error) {
+	return s.tryLead(ctx, ttl)
+}
+
+// KeyStripe is the stripe of a subject's ordering key.
+func KeyStripe(subject string) int32 { return keyStripe(subject) }
+
+// KeyStripeCount is the number of stripes of one type and version.
+const KeyStripeCount = keyStripeCount

@@ -53,6 +53,11 @@ func loadMigrations() ([]migration, error) {
 // herald_migrations. It holds a transaction-scoped advisory lock keyed on the
 // current schema, so several processes may migrate at once: the first applies,
 // the others wait and then find nothing to do. It returns the versions applied.
+//
+// This lock stays advisory, unlike Herald's other locks (rows of its own
+// tables, which only its roles may lock): it is taken before any table
+// exists. A foreign role holding it can delay a migration, never the
+// relay, a publisher or an apply.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	migs, err := loadMigrations()
 	if err != nil {

@@ -123,11 +123,11 @@ type StateChange struct {
 // line with m (docs/design.md#manifests), in one transaction, and then recomputes the state of
 // every subscription of every app. m must already be validated.
 //
-// Applies of one app are serialized by an advisory lock on the app; an apply
-// whose content hash matches the stored one writes nothing. Applies that do
-// write also take one advisory lock for all subscription states before
-// touching any, so concurrent applies of different apps queue instead of
-// deadlocking, and end as if run one after the other.
+// Applies of one app are serialized by a lock on the app (a row of
+// apply_locks); an apply whose content hash matches the stored one writes
+// nothing. Applies that do write also take one lock for all subscription
+// states before touching any, so concurrent applies of different apps queue
+// instead of deadlocking, and end as if run one after the other.
 func (s *Store) ApplyManifest(ctx context.Context, m *manifest.Manifest, actor string) (ApplyResult, error) {
 	return s.ApplyManifestWith(ctx, m, ApplyOptions{Actor: actor})
 }
@@ -360,23 +360,37 @@ func (r *ApplyResult) auditMetadata() map[string]any {
 	}
 }
 
-// lockApp serializes the transactions that change one app.
+// lockApp serializes the transactions that change one app: it locks the
+// app's row of apply_locks, made by the first apply, until tx ends. The
+// lock is a row of a Herald table rather than an advisory lock, which any
+// role that can log in could take and hold to block applies.
 func lockApp(ctx context.Context, tx pgx.Tx, app string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('herald.app:' || $1))`, app); err != nil {
+	if err := lockApplyRow(ctx, tx, "app:"+app); err != nil {
 		return fmt.Errorf("lock app %s: %w", app, err)
 	}
 	return nil
 }
 
 // lockSubscriptionStates serializes every transaction that changes
-// subscription states. It is always taken after an app lock, never before,
-// so the two locks cannot deadlock.
+// subscription states (the 'subscriptions' row of apply_locks). It is
+// always taken after an app lock, never before, so the two locks cannot
+// deadlock.
 func lockSubscriptionStates(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx,
-		`SELECT pg_advisory_xact_lock(hashtext('herald.subscriptions:' || current_schema()))`); err != nil {
+	if err := lockApplyRow(ctx, tx, "subscriptions"); err != nil {
 		return fmt.Errorf("lock subscription states: %w", err)
 	}
 	return nil
+}
+
+// lockApplyRow locks the apply_locks row name until tx ends, making it if
+// it does not exist. The upsert locks an existing row (and waits for its
+// holder); a concurrent first insert of the same name waits for the other
+// transaction and then locks the row it made.
+func lockApplyRow(ctx context.Context, tx pgx.Tx, name string) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO apply_locks (name) VALUES ($1)
+		ON CONFLICT (name) DO UPDATE SET locked_at = now()`, name)
+	return err
 }
 
 func declarationKey(eventType string, version int) string {
