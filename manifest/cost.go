@@ -77,7 +77,7 @@ type costWalk struct {
 // sch, or a number over limit when it exceeds limit (counting stops there).
 func validationSteps(sch *jsonschema.Schema, doc any, limit int64) int64 {
 	w := costWalk{root: sch, limit: limit, stack: make([]weighted, 0, 64)}
-	w.walk([]weighted{{sch, 1}}, doc)
+	w.walk([]weighted{{sch, 1}}, doc, 0)
 	return w.total
 }
 
@@ -107,18 +107,18 @@ func mul(a, b int64) int64 {
 // walk charges the schemas in entries applied to v, then walks v's members
 // with the schemas that apply to each. The lists of schemas live on
 // w.stack, one region per level of the walk, so walking allocates nothing.
-func (w *costWalk) walk(entries []weighted, v any) {
+func (w *costWalk) walk(entries []weighted, v any, depth int) {
 	base := len(w.stack)
 	defer func() { w.stack = w.stack[:base] }()
 	// Every schema that reaches v (through $ref, allOf, anyOf, ...) is
 	// charged; those that apply schemas to v's members are kept.
 	for _, e := range entries {
 		if !hasInPlace(e.s) {
-			w.apply(e.s, e.n, v) // its closure is itself
+			w.apply(e.s, e.n, v, depth) // its closure is itself
 			continue
 		}
 		for _, c := range w.closure(e.s) {
-			w.apply(c.s, mul(e.n, c.n), v)
+			w.apply(c.s, mul(e.n, c.n), v, depth)
 		}
 	}
 	applied := w.stack[base:]
@@ -132,7 +132,7 @@ func (w *costWalk) walk(entries []weighted, v any) {
 			for _, a := range applied {
 				if a.s.PropertyNames != nil {
 					w.stack = append(w.stack, weighted{a.s.PropertyNames, a.n})
-					w.walk(w.stack[len(w.stack)-1:], k)
+					w.walk(w.stack[len(w.stack)-1:], k, depth+1)
 					w.stack = w.stack[:start]
 				}
 			}
@@ -140,7 +140,7 @@ func (w *costWalk) walk(entries []weighted, v any) {
 				w.addMemberSchemas(start, a, k)
 			}
 			if len(w.stack) > start {
-				w.walk(w.stack[start:], member)
+				w.walk(w.stack[start:], member, depth+1)
 			}
 			w.stack = w.stack[:start]
 			if w.over() {
@@ -154,7 +154,7 @@ func (w *costWalk) walk(entries []weighted, v any) {
 				w.addItemSchemas(start, a, i)
 			}
 			if len(w.stack) > start {
-				w.walk(w.stack[start:], item)
+				w.walk(w.stack[start:], item, depth+1)
 			}
 			w.stack = w.stack[:start]
 			if w.over() {
@@ -164,21 +164,31 @@ func (w *costWalk) walk(entries []weighted, v any) {
 	}
 }
 
-// apply charges n applications of s to v, and keeps s on the stack when it
-// applies schemas to v's members.
-func (w *costWalk) apply(s *jsonschema.Schema, n int64, v any) {
-	w.charge(mul(n, keywordCost(s, v)))
+// apply charges n applications of s to v, at depth in the data, and keeps s
+// on the stack when it applies schemas to v's members.
+func (w *costWalk) apply(s *jsonschema.Schema, n int64, v any, depth int) {
+	w.charge(mul(n, keywordCost(s, v, depth)))
 	if hasMemberSchemas(s) {
 		w.stack = append(w.stack, weighted{s, n})
 	}
 }
 
-// keywordCost is the steps of applying s once to v: one, plus what grows
-// with v or with the keyword's own size.
-func keywordCost(s *jsonschema.Schema, v any) int64 {
-	c := int64(1)
+// keywordCost is the steps of applying s once to v at depth in the data:
+// one, plus what grows with v, its depth or the keyword's own size.
+func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
+	// An error copies the value's location, and the dynamic scope is
+	// walked up to the root: deep data costs more per check (each error at
+	// a depth of 9,000 levels made 18 KB of data take 9 s).
+	c := 1 + int64(depth/depthStep)
 	if s.Enum != nil {
 		c += int64(len(s.Enum.Values))
+	}
+	if s.Enum != nil || s.Const != nil {
+		// Comparing a container may walk it whole.
+		switch v.(type) {
+		case map[string]any, []any:
+			c += nodes(v)
+		}
 	}
 	switch v := v.(type) {
 	case string:
@@ -197,6 +207,9 @@ func keywordCost(s *jsonschema.Schema, v any) int64 {
 	}
 	return c
 }
+
+// depthStep is the depth in the data that adds one step to each check.
+const depthStep = 8
 
 // nodes counts the values in v, v included.
 func nodes(v any) int64 {
@@ -342,14 +355,21 @@ func hasInPlace(s *jsonschema.Schema) bool {
 // inPlace lists the schemas s applies to the same value.
 func (w *costWalk) inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
 	out := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else}
-	if s.RecursiveRef != nil {
-		out = append(out, s.RecursiveRef)
-		out = append(out, w.recursiveAnchors()...)
+	// A dynamic reference applies one schema: its static target, or,
+	// when that target has the anchor, any schema with the anchor (the
+	// outermost in the dynamic scope). Counting each is an upper bound.
+	if r := s.RecursiveRef; r != nil {
+		if r.RecursiveAnchor {
+			out = append(out, w.recursiveAnchors()...)
+		} else {
+			out = append(out, r)
+		}
 	}
-	if s.DynamicRef != nil {
-		out = append(out, s.DynamicRef.Ref)
-		if s.DynamicRef.Anchor != "" {
-			out = append(out, w.dynamicAnchors(s.DynamicRef.Anchor)...)
+	if r := s.DynamicRef; r != nil {
+		if r.Anchor != "" && r.Ref.DynamicAnchor == r.Anchor {
+			out = append(out, w.dynamicAnchors(r.Anchor)...)
+		} else {
+			out = append(out, r.Ref)
 		}
 	}
 	out = append(out, s.AllOf...)

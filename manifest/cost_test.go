@@ -52,6 +52,10 @@ func TestValidationBudgetRefusesHostileData(t *testing.T) {
 		{"fan-out under items", fanOutItemsSchema(), stringArray(60_000)},
 		{"fan-out under items, 2,000 items", fanOutItemsSchema(), stringArray(2_000)},
 		{"doubling recursion", doublingSchema, strings.Repeat("[", 40) + strings.Repeat("]", 40)},
+		// Each error copies its location: 9,000 levels (18 KB) that each
+		// fail took 9 s.
+		{"deep data failing at each level", `{"type":"array","minItems":2,"items":{"$ref":"#"}}`,
+			strings.Repeat("[", 9_000) + strings.Repeat("]", 9_000)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			sch, err := CompileSchema(json.RawMessage(tt.schema))
@@ -136,10 +140,14 @@ func TestValidationSteps(t *testing.T) {
 		// patternProperties: the object (1 + 2 names × 1 pattern), and
 		// the member that matches.
 		{`{"patternProperties":{"^a":{"type":"integer"}}}`, `{"a":1,"b":2}`, 4},
-		// A $dynamicRef counts its static target and every schema with
-		// the anchor: the root, then the item's schema, its static
-		// target and the one schema with the anchor (the root again).
-		{`{"$dynamicAnchor":"node","type":"array","items":{"$dynamicRef":"#node"}}`, `[[]]`, 4},
+		// A $dynamicRef whose target has the anchor counts every schema
+		// with the anchor: the root, then the item's schema and the one
+		// schema with the anchor (the root again).
+		{`{"$dynamicAnchor":"node","type":"array","items":{"$dynamicRef":"#node"}}`, `[[]]`, 3},
+		// Deep data costs more per check: the root array 1, the arrays at
+		// depths 1 to 7 two schemas each, the one at depth 8 two schemas
+		// at 2 steps each.
+		{`{"type":"array","items":{"$ref":"#"}}`, `[[[[[[[[[]]]]]]]]]`, 1 + 7*2 + 2*2},
 	} {
 		sch, err := CompileSchema(json.RawMessage(tt.schema))
 		if err != nil {
