@@ -68,7 +68,8 @@ func TestValidationBudgetRefusesHostileData(t *testing.T) {
 			var errs []DataError
 			start := time.Now()
 			within(t, 10*time.Second, "ValidateData", func() { errs = ValidateData(sch, json.RawMessage(tt.data)) })
-			if took := time.Since(start); took > time.Second {
+			// Milliseconds, but -race on a busy machine is slower.
+			if took := time.Since(start); took > 2*time.Second {
 				t.Errorf("refusing took %v", took)
 			}
 			if len(errs) != 1 || errs[0].Pointer != "" || !strings.Contains(errs[0].Message, "the limit per event") {

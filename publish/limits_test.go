@@ -111,7 +111,8 @@ func TestValidationBudgetExceeded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("validation still running after 10s")
 	}
-	if took := time.Since(start); took > time.Second {
+	// Milliseconds, but -race on a busy machine is slower.
+	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("refusing took %v", took)
 	}
 	if rej == nil || rej.Code != CodeValidationBudget || !strings.Contains(rej.Message, "the limit per event") {
