@@ -109,7 +109,6 @@ func mul(a, b int64) int64 {
 // w.stack, one region per level of the walk, so walking allocates nothing.
 func (w *costWalk) walk(entries []weighted, v any, depth int) {
 	base := len(w.stack)
-	defer func() { w.stack = w.stack[:base] }()
 	// Every schema that reaches v (through $ref, allOf, anyOf, ...) is
 	// charged; those that apply schemas to v's members are kept.
 	for _, e := range entries {
@@ -122,9 +121,15 @@ func (w *costWalk) walk(entries []weighted, v any, depth int) {
 		}
 	}
 	applied := w.stack[base:]
-	if len(applied) == 0 || w.over() {
-		return
+	if len(applied) > 0 && !w.over() {
+		w.members(applied, v, depth)
 	}
+	w.stack = w.stack[:base]
+}
+
+// members walks v's members, or its items, with the schemas applied (to v)
+// lead to each.
+func (w *costWalk) members(applied []weighted, v any, depth int) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, member := range v {
@@ -245,10 +250,12 @@ func (w *costWalk) addMemberSchemas(start int, a weighted, k string) {
 		w.add(start, p, a.n)
 		matched = true
 	}
-	for re, p := range s.PatternProperties {
-		if re.MatchString(k) {
-			w.add(start, p, a.n)
-			matched = true
+	if len(s.PatternProperties) > 0 {
+		for re, p := range s.PatternProperties {
+			if re.MatchString(k) {
+				w.add(start, p, a.n)
+				matched = true
+			}
 		}
 	}
 	if p, ok := s.AdditionalProperties.(*jsonschema.Schema); ok && !matched {

@@ -205,3 +205,26 @@ func BenchmarkValidateData(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidationSteps is the walk that counts before validating, alone:
+// its share of BenchmarkValidateData is what the budget costs.
+func BenchmarkValidationSteps(b *testing.B) {
+	sch, err := CompileSchema(json.RawMessage(typicalSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{3, 300} {
+		doc, err := decodeJSON([]byte(typicalEvent(n)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("lines=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if steps := validationSteps(sch, doc, MaxValidationSteps); steps > MaxValidationSteps {
+					b.Fatal(steps)
+				}
+			}
+		})
+	}
+}
