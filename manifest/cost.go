@@ -116,8 +116,18 @@ func (w *costWalk) walk(entries []weighted, v any, depth int) {
 			w.apply(e.s, e.n, v, depth) // its closure is itself
 			continue
 		}
-		for _, c := range w.closure(e.s) {
+		closure := w.closure(e.s)
+		visits, tracks := int64(0), false
+		for _, c := range closure {
 			w.apply(c.s, mul(e.n, c.n), v, depth)
+			visits = sat(visits + c.n)
+			tracks = tracks || c.s.UnevaluatedProperties != nil || c.s.UnevaluatedItems != nil
+		}
+		if tracks {
+			// Under unevaluatedProperties or unevaluatedItems, each
+			// schema applied in place copies and merges the set of v's
+			// members not evaluated yet.
+			w.charge(mul(mul(e.n, visits), members(v)))
 		}
 	}
 	applied := w.stack[base:]
@@ -202,9 +212,15 @@ func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
 		}
 	case map[string]any:
 		c += int64(len(s.Required) + len(s.DependentRequired))
+		if s.UnevaluatedProperties != nil {
+			c += int64(len(v)) // the set of members not evaluated yet
+		}
 		// Each name is matched against each pattern.
 		c += int64(len(v) * len(s.PatternProperties))
 	case []any:
+		if s.UnevaluatedItems != nil {
+			c += int64(len(v)) // the set of items not evaluated yet
+		}
 		if s.UniqueItems {
 			// Items are hashed whole, then compared on a hash match.
 			c += 2 * nodes(v)
@@ -215,6 +231,17 @@ func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
 
 // depthStep is the depth in the data that adds one step to each check.
 const depthStep = 8
+
+// members counts the members of an object or the items of an array.
+func members(v any) int64 {
+	switch v := v.(type) {
+	case map[string]any:
+		return int64(len(v))
+	case []any:
+		return int64(len(v))
+	}
+	return 0
+}
 
 // nodes counts the values in v, v included.
 func nodes(v any) int64 {
