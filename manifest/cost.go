@@ -210,6 +210,13 @@ func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
 	c := 1 + int64(depth/depthStep)
 	if s.Enum != nil {
 		c += int64(len(s.Enum.Values))
+		// A failure's message lists the values.
+		for _, e := range s.Enum.Values {
+			c += literalSteps(e)
+		}
+	}
+	if s.Const != nil {
+		c += literalSteps(*s.Const) // a failure's message shows it
 	}
 	if s.Enum != nil || s.Const != nil {
 		// Comparing a container may walk it whole.
@@ -286,6 +293,16 @@ func regexpCostOf(re jsonschema.Regexp) int {
 
 // depthStep is the depth in the data that adds one step to each check.
 const depthStep = 8
+
+// literalSteps is the steps of writing a schema's literal into an error
+// message: 20,000 items failing a const of 6,000 characters took 0.9 s and
+// 120 MB of messages.
+func literalSteps(v any) int64 {
+	if s, ok := v.(string); ok {
+		return int64(len(s) / 64)
+	}
+	return 0
+}
 
 // members counts the members of an object or the items of an array.
 func members(v any) int64 {
