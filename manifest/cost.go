@@ -231,12 +231,16 @@ func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
 			c += int64(len(v)/64) + 1
 		}
 		if s.Pattern != nil {
-			c += patternSteps(s.Pattern, len(v))
+			// The match, and the expression in a failure's message.
+			c += patternSteps(s.Pattern, len(v)) + literalSteps(s.Pattern.String())
 		}
 	case map[string]any:
 		// Names matched against patternProperties are charged by the
 		// walk, name by name.
 		c += int64(len(s.Required) + len(s.DependentRequired))
+		for _, name := range s.Required {
+			c += literalSteps(name) // a failure's message names them
+		}
 		if s.UnevaluatedProperties != nil {
 			c += int64(len(v)) // the set of members not evaluated yet
 		}
