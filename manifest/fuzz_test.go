@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func FuzzParse(f *testing.F) {
@@ -65,6 +66,40 @@ func FuzzParse(f *testing.F) {
 		}
 		if again.Hash() != m.Hash() {
 			t.Fatalf("hash changed on re-parse of %s", out)
+		}
+	})
+}
+
+// FuzzValidationBudget: for any schema CompileSchema accepts and any data,
+// counting the validation's steps, checking the schema's worst case and
+// validating within the budget never panic, and a budget refusal takes no
+// steps from the request.
+func FuzzValidationBudget(f *testing.F) {
+	for _, s := range []struct{ schema, data string }{
+		{typicalSchema, typicalEvent(2)},
+		{doublingSchema, `[[[[]]]]`},
+		{fanOutItemsSchema(), `["x","y"]`},
+		{`{"$dynamicAnchor":"n","type":"array","items":{"$dynamicRef":"#n"}}`, `[[1],[]]`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","items":[{"type":"string"}],"additionalItems":{"$ref":"#"},"dependencies":{"a":{"required":["b"]}}}`, `["a",[1],{"a":1}]`},
+		{`{"$schema":"https://json-schema.org/draft/2019-09/schema","$recursiveAnchor":true,"items":{"$recursiveRef":"#"}}`, `[[[]]]`},
+		{`{"patternProperties":{"^a":{"enum":[1,[2]]}},"propertyNames":{"pattern":"^[a-z]+$"},"unevaluatedProperties":false}`, `{"ab":[2],"b":1}`},
+		{`{"if":{"type":"string"},"then":{"minLength":2},"else":{"const":{"a":[1]}},"not":{"contains":{"type":"null"},"minContains":2}}`, `{"a":[1]}`},
+	} {
+		f.Add(s.schema, s.data)
+	}
+	f.Fuzz(func(t *testing.T, schema, data string) {
+		sch, err := CompileSchema(json.RawMessage(schema))
+		if err != nil {
+			return
+		}
+		_ = checkWorstCase(sch, time.Now().Add(MaxCompileTime))
+		b := NewBudget(MaxValidationSteps)
+		_, err = ValidateDataWithin(sch, json.RawMessage(data), b)
+		if err != nil && b.Left() != MaxValidationSteps {
+			t.Errorf("a refused event took %d steps", MaxValidationSteps-b.Left())
+		}
+		if err != nil && !errors.Is(err, ErrValidationBudget) {
+			t.Errorf("error %v is not ErrValidationBudget", err)
 		}
 	})
 }

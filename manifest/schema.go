@@ -214,18 +214,40 @@ type DataError struct {
 // ValidateData checks data against a schema from CompileSchema and lists each
 // failure (the leaves of the validator's error tree), sorted by pointer and
 // message. Data that is not a single JSON value gives one DataError at the
-// root. An empty result means the data is valid.
+// root. An empty result means the data is valid. Data whose validation
+// would exceed MaxValidationSteps is not validated: it gets one DataError at
+// the root saying so (ValidateDataWithin tells it apart).
 func ValidateData(schema *jsonschema.Schema, data json.RawMessage) []DataError {
+	errs, err := ValidateDataWithin(schema, data, nil)
+	if err != nil {
+		return []DataError{{Pointer: "", Message: err.Error()}}
+	}
+	return errs
+}
+
+// ValidateDataWithin is ValidateData within a validation budget: data whose
+// validation could take more than MaxValidationSteps, or more than is left
+// of the request's budget b (nil: none), is refused before the validator
+// starts with an error matching ErrValidationBudget; otherwise its steps are
+// taken from b.
+func ValidateDataWithin(schema *jsonschema.Schema, data json.RawMessage, b *Budget) ([]DataError, error) {
 	doc, err := decodeJSON(data)
 	if err != nil {
-		return []DataError{{Pointer: "", Message: "data is not valid JSON: " + err.Error()}}
+		return []DataError{{Pointer: "", Message: "data is not valid JSON: " + err.Error()}}, nil
 	}
 	// Numbers out of bounds are refused before the validator sees them:
 	// it would panic on some and spend seconds on others.
 	if errs := numberErrors(doc); len(errs) > 0 {
-		return errs
+		return errs, nil
 	}
-	err = validateSafely(schema, doc)
+	if err := checkValidationBudget(schema, doc, b); err != nil {
+		return nil, err
+	}
+	return validationErrors(validateSafely(schema, doc)), nil
+}
+
+// validationErrors lists the failures in the validator's answer err.
+func validationErrors(err error) []DataError {
 	if err == nil {
 		return nil
 	}

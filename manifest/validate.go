@@ -226,7 +226,7 @@ func (m *Manifest) validateEvents(ps *problems) {
 		}
 		if len(ev.DataSchema) == 0 || string(ev.DataSchema) == "null" {
 			ps.add(field+".dataSchema", "%sdataSchema is required", label)
-		} else if _, err := CompileSchema(ev.DataSchema); errors.Is(err, ErrSchemaLimit) {
+		} else if err := checkSchemaForApply(ev.DataSchema); errors.Is(err, ErrSchemaLimit) {
 			ps.add(field+".dataSchema", "%sdataSchema is refused: %v", label, err)
 		} else if err != nil {
 			ps.add(field+".dataSchema", "%sdataSchema is not a valid JSON Schema: %v", label, err)

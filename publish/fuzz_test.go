@@ -14,7 +14,7 @@ import (
 
 var knownCodes = map[string]bool{
 	CodeUnknownApp: true, CodeTypeNotOwned: true, CodeEventNotDeclared: true, CodeIDInvalid: true,
-	CodeSubjectInvalid: true, CodeDataInvalid: true, CodePayloadTooLarge: true,
+	CodeSubjectInvalid: true, CodeDataInvalid: true, CodePayloadTooLarge: true, CodeValidationBudget: true,
 }
 
 func FuzzValidateRequest(f *testing.F) {

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,60 @@ func TestOversizedDataRefusedBeforeParsing(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("refusing took %v", took)
+	}
+}
+
+// hostileItemsSchema (820 bytes, accepted by the compile budget) applies
+// 2^12 paths of oneOf to each item: 2,000 items took 35 s, a 256 KiB event
+// about half an hour of the publisher's CPU.
+func hostileItemsSchema() string {
+	var defs []string
+	for i := range 12 {
+		defs = append(defs, fmt.Sprintf(`"d%d":{"oneOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1))
+	}
+	defs = append(defs, `"d12":{"type":"string"}`)
+	return `{"$defs":{` + strings.Join(defs, ",") + `},"type":"array","items":{"$ref":"#/$defs/d0"}}`
+}
+
+func TestValidationBudgetExceeded(t *testing.T) {
+	// Serial: measures how long a refusal takes.
+	in := limitsInput(t, hostileItemsSchema())
+	data := `[` + strings.TrimSuffix(strings.Repeat(`"x",`, 60_000), ",") + `]`
+	done := make(chan *Rejection, 1)
+	start := time.Now()
+	go func() {
+		_, rej := validateRequest(order(data), in)
+		done <- rej
+	}()
+	var rej *Rejection
+	select {
+	case rej = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("validation still running after 10s")
+	}
+	// Milliseconds, but -race on a busy machine is slower.
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("refusing took %v", took)
+	}
+	if rej == nil || rej.Code != CodeValidationBudget || !strings.Contains(rej.Message, "the limit per event") {
+		t.Fatalf("rejection %+v, want validation_budget_exceeded", rej)
+	}
+}
+
+// The events of one request share a budget: once it is spent, the next
+// event is refused with validation_budget_exceeded, not validated.
+func TestRequestValidationBudget(t *testing.T) {
+	t.Parallel()
+	in := limitsInput(t, `{"type":"array","items":{"type":"integer"}}`)
+	in.budget = manifest.NewBudget(25_000)
+	data := `[` + strings.TrimSuffix(strings.Repeat(`1,`, 9_999), ",") + `]` // 10,000 steps
+	for i := range 2 {
+		if _, rej := validateRequest(order(data), in); rej != nil {
+			t.Fatalf("event %d: %v", i, rej)
+		}
+	}
+	_, rej := validateRequest(order(data), in)
+	if rej == nil || rej.Code != CodeValidationBudget || !strings.Contains(rej.Message, "request's validation budget") {
+		t.Fatalf("third event: rejection %+v, want validation_budget_exceeded for the request", rej)
 	}
 }

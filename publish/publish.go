@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"herald/manifest"
 	"herald/store"
 )
 
@@ -146,8 +147,11 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) (_ []Outcome
 			endFailed(spans, err)
 		}
 	}()
+	// One validation budget for the whole batch (a request, or a batch of
+	// a stream): events that would take the rest of it are refused.
+	budget := manifest.NewBudget(manifest.MaxRequestValidationSteps)
 	for i, r := range rs {
-		ev, dep, rej, span, err := p.check(ctx, p.store.Pool, r)
+		ev, dep, rej, span, err := p.check(ctx, p.store.Pool, r, budget)
 		spans[i] = span
 		if err != nil {
 			return nil, err
@@ -185,12 +189,13 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) (_ []Outcome
 // check starts the request's publish span (every way of publishing passes
 // here, so every event gets one), looks up what validation needs, in the
 // order of the checks, on q (the pool, or the caller's transaction for
-// PublishTx), and validates r. deprecated reports a valid request for a
+// PublishTx), and validates r within budget, the request's validation
+// budget. deprecated reports a valid request for a
 // deprecated version. The caller ends the span once the event's fate is
 // known.
-func (p *Publisher) check(ctx context.Context, q store.Querier, r Request) (ev store.NewEvent, deprecated bool, rej *Rejection, span trace.Span, err error) {
+func (p *Publisher) check(ctx context.Context, q store.Querier, r Request, budget *manifest.Budget) (ev store.NewEvent, deprecated bool, rej *Rejection, span trace.Span, err error) {
 	span, tc := startSpan(ctx, r)
-	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes, trace: tc}
+	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes, trace: tc, budget: budget}
 	known, err := p.cache.appExists(ctx, q, r.App)
 	if err != nil {
 		return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: %w", err)

@@ -10,7 +10,10 @@ import (
 )
 
 // Rejection codes (docs/design.md#publishing). CodeIDInvalid is Herald's addition to the
-// table: a given event id that is not a UUID.
+// table: a given event id that is not a UUID. CodeValidationBudget refuses
+// data whose validation would take more than the event's or the request's
+// validation budget (manifest.MaxValidationSteps,
+// manifest.MaxRequestValidationSteps); the data is not validated.
 const (
 	CodeUnknownApp       = "unknown_app"
 	CodeTypeNotOwned     = "type_not_owned"
@@ -18,6 +21,7 @@ const (
 	CodeIDInvalid        = "id_invalid"
 	CodeSubjectInvalid   = "subject_invalid"
 	CodeDataInvalid      = "data_invalid"
+	CodeValidationBudget = "validation_budget_exceeded"
 	CodePayloadTooLarge  = "payload_too_large"
 	CodeIDConflict       = "id_conflict"
 )

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
+	"herald/manifest"
 	"herald/store"
 )
 
@@ -59,8 +60,9 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 		}
 	}()
 	var refused []error
+	budget := manifest.NewBudget(manifest.MaxRequestValidationSteps)
 	for i, r := range rs {
-		ev, dep, rej, span, err := p.check(ctx, tx, r)
+		ev, dep, rej, span, err := p.check(ctx, tx, r, budget)
 		spans[i] = span
 		if err != nil {
 			return nil, err

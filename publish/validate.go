@@ -38,6 +38,9 @@ type checkInput struct {
 	now           time.Time // the event time when the request has none
 	newID         string    // the event id when the request has none
 	maxEventBytes int
+	// budget is what is left of the request's validation budget (nil:
+	// only the per-event budget applies).
+	budget *manifest.Budget
 	// trace is the W3C trace context of the publish span (nil without
 	// one): stored with the event and written into its envelope.
 	trace store.TraceContext
@@ -86,7 +89,7 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 	if rej := checkSubject(r.Subject); rej != nil {
 		return store.NewEvent{}, rej
 	}
-	data, canonical, rej := checkData(r.Data, in.decl, in.maxEventBytes)
+	data, canonical, rej := checkData(r.Data, in.decl, in.maxEventBytes, in.budget)
 	if rej != nil {
 		return store.NewEvent{}, rej
 	}
@@ -152,8 +155,9 @@ func checkSubject(s string) *Rejection {
 // returns it compacted (for the envelope) and canonical (for the hash).
 // Data longer than the event limit is refused before it is parsed: it could
 // not fit in an event, and parsing and validating megabytes first would cost
-// far more than the refusal.
-func checkData(data json.RawMessage, decl *declared, maxEventBytes int) (compact, canonical []byte, rej *Rejection) {
+// far more than the refusal. Data whose validation would exceed the event's
+// or the request's validation budget is refused before it is validated.
+func checkData(data json.RawMessage, decl *declared, maxEventBytes int, budget *manifest.Budget) (compact, canonical []byte, rej *Rejection) {
 	if len(data) > maxEventBytes {
 		return nil, nil, &Rejection{Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("data is %d bytes, over the limit of %d bytes for an event (checked before parsing, white space included)", len(data), maxEventBytes)}
@@ -168,12 +172,17 @@ func checkData(data json.RawMessage, decl *declared, maxEventBytes int) (compact
 	if err := json.Compact(&buf, data); err != nil {
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data is not valid JSON: " + err.Error()}
 	}
-	if errs := manifest.ValidateData(decl.schema, buf.Bytes()); len(errs) > 0 {
+	errs, err := manifest.ValidateDataWithin(decl.schema, buf.Bytes(), budget)
+	if err != nil {
+		return nil, nil, &Rejection{Code: CodeValidationBudget,
+			Message: fmt.Sprintf("data of %s@%d is refused unchecked: %v", decl.Type, decl.Version, err)}
+	}
+	if len(errs) > 0 {
 		return nil, nil, &Rejection{Code: CodeDataInvalid,
 			Message: fmt.Sprintf("data does not match the schema of %s@%d: %s", decl.Type, decl.Version, dataErrorsMessage(errs)),
 			Errors:  errs}
 	}
-	canonical, err := canonicalJSON(buf.Bytes())
+	canonical, err = canonicalJSON(buf.Bytes())
 	if err != nil {
 		// ValidateData accepted it, so only a limit of the decoder can get here.
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data cannot be read: " + err.Error()}
