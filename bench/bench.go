@@ -192,10 +192,10 @@ type bench struct {
 	temporal  client.Client
 	// neighbours are the noisy-neighbour comparison's misbehaving apps.
 	neighbours *neighbours
-	workerBin string
-	keyDir    string
-	logDir    string
-	pids      map[string]int
+	workerBin  string
+	keyDir     string
+	logDir     string
+	pids       map[string]int
 }
 
 // Run measures every shape of cfg on the ceiling, then the batched ceiling
