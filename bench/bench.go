@@ -49,6 +49,12 @@ type Config struct {
 	Batched bool
 	// Steady, when it has keys, is the steady run, measured the same way.
 	Steady Shape
+	// Noisy are the healthy shapes of the noisy-neighbour comparison
+	// (noisyShapes), each measured on Herald alone and then beside
+	// misbehaving neighbours; none skips the comparison.
+	Noisy []Shape
+	// NeighbourLoad is the neighbours' load; zero takes the defaults.
+	NeighbourLoad neighbourLoad
 
 	// Timeout bounds the wait for deliveries after publishing ends, per
 	// measurement; what has not arrived by then counts as lost.
@@ -93,6 +99,9 @@ func (c *Config) defaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	if c.NeighbourLoad == (neighbourLoad{}) {
+		c.NeighbourLoad = defaultNeighbourLoad
+	}
 }
 
 // Report is the outcome of one run.
@@ -115,6 +124,10 @@ const (
 	SystemCeiling = "ceiling"
 	SystemBatched = "batched"
 	SystemHerald  = "herald"
+	// SystemAlone and SystemNeighbours are the noisy-neighbour comparison:
+	// the healthy subscriptions on Herald alone, then beside neighbours.
+	SystemAlone      = "herald alone"
+	SystemNeighbours = "herald + neighbours"
 )
 
 // Measurement is one shape on one system.
@@ -152,6 +165,12 @@ type Measurement struct {
 	Actions *Actions `json:"actions,omitempty"`
 	// Tail explains the slowest deliveries of a paced run on Herald.
 	Tail []TailEvent `json:"tail,omitempty"`
+	// Neighbours is what the neighbours did during a measurement beside
+	// them; AloneRatio and AloneP99Ratio compare its deliveries per second
+	// and p99 latency with the same shape measured alone in the same run.
+	Neighbours    *NeighbourStats `json:"neighbours,omitempty"`
+	AloneRatio    float64         `json:"ratioToAlone,omitempty"`
+	AloneP99Ratio float64         `json:"p99RatioToAlone,omitempty"`
 }
 
 // Latency holds percentiles in milliseconds.
@@ -171,10 +190,12 @@ type bench struct {
 	store     *store.Store
 	publisher *publish.Publisher
 	temporal  client.Client
-	workerBin string
-	keyDir    string
-	logDir    string
-	pids      map[string]int
+	// neighbours are the noisy-neighbour comparison's misbehaving apps.
+	neighbours *neighbours
+	workerBin  string
+	keyDir     string
+	logDir     string
+	pids       map[string]int
 }
 
 // Run measures every shape of cfg on the ceiling, then the batched ceiling
@@ -228,8 +249,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Measurements = append(rep.Measurements, h)
 	}
+	if err := b.noisy(ctx, rep); err != nil {
+		return rep, err
+	}
 	rep.Finished = time.Now().UTC()
 	return rep, nil
+}
+
+// noisy measures each healthy shape of the noisy-neighbour comparison on
+// Herald alone, then all of them again beside the neighbours, with the
+// publishing API on in both so the only difference is the neighbours.
+func (b *bench) noisy(ctx context.Context, rep *Report) error {
+	if len(b.cfg.Noisy) == 0 {
+		return nil
+	}
+	alone := map[string]Measurement{}
+	for _, sh := range b.cfg.Noisy {
+		m, err := b.heraldWith(ctx, sh, heraldRun{system: SystemAlone, api: true})
+		if err != nil {
+			return fmt.Errorf("shape %s alone: %w", sh.Name, err)
+		}
+		alone[sh.Name] = m
+		rep.Measurements = append(rep.Measurements, m)
+	}
+	for _, sh := range b.cfg.Noisy {
+		m, err := b.heraldWith(ctx, sh, heraldRun{system: SystemNeighbours, api: true, neighbours: b.neighbours})
+		if err != nil {
+			return fmt.Errorf("shape %s beside the neighbours: %w", sh.Name, err)
+		}
+		if a := alone[sh.Name]; a.PerSecond > 0 && a.LatencyMS.P99 > 0 {
+			m.AloneRatio = round(m.PerSecond/a.PerSecond, 3)
+			m.AloneP99Ratio = round(m.LatencyMS.P99/a.LatencyMS.P99, 3)
+		}
+		rep.Measurements = append(rep.Measurements, m)
+	}
+	return nil
 }
 
 // setUp starts the sink, opens the store (migrating it and applying the
@@ -273,6 +327,15 @@ func (b *bench) setUp(ctx context.Context) (cleanup func(), err error) {
 	if err := applyManifests(ctx, b.store, b.sink.URL(), b.fanOuts()); err != nil {
 		return cleanup, err
 	}
+	if len(b.cfg.Noisy) > 0 {
+		if b.neighbours, err = startNeighbours(); err != nil {
+			return cleanup, err
+		}
+		undo = append(undo, b.neighbours.close)
+		if err := apply(ctx, b.store, b.neighbours.manifests()); err != nil {
+			return cleanup, err
+		}
+	}
 	b.publisher = publish.New(b.store, publish.Options{})
 
 	log, err := zaplog.New("warn")
@@ -294,7 +357,7 @@ func (b *bench) setUp(ctx context.Context) (cleanup func(), err error) {
 func (b *bench) fanOuts() []int {
 	seen := map[int]bool{}
 	var out []int
-	for _, sh := range append(append([]Shape(nil), b.cfg.Shapes...), b.cfg.Steady) {
+	for _, sh := range append(append(append([]Shape(nil), b.cfg.Shapes...), b.cfg.Noisy...), b.cfg.Steady) {
 		if sh.Keys > 0 && !seen[sh.Subscriptions] {
 			seen[sh.Subscriptions] = true
 			out = append(out, sh.Subscriptions)

@@ -87,3 +87,94 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Log("\n" + table.String())
 }
+
+// TestNoisySmoke runs the noisy-neighbour comparison on tiny shapes and
+// asserts that it measures what it claims: the healthy deliveries all
+// arrive in order alone and beside the neighbours, and the neighbours really
+// misbehaved meanwhile (their endpoints were hit, their events published,
+// their guessed tokens sent and none accepted). No timing is asserted.
+func TestNoisySmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes and real services")
+	}
+	dbURL := testenv.NewSchema(t)
+	addr, ns := testenv.NewNamespace(t)
+	var progress bytes.Buffer
+	cfg := Config{
+		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
+		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(), HeraldOnly: true,
+		Noisy: []Shape{
+			{Name: noisyBurstShape, Keys: 4, EventsPerKey: 3, Subscriptions: noisyFanOut},
+			{Name: noisyPacedShape, Keys: 3, EventsPerKey: 3, Subscriptions: noisyFanOut, Rate: 5},
+		},
+		NeighbourLoad: neighbourLoad{Rate: 10, Keys: 3, Guessers: 2, GuessRate: 20},
+		Timeout:       90 * time.Second,
+		Grace:         300 * time.Millisecond,
+		Progress:      &progress,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	t.Log("\n" + progress.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if got, want := len(rep.Measurements), 4; got != want {
+		t.Fatalf("%d measurements, want %d (NB and NP alone, then beside the neighbours)", got, want)
+	}
+	for i, m := range rep.Measurements {
+		name := m.System + " " + m.Shape.Name
+		wantSystem := SystemAlone
+		if i >= 2 {
+			wantSystem = SystemNeighbours
+		}
+		if m.System != wantSystem {
+			t.Errorf("measurement %d is %q, want %q", i, m.System, wantSystem)
+		}
+		if m.Delivered != m.Deliveries || m.Lost != 0 || m.OutOfOrder != 0 || m.Duplicates != 0 || m.Stray != 0 {
+			t.Errorf("%s: delivered %d of %d, lost %d, out of order %d, duplicates %d, stray %d",
+				name, m.Delivered, m.Deliveries, m.Lost, m.OutOfOrder, m.Duplicates, m.Stray)
+		}
+		if m.System == SystemAlone {
+			if m.Neighbours != nil {
+				t.Errorf("%s: neighbour figures on a measurement alone", name)
+			}
+			continue
+		}
+		if m.AloneRatio <= 0 || m.AloneP99Ratio <= 0 {
+			t.Errorf("%s: ratios to alone not computed: %v, %v", name, m.AloneRatio, m.AloneP99Ratio)
+		}
+		n := m.Neighbours
+		if n == nil {
+			t.Fatalf("%s: no neighbour figures", name)
+		}
+		for _, typ := range []string{"slow", "fail", "heavy"} {
+			if n.Published[typ] == 0 {
+				t.Errorf("%s: the neighbours published no %s events: %+v", name, typ, n.Published)
+			}
+		}
+		for _, app := range []string{noisySlowApp, noisyFailApp} {
+			if n.Received[app] == 0 {
+				t.Errorf("%s: neighbour endpoint %s got no POST: %+v", name, app, n.Received)
+			}
+		}
+		guesses := 0
+		for status, c := range n.TokenGuesses {
+			guesses += c
+			if status != "401" && status != "429" {
+				t.Errorf("%s: %d token guesses answered %s, want only 401 or 429", name, c, status)
+			}
+		}
+		if guesses == 0 {
+			t.Errorf("%s: no token guesses sent", name)
+		}
+	}
+	var table bytes.Buffer
+	if err := writeTables(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(table.Bytes(), []byte("beside deliveries/s")) {
+		t.Errorf("no noisy-neighbour table in:\n%s", table.String())
+	}
+	t.Log("\n" + table.String())
+}

@@ -70,7 +70,12 @@ func benchManifests(sinkURL string, fanOuts []int) []*manifest.Manifest {
 
 // applyManifests validates and applies the benchmark's manifests.
 func applyManifests(ctx context.Context, st *store.Store, sinkURL string, fanOuts []int) error {
-	for _, m := range benchManifests(sinkURL, fanOuts) {
+	return apply(ctx, st, benchManifests(sinkURL, fanOuts))
+}
+
+// apply validates and applies manifests in order.
+func apply(ctx context.Context, st *store.Store, ms []*manifest.Manifest) error {
+	for _, m := range ms {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("manifest %s: %w", m.App, err)
 		}
@@ -86,17 +91,60 @@ func applyManifests(ctx context.Context, st *store.Store, sinkURL string, fanOut
 // signed POST → the sink. The worker process is started for this
 // measurement alone, so its peak RSS belongs to this shape.
 func (b *bench) herald(ctx context.Context, sh Shape) (Measurement, error) {
-	ph, err := newPhase(b.runID, sh, SystemHerald, heraldSubscriptions(sh.Subscriptions))
+	return b.heraldWith(ctx, sh, heraldRun{system: SystemHerald})
+}
+
+// heraldRun varies a measurement on Herald.
+type heraldRun struct {
+	system string
+	// api starts the worker's publishing API too.
+	api bool
+	// neighbours, when set, misbehave for the whole measurement.
+	neighbours *neighbours
+}
+
+// heraldWith is herald with the variations of run.
+func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measurement, error) {
+	ph, err := newPhase(b.runID, sh, run.system, heraldSubscriptions(sh.Subscriptions))
 	if err != nil {
 		return Measurement{}, err
 	}
-	b.progress("herald %s: starting the worker process", sh.Name)
-	w, err := startWorker(ctx, b.workerBin, filepath.Join(b.logDir, "worker-"+sh.Name+".log"), workerSettings{
+	b.progress("%s %s: starting the worker process", run.system, sh.Name)
+	ws := workerSettings{
 		DatabaseURL: b.cfg.DatabaseURL, TemporalAddress: b.cfg.TemporalAddress,
 		Namespace: b.cfg.Namespace, SigningKeyDir: b.keyDir,
-	})
+	}
+	if run.api {
+		if ws.APIAddr, err = freeLoopbackAddr(); err != nil {
+			return Measurement{}, err
+		}
+	}
+	w, err := startWorker(ctx, b.workerBin, filepath.Join(b.logDir, "worker-"+run.system+"-"+sh.Name+".log"), ws)
 	if err != nil {
 		return Measurement{}, err
+	}
+	var stats chan *NeighbourStats
+	stopNeighbours := func() *NeighbourStats { return nil }
+	if run.neighbours != nil {
+		nctx, cancel := context.WithCancel(ctx)
+		stats = make(chan *NeighbourStats, 1)
+		go func() {
+			stats <- run.neighbours.drive(nctx, b.publisher, "http://"+ws.APIAddr, b.runID+"-"+sh.Name, b.cfg.NeighbourLoad)
+		}()
+		stopNeighbours = func() *NeighbourStats {
+			cancel()
+			return <-stats
+		}
+		// Let the neighbours' keys fill up and their failures start before
+		// the healthy events are published.
+		b.progress("%s %s: neighbours at work for %v before the healthy events", run.system, sh.Name, neighbourLead)
+		select {
+		case <-ctx.Done():
+			stopNeighbours()
+			_ = w.stop()
+			return Measurement{}, ctx.Err()
+		case <-time.After(neighbourLead):
+		}
 	}
 	request := func(ev plannedEvent) publish.Request {
 		return publish.Request{
@@ -139,6 +187,7 @@ func (b *bench) herald(ctx context.Context, sh Shape) (Measurement, error) {
 		return nil
 	}
 	m, err := b.measure(ctx, ph, w.pid(), drive)
+	m.Neighbours = stopNeighbours()
 	if rss, rerr := peakRSS(w.pid()); rerr == nil {
 		m.WorkerPeakRSSMB = round(float64(rss)/(1<<20), 1)
 	}
@@ -158,3 +207,8 @@ func (b *bench) herald(ctx context.Context, sh Shape) (Measurement, error) {
 	}
 	return m, nil
 }
+
+// neighbourLead is how long the neighbours misbehave before a measurement's
+// healthy events are published: long enough for the first timeouts to be
+// hanging and the first failures retried.
+const neighbourLead = 5 * time.Second

@@ -10,7 +10,10 @@
 // records arrivals and per-key order, then prints tables per server, writes
 // the figures as JSON and draws a PNG.
 //
-//	go run ./bench [-servers default,eager] [-repeat 1] [-shapes A,B,C,D] [-scale 1] [-steady 30s] [-out bench-results.json] [-png bench.png]
+// Last it measures two healthy shapes alone and then beside noisy
+// neighbours (-noisy; bench/neighbours.go).
+//
+//	go run ./bench [-servers default,eager] [-repeat 1] [-shapes A,B,C,D] [-scale 1] [-steady 30s] [-noisy 20s] [-out bench-results.json] [-png bench.png]
 package main
 
 import (
@@ -38,6 +41,8 @@ type options struct {
 	steady      time.Duration
 	steadyRate  float64
 	steadyKeys  int
+	noisy       time.Duration
+	noisyRate   float64
 	timeout     time.Duration
 	grace       time.Duration
 	parallel    int
@@ -65,6 +70,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.steady, "steady", 30*time.Second, "length of the steady run; 0 skips it")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "events per second of the steady run")
 	fs.IntVar(&o.steadyKeys, "steady-keys", 50, "subject keys of the steady run")
+	fs.DurationVar(&o.noisy, "noisy", 20*time.Second, "length of the noisy-neighbour comparison's paced run (its burst is 200 keys × 5 to 2 subscriptions); each is measured alone, then beside a subscriber that never answers, one that answers 500, a costly accepted filter and a token guesser; 0 skips it")
+	fs.Float64Var(&o.noisyRate, "noisy-rate", 20, "events per second of the noisy-neighbour comparison's paced run")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "per measurement: how long to wait for deliveries after publishing; later ones count as lost")
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
 	fs.IntVar(&o.parallel, "parallel", 32, "the ceiling's signals in flight at once (Herald's relay default is 32)")
@@ -132,6 +139,12 @@ func run(args []string) int {
 	if o.steady > 0 {
 		if cfg.Steady, err = steadyShape(o.steady, o.steadyRate, o.steadyKeys); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+	}
+	if o.noisy > 0 {
+		if cfg.Noisy, err = noisyShapes(o.noisy, o.noisyRate); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -noisy:", err)
 			return 2
 		}
 	}

@@ -23,7 +23,7 @@ func writeTables(w io.Writer, rep *Report) error {
 	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
 	for _, m := range rep.Measurements {
 		ratio, ratioBatched, rss := "", "", ""
-		if m.System == SystemHerald {
+		if m.System != SystemCeiling && m.System != SystemBatched {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
@@ -71,6 +71,9 @@ func writeTables(w io.Writer, rep *Report) error {
 	if tail := tailRows(rep); len(tail) > 1 {
 		tables = append(tables, tail)
 	}
+	if noisy := noisyRows(rep); len(noisy) > 1 {
+		tables = append(tables, noisy)
+	}
 	for i, table := range tables {
 		if i > 0 {
 			if _, err := fmt.Fprintln(w); err != nil {
@@ -107,6 +110,53 @@ func tailRows(rep *Report) [][]string {
 		}
 	}
 	return rows
+}
+
+// noisyRows is the noisy-neighbour comparison: each healthy shape alone and
+// beside the neighbours, and what the neighbours did meanwhile.
+func noisyRows(rep *Report) [][]string {
+	rows := [][]string{{"shape", "load", "alone deliveries/s", "beside deliveries/s", "× alone",
+		"alone p99 ms", "beside p99 ms", "p99 × alone", "lost / out of order / duplicates",
+		"neighbour events slow/fail/heavy", "neighbour POSTs slow/fail/filtered", "token guesses by status"}}
+	alone := map[string]Measurement{}
+	for _, m := range rep.Measurements {
+		if m.System == SystemAlone {
+			alone[m.Shape.Name] = m
+		}
+	}
+	for _, m := range rep.Measurements {
+		if m.System != SystemNeighbours {
+			continue
+		}
+		a := alone[m.Shape.Name]
+		row := []string{m.Shape.Name, m.Shape.String(), fmt.Sprintf("%.1f", a.PerSecond), fmt.Sprintf("%.1f", m.PerSecond),
+			fmt.Sprintf("%.2f×", m.AloneRatio), fmt.Sprintf("%.0f", a.LatencyMS.P99), fmt.Sprintf("%.0f", m.LatencyMS.P99),
+			fmt.Sprintf("%.2f×", m.AloneP99Ratio), fmt.Sprintf("%d / %d / %d", m.Lost, m.OutOfOrder, m.Duplicates)}
+		if n := m.Neighbours; n != nil {
+			row = append(row,
+				fmt.Sprintf("%d/%d/%d", n.Published["slow"], n.Published["fail"], n.Published["heavy"]),
+				fmt.Sprintf("%d/%d/%d", n.Received[noisySlowApp], n.Received[noisyFailApp], n.Received[noisyFilterApp]),
+				countsText(n.TokenGuesses))
+		} else {
+			row = append(row, "", "", "")
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// countsText writes counts as "k1: n1, k2: n2" in key order.
+func countsText(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // hasSystem reports whether rep measured system.

@@ -182,3 +182,31 @@ func TestParseFlagsServers(t *testing.T) {
 		t.Error("-repeat 0 accepted")
 	}
 }
+
+// TestNoisyRows checks the noisy-neighbour table: each shape beside the
+// neighbours next to the same shape alone, with the ratios and what the
+// neighbours did.
+func TestNoisyRows(t *testing.T) {
+	nb := Shape{Name: noisyBurstShape, Keys: 200, EventsPerKey: 5, Subscriptions: 2}
+	rep := &Report{Measurements: []Measurement{
+		{Shape: nb, System: SystemHerald, PerSecond: 1},
+		{Shape: nb, System: SystemAlone, PerSecond: 200, LatencyMS: Latency{P99: 100}},
+		{Shape: nb, System: SystemNeighbours, PerSecond: 180, AloneRatio: 0.9, AloneP99Ratio: 1.25,
+			LatencyMS: Latency{P99: 125}, Lost: 1,
+			Neighbours: &NeighbourStats{Published: map[string]int{"slow": 7, "fail": 8, "heavy": 9},
+				Received:     map[string]int{noisySlowApp: 3, noisyFailApp: 4, noisyFilterApp: 5},
+				TokenGuesses: map[string]int{"429": 90, "401": 10}}},
+	}}
+	rows := noisyRows(rep)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want a header and one: %v", len(rows), rows)
+	}
+	got := strings.Join(rows[1], "|")
+	want := "NB|200 keys × 5 × 2 subs|200.0|180.0|0.90×|100|125|1.25×|1 / 0 / 0|7/8/9|3/4/5|401: 10, 429: 90"
+	if got != want {
+		t.Errorf("row\n got %s\nwant %s", got, want)
+	}
+	if rows := noisyRows(&Report{Measurements: rep.Measurements[:2]}); len(rows) != 1 {
+		t.Errorf("rows without a measurement beside neighbours: %v", rows)
+	}
+}

@@ -42,6 +42,8 @@ type workerSettings struct {
 	TemporalAddress string
 	Namespace       string
 	SigningKeyDir   string
+	// APIAddr, when set, turns the publishing API on at that address.
+	APIAddr string
 }
 
 // startWorker starts bin as a worker process with its configuration in the
@@ -66,6 +68,9 @@ func startWorker(ctx context.Context, bin, logPath string, ws workerSettings) (*
 		"HERALD_ALLOW_NETWORKS=127.0.0.0/8,::1/128",
 		"HERALD_LOG_LEVEL=warn",
 	)
+	if ws.APIAddr != "" {
+		cmd.Env = append(cmd.Env, "HERALD_API_ADDR="+ws.APIAddr)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
