@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"herald/manifest"
@@ -119,7 +120,7 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 			return Measurement{}, err
 		}
 	}
-	w, err := startWorker(ctx, b.workerBin, filepath.Join(b.logDir, "worker-"+run.system+"-"+sh.Name+".log"), ws)
+	w, err := startWorker(ctx, b.workerBin, filepath.Join(b.logDir, "worker-"+logName(run.system)+"-"+sh.Name+".log"), ws)
 	if err != nil {
 		return Measurement{}, err
 	}
@@ -206,6 +207,12 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		m.Tail = explainTail(ctx, b.temporal, ph)
 	}
 	return m, nil
+}
+
+// logName makes a system's name fit a file name: "herald + neighbours" is
+// "herald-neighbours".
+func logName(system string) string {
+	return strings.Join(strings.FieldsFunc(system, func(r rune) bool { return r == ' ' || r == '+' }), "-")
 }
 
 // neighbourLead is how long the neighbours misbehave before a measurement's
