@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -106,7 +107,7 @@ func compile(text string, checks bool) (*Filter, error) {
 	prg, err := env.Program(ast,
 		cel.CostLimit(CostLimit),
 		cel.CostTracking(dynamicCalls{}),
-		cel.CostTrackerOptions(interpreter.OverloadCostTracker(overloads.AddList, chargeConcat)),
+		cel.CostTrackerOptions(cost.OverloadTracker(overloads.AddList, chargeConcat)),
 		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
@@ -174,7 +175,7 @@ func (f *Filter) MatchVars(ctx context.Context, vars map[string]any) (bool, erro
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return false, &Error{Reason: ReasonEval, Err: fmt.Errorf("yielded a %s, not a bool", out.Type().(ref.Type).TypeName())}
+		return false, &Error{Reason: ReasonEval, Err: fmt.Errorf("yielded a %s, not a bool", out.Type().TypeName())}
 	}
 	return b, nil
 }
