@@ -147,3 +147,22 @@ func TestWorstCaseWithinDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchCostReportsWork: the cost an evaluation spent comes back with
+// its result, and with its error, so the relay can tell work from waiting.
+func TestMatchCostReportsWork(t *testing.T) {
+	f, err := Compile(`data.items.all(x, data.items.all(y, x + y >= 0))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := Variables([]byte(`{"data":{"items":[1,2,3]}}`))
+	if ok, spent, err := f.MatchCost(context.Background(), small); !ok || err != nil || spent == 0 || spent > 1000 {
+		t.Fatalf("3 items: %v, cost %d, %v", ok, spent, err)
+	}
+	items := strings.TrimSuffix(strings.Repeat("1,", 2000), ",")
+	large, _ := Variables([]byte(`{"data":{"items":[` + items + `]}}`))
+	ok, spent, err := f.MatchCost(context.Background(), large)
+	if ok || err == nil || (ReasonOf(err) == ReasonCost && spent <= CostLimit) || spent == 0 {
+		t.Fatalf("2,000 items: %v, cost %d, %v; want the work spent with the error", ok, spent, err)
+	}
+}

@@ -167,17 +167,31 @@ func (f *Filter) Match(ctx context.Context, envelope []byte) (bool, error) {
 // MatchVars is Match over variables made by Variables, so an event read
 // once can be matched against several filters, concurrently too.
 func (f *Filter) MatchVars(ctx context.Context, vars map[string]any) (bool, error) {
+	ok, _, err := f.MatchCost(ctx, vars)
+	return ok, err
+}
+
+// MatchCost is MatchVars that also returns the CEL cost the evaluation
+// spent, failed ones included: a caller that budgets time can tell a filter
+// that worked from one that waited for a CPU.
+func (f *Filter) MatchCost(ctx context.Context, vars map[string]any) (bool, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, Deadline)
 	defer cancel()
-	out, _, err := f.prg.ContextEval(ctx, vars)
+	out, det, err := f.prg.ContextEval(ctx, vars)
+	var spent uint64
+	if det != nil {
+		if c := det.ActualCost(); c != nil {
+			spent = *c
+		}
+	}
 	if err != nil {
-		return false, &Error{Reason: reason(err), Err: err}
+		return false, spent, &Error{Reason: reason(err), Err: err}
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return false, &Error{Reason: ReasonEval, Err: fmt.Errorf("yielded a %s, not a bool", out.Type().TypeName())}
+		return false, spent, &Error{Reason: ReasonEval, Err: fmt.Errorf("yielded a %s, not a bool", out.Type().TypeName())}
 	}
-	return b, nil
+	return b, spent, nil
 }
 
 // Reasons of an evaluation error, as the relay logs, counts and audits them.

@@ -20,14 +20,19 @@ import (
 // "Content filters"). Subscriptions are judged filterParallel at a time, each
 // on its own events in sequence order, every evaluation under
 // filter.Deadline. One subscription gets at most filterSubscriptionBudget of
-// a round and stops at its first timeout; the phase as a whole ends after
-// filterRoundBudget. Pairs left unjudged are delivered (reason timeout), so a
-// slow or hostile filter costs a round at most filterRoundBudget and other
-// subscriptions' filters keep their slots.
+// a round once its evaluations spent filterWorkedCost (so a filter that
+// waited for a CPU, not worked, is not cut short), and stops at its first
+// timeout; the phase as a whole ends after filterRoundBudget. A filter that ran out of its budget or timed out rests
+// for filterCooldown: its events are not evaluated meanwhile. Pairs left
+// unjudged are delivered (reason timeout), so a slow or hostile filter holds
+// one round at most filterSubscriptionBudget (plus one evaluation), then
+// none while it rests, and other subscriptions' filters keep their slots.
 const (
 	filterParallel           = 4
-	filterSubscriptionBudget = 250 * time.Millisecond
-	filterRoundBudget        = time.Second
+	filterSubscriptionBudget = 100 * time.Millisecond
+	filterRoundBudget        = 500 * time.Millisecond
+	filterCooldown           = 10 * time.Second
+	filterWorkedCost         = filter.CostLimit
 	// filterAuditInterval spaces a subscription's subscription.filter_error
 	// audit rows: the errors between two rows are counted in the later one.
 	filterAuditInterval = time.Minute
@@ -127,6 +132,13 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, byType map[
 		vars[i] = parsed{vars: v, err: err}
 		return true
 	})
+	// So are the filters compiled (a new text, or one this version refuses,
+	// is compiled once).
+	for _, j := range order {
+		for _, i := range j.events {
+			_, _ = r.compiled(j.sub.FilterAt(evs[i].ReceivedAt))
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, filterRoundBudget)
 	defer cancel()
 	filtered := map[store.Dispatch]string{}
@@ -160,15 +172,50 @@ var errNotRead = errors.New("envelope not read")
 // filter in this round.
 var errBudget = errors.New("not evaluated: the filter's time in this dispatch round ran out")
 
+// errResting is the error of a pair left unjudged while its filter rests
+// after running out of time (filterCooldown).
+var errResting = fmt.Errorf("not evaluated: the filter ran out of time in an earlier round and rests for %v", filterCooldown)
+
+// resting reports whether the filter text of subscription id ran out of
+// time less than filterCooldown ago.
+func (r *Relay) resting(id, text string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.restUntil[id+"\x00"+text]
+	if ok && !now.Before(until) {
+		delete(r.restUntil, id+"\x00"+text)
+		return false
+	}
+	return ok
+}
+
+// rest makes the filter text of subscription id rest for filterCooldown.
+func (r *Relay) rest(id, text string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.restUntil == nil {
+		r.restUntil = map[string]time.Time{}
+	}
+	r.restUntil[id+"\x00"+text] = now.Add(filterCooldown)
+}
+
 // judgeSubscription evaluates one subscription's filter on its events in
 // order, within filterSubscriptionBudget and the round's budget, stopping
-// at the first timeout.
-func (r *Relay) judgeSubscription(ctx context.Context, j *filterJob, evs []store.PendingEvent, vars []parsed) (map[store.Dispatch]string, *filterTally) {
-	ctx, cancel := context.WithTimeout(ctx, filterSubscriptionBudget)
-	defer cancel()
+// at the first timeout; a filter that ran out of time rests.
+func (r *Relay) judgeSubscription(round context.Context, j *filterJob, evs []store.PendingEvent, vars []parsed) (map[store.Dispatch]string, *filterTally) {
+	deadline := time.Now().Add(filterSubscriptionBudget)
 	codes := map[store.Dispatch]string{}
 	tally := &filterTally{since: time.Now()}
+	var spent uint64
 	stopped := false
+	// stop ends the subscription's round; the filter rests when it ran out
+	// of its own time, not when the round's budget ended first.
+	stop := func(text string) {
+		if !stopped && round.Err() == nil {
+			r.rest(j.sub.ID, text, time.Now())
+		}
+		stopped = true
+	}
 	for _, i := range j.events {
 		ev := evs[i]
 		text := j.sub.FilterAt(ev.ReceivedAt)
@@ -178,8 +225,14 @@ func (r *Relay) judgeSubscription(ctx context.Context, j *filterJob, evs []store
 			tally.add(filter.ReasonRefused, text, err)
 			continue
 		}
-		if stopped || ctx.Err() != nil {
-			stopped = true
+		if r.resting(j.sub.ID, text, time.Now()) {
+			tally.add(filter.ReasonTimeout, text, errResting)
+			continue
+		}
+		if !stopped && (round.Err() != nil || spent >= filterWorkedCost && !time.Now().Before(deadline)) {
+			stop(text)
+		}
+		if stopped {
 			tally.add(filter.ReasonTimeout, text, errBudget)
 			continue
 		}
@@ -187,12 +240,15 @@ func (r *Relay) judgeSubscription(ctx context.Context, j *filterJob, evs []store
 			tally.add(filter.ReasonEvent, text, err)
 			continue
 		}
-		ok, err := f.MatchVars(ctx, vars[i].vars)
+		ok, cost, err := f.MatchCost(round, vars[i].vars)
+		spent += cost
 		switch {
 		case err != nil:
 			reason := filter.ReasonOf(err)
 			tally.add(reason, text, err)
-			stopped = reason == filter.ReasonTimeout
+			if reason == filter.ReasonTimeout {
+				stop(text)
+			}
 		case !ok:
 			codes[pair] = CodeFilterNoMatch
 		}
@@ -264,6 +320,11 @@ func (r *Relay) auditFilterErrors(ctx context.Context) {
 	r.auditMu.Lock()
 	defer r.auditMu.Unlock()
 	now := time.Now()
+	for id, at := range r.filterAudited {
+		if _, pending := r.filterErrs[id]; !pending && now.Sub(at) >= filterAuditInterval {
+			delete(r.filterAudited, id) // its next error is audited at once
+		}
+	}
 	for id, t := range r.filterErrs {
 		if last, ok := r.filterAudited[id]; ok && now.Sub(last) < filterAuditInterval {
 			continue

@@ -62,6 +62,9 @@ type Relay struct {
 	cursor redriveCursor
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
+	// restUntil holds the filters that ran out of time, by subscription
+	// and text, until they are evaluated again.
+	restUntil map[string]time.Time
 
 	auditMu sync.Mutex
 	// filterErrs are the filter errors of each subscription not yet in an
