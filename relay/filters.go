@@ -19,14 +19,15 @@ import (
 // Bounds of the content-filter phase of a dispatch round (docs/design.md,
 // "Content filters"). Subscriptions are judged filterParallel at a time, each
 // on its own events in sequence order, every evaluation under
-// filter.Deadline. One subscription gets at most filterSubscriptionBudget of
-// a round once its evaluations spent filterWorkedCost (so a filter that
-// waited for a CPU, not worked, is not cut short), and stops at its first
-// timeout; the phase as a whole ends after filterRoundBudget. A filter that ran out of its budget or timed out rests
-// for filterCooldown: its events are not evaluated meanwhile. Pairs left
-// unjudged are delivered (reason timeout), so a slow or hostile filter holds
-// one round at most filterSubscriptionBudget (plus one evaluation), then
-// none while it rests, and other subscriptions' filters keep their slots.
+// filter.Deadline. A subscription stops after filterSubscriptionBudget of a
+// round once its evaluations spent filterWorkedCost (a filter that waited
+// for a CPU rather than worked is not cut short), or at its first timeout;
+// the phase as a whole ends after filterRoundBudget. A filter that ran out
+// of its own time rests for filterCooldown: its events are not evaluated
+// meanwhile. Pairs left unjudged are delivered (reason timeout), so a slow
+// or hostile filter holds one round in filterCooldown by at most
+// filterSubscriptionBudget plus one evaluation, and other subscriptions'
+// filters keep their slots.
 const (
 	filterParallel           = 4
 	filterSubscriptionBudget = 100 * time.Millisecond
@@ -117,14 +118,18 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, byType map[
 	}
 	// Envelopes are read before any budget runs: their size is bounded by
 	// the publish limit, not by a filter.
+	// So are the filters compiled (each text once, cached).
 	vars := make([]parsed, len(evs))
+	seen := make([]bool, len(evs))
 	var needed []int
+	texts := map[string]bool{}
 	for _, j := range order {
 		for _, i := range j.events {
-			if vars[i].vars == nil && vars[i].err == nil {
-				vars[i].err = errNotRead
+			if !seen[i] {
+				seen[i] = true
 				needed = append(needed, i)
 			}
+			texts[j.sub.FilterAt(evs[i].ReceivedAt)] = true
 		}
 	}
 	forEach(needed, filterParallel, func(i int) bool {
@@ -132,12 +137,8 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, byType map[
 		vars[i] = parsed{vars: v, err: err}
 		return true
 	})
-	// So are the filters compiled (a new text, or one this version refuses,
-	// is compiled once).
-	for _, j := range order {
-		for _, i := range j.events {
-			_, _ = r.compiled(j.sub.FilterAt(evs[i].ReceivedAt))
-		}
+	for text := range texts {
+		_, _ = r.compiled(text) // a refusal is cached and reported per pair
 	}
 	rctx, cancel := context.WithTimeout(ctx, filterRoundBudget)
 	defer cancel()
@@ -163,9 +164,6 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, byType map[
 	}
 	return filtered, failed
 }
-
-// errNotRead marks an envelope to read; it never outlives judge's reading.
-var errNotRead = errors.New("envelope not read")
 
 // errBudget is the error of a pair left unjudged when its subscription's
 // or the round's filter budget ran out, or after a timeout of the same
@@ -193,8 +191,8 @@ func (r *Relay) resting(id, text string, now time.Time) bool {
 func (r *Relay) rest(id, text string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.restUntil == nil {
-		r.restUntil = map[string]time.Time{}
+	if r.restUntil == nil || len(r.restUntil) > 1000 {
+		r.restUntil = map[string]time.Time{} // stale ones of removed subscriptions
 	}
 	r.restUntil[id+"\x00"+text] = now.Add(filterCooldown)
 }
