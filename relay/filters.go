@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -70,7 +71,7 @@ type filterTally struct {
 func (t *filterTally) add(reason, text string, err error) {
 	if t.byCause == nil {
 		t.byCause = map[string]int{}
-		t.first, t.text = scrub(err), text
+		t.first, t.text = scrub(err, text), text
 	}
 	t.byCause[reason]++
 }
@@ -351,13 +352,22 @@ func (r *Relay) auditFilterErrors(ctx context.Context) {
 const CodeFilterErrorAudit = "filter_error"
 
 // quoted matches a quoted part of an error message: CEL quotes the values
-// it could not convert or parse, which come from the event.
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
+// it could not convert or parse (Go's regexp package in backquotes), which
+// come from the event.
+var quoted = regexp.MustCompile("\"(?:[^\"\\\\]|\\\\.)*\"|'(?:[^'\\\\]|\\\\.)*'|`[^`]*`")
 
-// scrub makes an evaluation error fit for logs and the audit trail: quoted
-// values (event data) are elided and the text is capped.
-func scrub(err error) string {
+// noSuchKey matches CEL's error for a missing map key, which names the key:
+// the filter's own text (data.coupon) or a value of the event (m[data.k]).
+var noSuchKey = regexp.MustCompile(`no such key: (.*)$`)
+
+// scrub makes an evaluation error of filter text fit for logs and the
+// audit trail: quoted values (event data) are elided, and so is a missing
+// key that the filter's text does not name; the text is capped.
+func scrub(err error, text string) string {
 	s := quoted.ReplaceAllString(err.Error(), `"…"`)
+	if m := noSuchKey.FindStringSubmatchIndex(s); m != nil && !strings.Contains(text, s[m[2]:m[3]]) {
+		s = s[:m[2]] + "…"
+	}
 	if len(s) > 300 {
 		n := 300
 		for n > 0 && !utf8.RuneStart(s[n]) {
