@@ -25,15 +25,13 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	attempts  *prometheus.CounterVec
-	delivered *prometheus.CounterVec
-	outcomes  *prometheus.CounterVec
-	// filterErrors counts failed content-filter evaluations (relay).
-	filterErrors *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
-	attemptsOK   prometheus.Histogram
-	rejections   *prometheus.CounterVec
-	redriven     *prometheus.CounterVec
+	attempts   *prometheus.CounterVec
+	delivered  *prometheus.CounterVec
+	outcomes   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	attemptsOK prometheus.Histogram
+	rejections *prometheus.CounterVec
+	redriven   *prometheus.CounterVec
 	// relayFailed counts signals Temporal did not accept; relayDead the
 	// events the relay gave up on.
 	relayFailed prometheus.Counter
@@ -41,6 +39,9 @@ type Metrics struct {
 	ready       atomic.Bool
 	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
 	readyCheck func() bool
+
+	// filterErrors counts failed content-filter evaluations (relay).
+	filterErrors *prometheus.CounterVec
 }
 
 // UnknownApp is the app label of a rejection whose app is not a declared one.
