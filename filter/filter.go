@@ -6,17 +6,30 @@
 // data, any JSON), subject, type, id, source, specversion, datacontenttype
 // (strings), dataversion (int) and time (a timestamp). Extensions are in
 // ext, a map of string to any value. It must yield a bool.
+//
+// One evaluation is bounded three ways (docs/design.md, "Content filters"):
+// CEL's cost limit, with list concatenation charged by the size it adds;
+// a wall-clock Deadline checked inside comprehensions; and, at Compile,
+// the refusal of what cannot be charged before it runs (a comparison of two
+// values that may be lists or maps) and of filters whose estimated cost is
+// above CostLimit whatever the event.
 package filter
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
 )
 
 // Limits of one filter.
@@ -26,7 +39,17 @@ const (
 	// CostLimit caps the work of one evaluation (CEL cost units, about one
 	// per operation), so a filter over a large event cannot hold the relay.
 	CostLimit = 100_000
+	// Deadline caps the wall time of one evaluation. CEL checks it every
+	// interruptEvery comprehension iterations; everything between two
+	// checks is bounded by the cost limit. A filter within the cost limit
+	// takes well under a millisecond to a few milliseconds, so the deadline
+	// only ends evaluations that something else failed to bound.
+	Deadline = 100 * time.Millisecond
 )
+
+// interruptEvery is how many comprehension iterations CEL runs between two
+// looks at the evaluation's deadline.
+const interruptEvery = 4
 
 // Filter is a compiled content filter; it is safe for concurrent use.
 type Filter struct {
@@ -54,8 +77,15 @@ var env = func() *cel.Env {
 }()
 
 // Compile checks and compiles an expression. The error says what is wrong
-// and where, for a manifest's author.
-func Compile(text string) (*Filter, error) {
+// and where, for a manifest's author: a syntax or type error, a comparison
+// whose cost cannot be bounded, or an estimated cost above CostLimit on an
+// event with no items.
+func Compile(text string) (*Filter, error) { return compile(text, true) }
+
+// compile is Compile; with checks false it skips the refusals that only
+// guard apply (the uncharged comparisons and the cost estimate), for tests
+// of the run-time bounds alone.
+func compile(text string, checks bool) (*Filter, error) {
 	if text == "" {
 		return nil, errors.New("empty filter")
 	}
@@ -69,46 +99,155 @@ func Compile(text string) (*Filter, error) {
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
 		return nil, fmt.Errorf("filter yields %s, want a bool", t)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	if checks {
+		if err := refuseExpensive(ast); err != nil {
+			return nil, err
+		}
+	}
+	prg, err := env.Program(ast,
+		cel.CostLimit(CostLimit),
+		cel.CostTracking(dynamicCalls{}),
+		cel.CostTrackerOptions(cost.OverloadTracker(overloads.AddList, chargeConcat)),
+		cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
 	return &Filter{text: text, prg: prg}, nil
 }
 
+// chargeConcat charges a list concatenation the size of its smaller
+// operand. CEL builds the result lazily in constant time and charges 1, so
+// a list doubled in a loop grew without cost until a later pass over it
+// (`in`, a comprehension) ran for hours; charged so, a list is never longer
+// than the event's lists plus the cost already spent, while appending one
+// item (how `map` and `filter` build their results) still costs 1.
+func chargeConcat(args []ref.Val, _ ref.Val) *uint64 {
+	n := uint64(1)
+	if len(args) == 2 {
+		a, aok := args[0].(traits.Sizer)
+		b, bok := args[1].(traits.Sizer)
+		if aok && bok {
+			sa, _ := a.Size().(types.Int)
+			sb, _ := b.Size().(types.Int)
+			if m := min(sa, sb); m > 1 {
+				n = uint64(m)
+			}
+		}
+	}
+	return &n
+}
+
+// units writes a cost for a person: 50,000,000 or 1.2e+12.
+func units(n uint64) string {
+	if n >= 1e12 {
+		return fmt.Sprintf("%.1e", float64(n))
+	}
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // String returns the expression.
 func (f *Filter) String() string { return f.text }
 
-// Match evaluates the filter against a CloudEvent in its JSON form. An
-// evaluation error (a missing field, a wrong type, the cost limit) is
-// returned with false: the caller decides, Herald counts it as no match.
-func (f *Filter) Match(envelope []byte) (bool, error) {
+// Match evaluates the filter against a CloudEvent in its JSON form, under
+// Deadline. An evaluation error (a missing field, a wrong type, the cost
+// limit, the deadline, an envelope that is not JSON) is returned with false
+// as an *Error; the caller decides what it means (the relay delivers).
+func (f *Filter) Match(ctx context.Context, envelope []byte) (bool, error) {
 	vars, err := Variables(envelope)
 	if err != nil {
-		return false, err
+		return false, &Error{Reason: ReasonEvent, Err: err}
 	}
-	return f.MatchVars(vars)
+	return f.MatchVars(ctx, vars)
 }
 
 // MatchVars is Match over variables made by Variables, so an event read
-// once can be matched against several filters.
-func (f *Filter) MatchVars(vars map[string]any) (bool, error) {
-	out, _, err := f.prg.Eval(vars)
+// once can be matched against several filters, concurrently too.
+func (f *Filter) MatchVars(ctx context.Context, vars map[string]any) (bool, error) {
+	ok, _, err := f.MatchCost(ctx, vars)
+	return ok, err
+}
+
+// MatchCost is MatchVars that also returns the CEL cost the evaluation
+// spent, failed ones included: a caller that budgets time can tell a filter
+// that worked from one that waited for a CPU.
+func (f *Filter) MatchCost(ctx context.Context, vars map[string]any) (bool, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, Deadline)
+	defer cancel()
+	out, det, err := f.prg.ContextEval(ctx, vars)
+	var spent uint64
+	if det != nil {
+		if c := det.ActualCost(); c != nil {
+			spent = *c
+		}
+	}
 	if err != nil {
-		return false, fmt.Errorf("filter %q: %w", f.text, err)
+		return false, spent, &Error{Reason: reason(err), Err: err}
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return false, fmt.Errorf("filter %q yielded %v, not a bool", f.text, out.Value())
+		return false, spent, &Error{Reason: ReasonEval, Err: fmt.Errorf("yielded a %s, not a bool", out.Type().TypeName())}
 	}
-	return b, nil
+	return b, spent, nil
+}
+
+// Reasons of an evaluation error, as the relay logs, counts and audits them.
+const (
+	// ReasonEval: the expression failed on this event (a missing field, a
+	// wrong type, a division by zero).
+	ReasonEval = "eval_error"
+	// ReasonCost: the evaluation reached CostLimit.
+	ReasonCost = "cost_limit"
+	// ReasonTimeout: the evaluation reached Deadline, or the relay's own
+	// budget for the subscription in a round ran out before it started.
+	ReasonTimeout = "timeout"
+	// ReasonEvent: the event's envelope is not a JSON object.
+	ReasonEvent = "bad_event"
+	// ReasonRefused: the stored filter does not compile under this
+	// version's rules (it was applied by an older Herald); it is not run.
+	ReasonRefused = "refused"
+)
+
+// Error is a failed evaluation.
+type Error struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("filter %s: %v", e.Reason, e.Err) }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the reason of an evaluation error: err's Reason when it
+// is an *Error, ReasonEval otherwise.
+func ReasonOf(err error) string {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return ReasonEval
+}
+
+func reason(err error) string {
+	var cancelled interpreter.EvalCancelledError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, interpreter.InterruptError{}):
+		return ReasonTimeout
+	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
+		return ReasonCost
+	}
+	return ReasonEval
 }
 
 // known are the CloudEvent attributes that are variables of their own.
 var known = map[string]bool{"data": true, "subject": true, "type": true, "id": true, "source": true,
 	"specversion": true, "datacontenttype": true, "dataversion": true, "time": true}
 
-// Variables reads a CloudEvent's JSON into a filter's variables.
+// Variables reads a CloudEvent's JSON into a filter's variables. The result
+// is only read by evaluations, so several may share it.
 func Variables(envelope []byte) (map[string]any, error) {
 	var raw map[string]any
 	d := json.NewDecoder(bytes.NewReader(envelope))

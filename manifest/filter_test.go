@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -21,9 +22,13 @@ func TestSubscriptionFilters(t *testing.T) {
 		`data.total >`: "does not compile",
 		`subject`:      "want a bool",
 		`nosuch == 1`:  "does not compile",
+		// issue 26: a comparison CEL cannot charge before it runs, and
+		// loops over literal lists beyond the cost limit whatever the event.
+		`[[1]].exists(a, [[a, a]].exists(b, b == b))`:                                            "may be lists or maps",
+		strings.Repeat(`[1,2,3,4,5,6,7,8,9,10].exists(x, `, 6) + "true" + strings.Repeat(")", 6): "too costly",
 	} {
 		doc := `{"app":"billing","endpoint":"https://billing.internal","subscribes":[
-		  {"type":"orders.order.placed","version":1,"filter":` + quote(filter) + `}]}`
+		  {"type":"orders.order.placed","version":1,"filter":` + strconv.Quote(filter) + `}]}`
 		_, err := Parse("billing.json", []byte(doc))
 		if err == nil || !strings.Contains(err.Error(), "subscribes[0].filter") ||
 			!strings.Contains(err.Error(), "orders.order.placed v1") || !strings.Contains(err.Error(), want) {

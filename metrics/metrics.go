@@ -39,6 +39,9 @@ type Metrics struct {
 	ready       atomic.Bool
 	// readyCheck, when set, must also hold for herald_worker_ready to be 1.
 	readyCheck func() bool
+
+	// filterErrors counts failed content-filter evaluations (relay).
+	filterErrors *prometheus.CounterVec
 }
 
 // UnknownApp is the app label of a rejection whose app is not a declared one.
@@ -77,6 +80,10 @@ func New() *Metrics {
 		Name: "herald_relay_keys_redriven_total",
 		Help: "Keys whose workflow was gone while their outcome rows still held events, started again by the relay leader, per subscription.",
 	}, []string{"subscription"})
+	m.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_relay_filter_errors_total",
+		Help: "Events whose subscription's content filter failed (eval_error, cost_limit, timeout, bad_event, refused), per subscription and reason; they are delivered.",
+	}, []string{"subscription", "reason"})
 	m.relayFailed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_relay_signal_failures_total",
 		Help: "Signals of the relay to a key's workflow that Temporal did not accept; their events back off.",
@@ -95,7 +102,7 @@ func New() *Metrics {
 		return 0
 	})
 	m.Registry.MustRegister(m.attempts, m.delivered, m.outcomes, m.latency, m.attemptsOK, m.rejections,
-		m.redriven, m.relayFailed, m.relayDead, ready,
+		m.redriven, m.filterErrors, m.relayFailed, m.relayDead, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -127,6 +134,14 @@ func (m *Metrics) Attempted(subscriptionID, app string, envelope []byte, attempt
 func (m *Metrics) Settled(subscriptionID, outcome string, n int) {
 	if n > 0 {
 		m.outcomes.WithLabelValues(subscriptionID, outcome).Add(float64(n))
+	}
+}
+
+// FilterErrors counts n events of a subscription whose content filter
+// failed with reason (relay.FilterErrorObserver); they were delivered.
+func (m *Metrics) FilterErrors(subscriptionID, reason string, n int) {
+	if n > 0 {
+		m.filterErrors.WithLabelValues(subscriptionID, reason).Add(float64(n))
 	}
 }
 

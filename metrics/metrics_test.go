@@ -122,3 +122,16 @@ func TestRelayBackoffMetrics(t *testing.T) {
 		`herald_relay_signal_failures_total{} 3`,
 		`herald_relay_undispatched_events{} -1`)
 }
+
+// TestFilterErrors: the relay's failed content filters are counted per
+// subscription and reason.
+func TestFilterErrors(t *testing.T) {
+	m := metrics.New()
+	m.FilterErrors("billing:t@1", "eval_error", 3)
+	m.FilterErrors("billing:t@1", "timeout", 1)
+	m.FilterErrors("billing:t@1", "eval_error", 2)
+	m.FilterErrors("crm:t@1", "cost_limit", 0)
+	check(t, gather(t, m, "herald_relay_filter_errors_total"),
+		`herald_relay_filter_errors_total{reason=eval_error,subscription=billing:t@1} 5`,
+		`herald_relay_filter_errors_total{reason=timeout,subscription=billing:t@1} 1`)
+}

@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"herald/activities"
-	"herald/filter"
 	"herald/store"
 	"herald/workflows"
 )
@@ -62,73 +61,16 @@ type Relay struct {
 	mu     sync.Mutex
 	cursor redriveCursor
 	// filters caches compiled content filters by their text.
-	filters map[string]*filter.Filter
-}
+	filters map[string]compiledFilter
+	// restUntil holds the filters that ran out of time, by subscription
+	// and text, until they are evaluated again.
+	restUntil map[string]time.Time
 
-// matcher evaluates content filters against one event, reading its
-// envelope at most once.
-type matcher struct {
-	r    *Relay
-	ev   store.PendingEvent
-	vars map[string]any
-	err  error
-}
-
-func (r *Relay) matcher(ev store.PendingEvent) *matcher { return &matcher{r: r, ev: ev} }
-
-// match returns "" when the event passes the filter (or there is none), or
-// the code of a filtered pair: filter_no_match, or filter_error when the
-// filter could not be evaluated (a missing field, a wrong type, the cost
-// limit), which counts as no match.
-func (m *matcher) match(text string) string {
-	if text == "" {
-		return ""
-	}
-	f, err := m.r.compiled(text)
-	if err != nil {
-		// apply accepted it, so this worker is at fault (another CEL
-		// version): deliver rather than drop the subscriber's events.
-		m.r.Logger.Error("content filter does not compile in this worker; delivering unfiltered",
-			zap.String("filter", text), zap.Error(err))
-		return ""
-	}
-	if m.vars == nil && m.err == nil {
-		m.vars, m.err = filter.Variables(m.ev.Envelope)
-	}
-	if m.err != nil {
-		return CodeFilterError
-	}
-	ok, err := f.MatchVars(m.vars)
-	switch {
-	case err != nil:
-		return CodeFilterError
-	case !ok:
-		return CodeFilterNoMatch
-	}
-	return ""
-}
-
-// Codes of a filtered outcome.
-const (
-	CodeFilterNoMatch = "filter_no_match"
-	CodeFilterError   = "filter_error"
-)
-
-func (r *Relay) compiled(text string) (*filter.Filter, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.filters[text]; ok {
-		return f, nil
-	}
-	f, err := filter.Compile(text)
-	if err != nil {
-		return nil, err
-	}
-	if r.filters == nil || len(r.filters) > 1000 {
-		r.filters = map[string]*filter.Filter{}
-	}
-	r.filters[text] = f
-	return f, nil
+	auditMu sync.Mutex
+	// filterErrs are the filter errors of each subscription not yet in an
+	// audit row; filterAudited is when its last row was written.
+	filterErrs    map[string]*filterTally
+	filterAudited map[string]time.Time
 }
 
 // Observer counts n events of a subscription settled with outcome.
@@ -145,6 +87,10 @@ type Round struct {
 	Filtered   int // (subscription, event) pairs a content filter did not let through
 	BackingOff int // events that failed a signal and wait for their next try
 	Dead       int // events that failed their last signal (code relay_failed)
+
+	// FilterErrors are the pairs whose content filter failed (an error, the
+	// cost limit, a timeout); they are delivered.
+	FilterErrors int
 }
 
 // DefaultMaxAttempts is the default of Relay.MaxAttempts.
@@ -296,18 +242,20 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		byType[t] = append(byType[t], s)
 	}
 
+	// Content filters are judged first, concurrently per subscription and
+	// within bounded time (judge), so a slow filter never holds the round.
+	filtered, filterErrors := r.judge(ctx, evs, byType)
+	defer r.auditFilterErrors(ctx)
+
 	// Every (subscription, event) gets its queued outcome row before any
 	// signal; a pair already settled (a re-send after a crash, once the key
 	// went idle) is not handed to its key again.
 	var pairs []store.Dispatch
-	filtered := map[store.Dispatch]bool{}
 	for _, ev := range evs {
-		m := r.matcher(ev)
 		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
 			d := store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject}
-			if code := m.match(s.FilterAt(ev.ReceivedAt)); code != "" {
+			if code, ok := filtered[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}]; ok {
 				d.Filtered, d.Code = true, code
-				filtered[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}] = true
 			}
 			pairs = append(pairs, d)
 		}
@@ -348,7 +296,7 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	round := Round{Events: len(evs), Filtered: len(filtered)}
+	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
 	sem := make(chan struct{}, r.Parallel)
 	var wg sync.WaitGroup
 	for _, g := range order {

@@ -32,6 +32,10 @@ const (
 	// and the cutoff it applied (one row per run, even when it deleted
 	// nothing).
 	ActionRetentionPurged = "retention.purged"
+	// ActionSubscriptionFilterError records a subscription's content filter
+	// failing on events (which were delivered): the count by reason since
+	// the previous such row, the first error; at most one row a minute.
+	ActionSubscriptionFilterError = "subscription.filter_error"
 	// ActionEventRelayRetried records an operator's retry-relay of an event
 	// the relay gave up on.
 	ActionEventRelayRetried = "event.relay_retried"

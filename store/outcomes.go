@@ -36,9 +36,9 @@ type Dispatch struct {
 	EventID        string
 	Seq            int64
 	Subject        string
-	// Filtered: the subscription's content filter did not match (Code says
-	// how: filter_no_match or filter_error); the row is written settled as
-	// filtered and the event is not handed to the key.
+	// Filtered: the subscription's content filter did not match (Code:
+	// filter_no_match); the row is written settled as filtered and the
+	// event is not handed to the key. A filter that fails delivers.
 	Filtered bool
 	Code     string
 }
