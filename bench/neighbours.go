@@ -55,18 +55,24 @@ func noisyShapes(d time.Duration, rate float64) ([]Shape, error) {
 	return []Shape{{Name: noisyBurstShape, Keys: 200, EventsPerKey: 5, Subscriptions: noisyFanOut}, paced}, nil
 }
 
-// hostileFilter is the neighbour's content filter: quadratic in the items
-// of the event and never true, so every evaluation does all the work the
-// cost limit lets it.
-const hostileFilter = `data.items.exists(x, data.items.exists(y, x == y + 1000000))`
+// hostileFilter is the neighbour's content filter, the costliest kind that
+// `apps apply` accepts (filter.TestWorstCaseWithinDeadline): a regular
+// expression over a long string for every item, never true, so each
+// evaluation runs into the cost limit or the deadline.
+const hostileFilter = `data.items.exists(x, data.s.matches("a*b"))`
 
-// hostileItems is how many items a neighbour's heavy event carries.
-const hostileItems = 2000
+// hostileItems and hostileString size a neighbour's heavy event: its items
+// and the length of the string the filter matches, close to the event limit.
+const (
+	hostileItems  = 100
+	hostileString = 200 << 10
+)
 
-// noisySchema is the schema of the neighbours' events: an optional list of
-// integers (the heavy events) and a number.
+// noisySchema is the schema of the neighbours' events: a number, and for the
+// heavy events a list of integers and a long string.
 var noisySchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"n":{"type":"integer"},"items":{"type":"array","maxItems":5000,"items":{"type":"integer"}}}}`)
+	`"n":{"type":"integer"},"s":{"type":"string","maxLength":250000},` +
+	`"items":{"type":"array","maxItems":5000,"items":{"type":"integer"}}}}`)
 
 // noisyManifests declares the neighbours' apps: the publisher of three
 // types and one subscriber per type, each at its own endpoint.
@@ -208,7 +214,7 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 	for i := range items {
 		items[i] = i
 	}
-	heavy, _ := json.Marshal(map[string]any{"n": 0, "items": items})
+	heavy, _ := json.Marshal(map[string]any{"n": 0, "items": items, "s": strings.Repeat("a", hostileString)})
 	for _, name := range []string{"slow", "fail", "heavy"} {
 		wg.Add(1)
 		go func() {
