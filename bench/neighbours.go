@@ -248,6 +248,9 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 				start := time.Now()
 				for i := 0; pace(ctx, start, i, load.GuessRate) == nil; i++ {
 					status := guessToken(ctx, hc, apiURL, body)
+					if ctx.Err() != nil {
+						return // cut short by the end of the measurement
+					}
 					mu.Lock()
 					guesses[status]++
 					mu.Unlock()
