@@ -74,6 +74,11 @@ if ! ls "$state/keys/"*.pem >/dev/null 2>&1; then
   echo "== generating a signing key (.dev/keys, never committed)"
   "$starter" keys generate --out "$state/keys" >/dev/null
 fi
+if [ ! -s "$state/secret.key" ]; then
+  echo "== generating a dev secret encryption key (.dev/secret.key, never committed)"
+  (umask 077; head -c32 /dev/urandom | base64 >"$state/secret.key")
+fi
+export HERALD_SECRET_KEY="@$state/secret.key"
 if [ -n "$owner_url" ]; then
   HERALD_OWNER_DATABASE_URL=$owner_url "$starter" migrate --runtime-role herald_app >/dev/null
 else
