@@ -141,7 +141,7 @@ func (s *Store) RotateAppSecret(ctx context.Context, r RotateRequest) (AppSecret
 		}
 		// Expired ones, and the oldest beyond MaxPreviousSecrets, go.
 		if _, err := tx.Exec(ctx, `DELETE FROM app_secrets WHERE app = $1 AND (valid_until <= now() OR id IN (
-			SELECT id FROM app_secrets WHERE app = $1 AND valid_until IS NOT NULL
+			SELECT id FROM app_secrets WHERE app = $1 AND valid_until > now()
 			 ORDER BY id DESC OFFSET $2))`, r.App, MaxPreviousSecrets); err != nil {
 			return err
 		}
