@@ -138,9 +138,6 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	if w.SigningKey == "" {
 		return w, fmt.Errorf("HERALD_SIGNING_KEY is required: a PEM file or a directory of them (starter keys generate --out DIR)")
 	}
-	if strings.TrimSpace(w.SecretKey) == "" {
-		return w, fmt.Errorf("HERALD_SECRET_KEY is required: base64 of 32 bytes (head -c32 /dev/urandom | base64), or @FILE holding it; it encrypts the apps' signing secrets")
-	}
 	switch strings.ToLower(strings.TrimSpace(w.SignV1A)) {
 	case "", "on", "true", "1":
 	case "off", "false", "0":
@@ -171,6 +168,9 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
 		w.MaxRearms = workflows.NoRearms // set to 0: a failed key never re-arms by itself
+	}
+	if strings.TrimSpace(w.SecretKey) == "" {
+		return w, fmt.Errorf("HERALD_SECRET_KEY is required: base64 of 32 bytes (head -c32 /dev/urandom | base64), or @FILE holding it; it encrypts the apps' signing secrets")
 	}
 	return w, nil
 }
