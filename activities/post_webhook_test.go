@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"herald/activities"
+	"herald/netguard"
 )
 
 // fakeSymmetric signs "v1,<app>:<id>.<ts>" per app so tests see which
@@ -87,5 +88,33 @@ func TestPostSecretFailureIsNotSent(t *testing.T) {
 		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
 	if res.Code != activities.CodeSubscriberUnreachable || !strings.Contains(res.Message, "secrets of billing") {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// TestPostThroughProxyForbiddenTarget: behind an egress proxy, a forbidden
+// endpoint still ends endpoint_forbidden and never reaches the proxy.
+func TestPostThroughProxyForbiddenTarget(t *testing.T) {
+	reached := make(chan string, 1)
+	proxy := server(t, func(w http.ResponseWriter, r *http.Request) {
+		reached <- r.URL.String()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	u, err := netguard.ParseProxy(proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &activities.Poster{Client: netguard.NewHTTPClient(netguard.New(nil), netguard.ClientOptions{Proxy: u}), Signer: &fakeSigner{}}
+	res := p.Post(context.Background(), activities.PostRequest{URL: "http://10.0.0.7/hooks", Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if res.Code != activities.CodeEndpointForbidden {
+		t.Fatalf("%+v, want endpoint_forbidden", res)
+	}
+	res = p.Post(context.Background(), activities.PostRequest{URL: "http://93.184.216.34/hooks", Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if !res.Delivered() {
+		t.Fatalf("public endpoint through the proxy: %+v", res)
+	}
+	if got := <-reached; got != "http://93.184.216.34/hooks" {
+		t.Fatalf("the proxy forwarded %q", got)
 	}
 }
