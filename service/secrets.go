@@ -16,7 +16,7 @@ type secretSigner struct {
 }
 
 func (a secretSigner) SignSymmetric(ctx context.Context, app, id, ts string, body []byte) (string, error) {
-	set, err := a.store.EnsureAppSecrets(ctx, store.SecretRequest{App: app, Box: a.box, New: signing.NewSecret, Actor: store.ActorSystem})
+	set, err := a.store.EnsureAppSecrets(ctx, store.SecretRequest{App: app, Box: a.box, New: signing.NewSecret, Actor: store.ActorSystem, AllowRemoved: true})
 	if err != nil {
 		return "", err
 	}

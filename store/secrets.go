@@ -62,6 +62,9 @@ type SecretRequest struct {
 	Box   SecretSealer
 	New   func() (string, error) // a new whsec_ secret
 	Actor string                 // audited when a secret is created
+	// AllowRemoved serves a removed app too: the worker still signs the
+	// attempts in flight when its app was removed.
+	AllowRemoved bool
 }
 
 // EnsureAppSecrets returns app's valid secrets, creating (and auditing) its
@@ -70,7 +73,7 @@ type SecretRequest struct {
 func (s *Store) EnsureAppSecrets(ctx context.Context, r SecretRequest) (AppSecrets, error) {
 	var out AppSecrets
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := liveApp(ctx, tx, r.App); err != nil {
+		if err := liveApp(ctx, tx, r.App); err != nil && !(r.AllowRemoved && errors.Is(err, ErrAppRemoved)) {
 			return err
 		}
 		rows, err := readSecrets(ctx, tx, r.App, r.Box)

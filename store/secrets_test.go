@@ -62,3 +62,37 @@ func TestEnsureAppSecretsConcurrent(t *testing.T) {
 		t.Fatalf("unknown app: %v, want ErrNotFound", err)
 	}
 }
+
+// A removed app's secret is refused to operators but still served to the
+// worker, which signs the attempts in flight.
+func TestEnsureAppSecretsRemovedApp(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: "alice"}
+	before, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemoveApp(ctx, "contacts", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnsureAppSecrets(ctx, req); !errors.Is(err, store.ErrAppRemoved) {
+		t.Fatalf("removed app: %v, want ErrAppRemoved", err)
+	}
+	if _, err := s.RotateAppSecret(ctx, store.RotateRequest{SecretRequest: req}); !errors.Is(err, store.ErrAppRemoved) {
+		t.Fatalf("rotate removed app: %v, want ErrAppRemoved", err)
+	}
+	req.AllowRemoved = true
+	after, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil || after.Current.Secret != before.Current.Secret {
+		t.Fatalf("worker's read of a removed app: %v, same secret %v", err, after.Current.Secret == before.Current.Secret)
+	}
+}
