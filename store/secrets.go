@@ -71,12 +71,18 @@ type SecretRequest struct {
 // first one when it has none. An unknown app is ErrNotFound, a removed one
 // ErrAppRemoved.
 func (s *Store) EnsureAppSecrets(ctx context.Context, r SecretRequest) (AppSecrets, error) {
+	// Every delivery attempt reads its app's secrets: the usual case, a
+	// current secret, takes two reads and no transaction.
+	rows, err := r.read(ctx, s.Pool)
+	if err != nil {
+		return AppSecrets{}, fmt.Errorf("secrets of app %s: %w", r.App, err)
+	}
+	if len(rows) > 0 && rows[0].ValidUntil == nil {
+		return AppSecrets{App: r.App, Current: rows[0], Previous: rows[1:]}, nil
+	}
 	var out AppSecrets
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := liveApp(ctx, tx, r.App); err != nil && !(r.AllowRemoved && errors.Is(err, ErrAppRemoved)) {
-			return err
-		}
-		rows, err := readSecrets(ctx, tx, r.App, r.Box)
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		rows, err := r.read(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -108,6 +114,14 @@ func (s *Store) EnsureAppSecrets(ctx context.Context, r SecretRequest) (AppSecre
 }
 
 var errRetry = errors.New("retry")
+
+// read checks the app and returns its valid secrets.
+func (r SecretRequest) read(ctx context.Context, q Querier) ([]AppSecret, error) {
+	if err := liveApp(ctx, q, r.App); err != nil && !(r.AllowRemoved && errors.Is(err, ErrAppRemoved)) {
+		return nil, err
+	}
+	return readSecrets(ctx, q, r.App, r.Box)
+}
 
 // AuditSecretShown records that actor was shown app's secret.
 func (s *Store) AuditSecretShown(ctx context.Context, app, actor string) error {
@@ -174,9 +188,9 @@ func (s *Store) RotateAppSecret(ctx context.Context, r RotateRequest) (AppSecret
 }
 
 // liveApp checks that app exists and was not removed.
-func liveApp(ctx context.Context, tx pgx.Tx, app string) error {
+func liveApp(ctx context.Context, q Querier, app string) error {
 	var removed *time.Time
-	err := tx.QueryRow(ctx, `SELECT removed_at FROM apps WHERE id = $1`, app).Scan(&removed)
+	err := q.QueryRow(ctx, `SELECT removed_at FROM apps WHERE id = $1`, app).Scan(&removed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrNotFound
@@ -190,8 +204,8 @@ func liveApp(ctx context.Context, tx pgx.Tx, app string) error {
 
 // readSecrets returns app's valid secrets, the current one first, then the
 // previous ones newest first.
-func readSecrets(ctx context.Context, tx pgx.Tx, app string, box SecretSealer) ([]AppSecret, error) {
-	rows, err := tx.Query(ctx, `SELECT sealed, created_at, valid_until FROM app_secrets
+func readSecrets(ctx context.Context, q Querier, app string, box SecretSealer) ([]AppSecret, error) {
+	rows, err := q.Query(ctx, `SELECT sealed, created_at, valid_until FROM app_secrets
 		WHERE app = $1 AND (valid_until IS NULL OR valid_until > now())
 		ORDER BY valid_until IS NULL DESC, id DESC`, app)
 	if err != nil {
