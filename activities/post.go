@@ -67,6 +67,13 @@ type WebhookSigner interface {
 	SignWebhook(id string, body []byte) (WebhookHeaders, error)
 }
 
+// SymmetricSigner signs a delivery with the subscribing app's own secrets:
+// the "v1,<base64 HMAC>" entries of webhook-signature, one per valid secret.
+// It reads the secrets at POST time, so they never enter workflow history.
+type SymmetricSigner interface {
+	SignSymmetric(ctx context.Context, app, id, timestamp string, body []byte) (string, error)
+}
+
 // Poster makes the HTTP part of a delivery attempt: one signed POST and the
 // classification of its outcome. It does not depend on Temporal.
 type Poster struct {
@@ -80,6 +87,9 @@ type Poster struct {
 	// Webhook, when set, also signs each attempt with the Standard Webhooks
 	// headers.
 	Webhook WebhookSigner
+	// Symmetric, when set, adds the subscribing app's v1 (HMAC-SHA256)
+	// signatures to webhook-signature, before the v1a one.
+	Symmetric SymmetricSigner
 	// MaxResponseBytes is how much of a response body is read at most
 	// (default DefaultMaxResponseBytes); the rest is never read.
 	MaxResponseBytes int64
@@ -185,14 +195,8 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	// traceparent (and tracestate) of the attempt's span; nothing when it
 	// has no valid trace context.
 	w3c.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	if p.Webhook != nil {
-		wh, err := p.Webhook.SignWebhook(r.EventID, r.Body)
-		if err != nil {
-			return PostResult{Code: CodeSubscriberUnreachable, Message: fmt.Sprintf("not sent: sign webhook headers: %v", err)}
-		}
-		req.Header.Set("webhook-id", wh.ID)
-		req.Header.Set("webhook-timestamp", wh.Timestamp)
-		req.Header.Set("webhook-signature", wh.Signature)
+	if err := p.signWebhook(ctx, req.Header, r); err != nil {
+		return PostResult{Code: CodeSubscriberUnreachable, Message: fmt.Sprintf("not sent: %v", err)}
 	}
 
 	client := p.client()
@@ -205,6 +209,36 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	// connection instead of draining an unbounded body.
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, p.maxResponseBytes()))
 	return classifyResponse(resp, body, time.Now())
+}
+
+// signWebhook sets the Standard Webhooks headers: webhook-id,
+// webhook-timestamp and webhook-signature with the app's v1 entries and the
+// v1a one, as configured. Nothing is set when neither is.
+func (p *Poster) signWebhook(ctx context.Context, h http.Header, r PostRequest) error {
+	if p.Webhook == nil && p.Symmetric == nil {
+		return nil
+	}
+	id, ts := r.EventID, strconv.FormatInt(time.Now().Unix(), 10)
+	var sigs []string
+	if p.Webhook != nil {
+		wh, err := p.Webhook.SignWebhook(r.EventID, r.Body)
+		if err != nil {
+			return fmt.Errorf("sign webhook headers: %w", err)
+		}
+		id, ts = wh.ID, wh.Timestamp
+		sigs = append(sigs, wh.Signature)
+	}
+	if p.Symmetric != nil {
+		v1, err := p.Symmetric.SignSymmetric(ctx, r.SubscriberApp, id, ts, r.Body)
+		if err != nil {
+			return fmt.Errorf("sign webhook with the secrets of %s: %w", r.SubscriberApp, err)
+		}
+		sigs = append([]string{v1}, sigs...)
+	}
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", ts)
+	h.Set("webhook-signature", strings.Join(sigs, " "))
+	return nil
 }
 
 // client returns a copy of the Poster's client that never follows redirects.

@@ -65,6 +65,7 @@ func startWorker(ctx context.Context, bin, logPath string, ws workerSettings) (*
 		"TEMPORAL_NAMESPACE="+ws.Namespace,
 		"HERALD_HTTP_ADDR="+addr,
 		"HERALD_SIGNING_KEY="+ws.SigningKeyDir,
+		"HERALD_SECRET_KEY="+testSecretKey,
 		"HERALD_ALLOW_NETWORKS=127.0.0.0/8,::1/128",
 		"HERALD_LOG_LEVEL=warn",
 	)
@@ -188,3 +189,6 @@ func tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// testSecretKey encrypts the bench apps' signing secrets (32 bytes, base64).
+const testSecretKey = "aGVyYWxkLXRlc3Qtc2VjcmV0LWtleS0zMi1ieXRlcyE="

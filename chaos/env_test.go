@@ -273,6 +273,7 @@ func (e *env) workerEnv(addr string, extra ...string) []string {
 		"TEMPORAL_NAMESPACE=default",
 		"HERALD_HTTP_ADDR=" + addr,
 		"HERALD_SIGNING_KEY=" + e.keyDir,
+		"HERALD_SECRET_KEY=" + testenv.SecretKey,
 		"HERALD_ALLOW_NETWORKS=127.0.0.0/8",
 		"HERALD_RETRY_SCHEDULE=" + retrySchedule,
 		"HERALD_DELIVERY_TIMEOUT=" + deliveryTimeout.String(),

@@ -11,6 +11,7 @@ import (
 
 	"herald/manifest"
 	"herald/netguard"
+	"herald/signing"
 	"herald/store"
 )
 
@@ -89,6 +90,10 @@ func runAppsApply(inv *invocation, args []string) error {
 		}
 		res.StateChanges = nonNil(res.StateChanges)
 		out.Apps = append(out.Apps, res)
+		if err := ensureSecret(inv, st, m.App, who); err != nil {
+			applyErr = err
+			break
+		}
 	}
 	if applyErr == nil {
 		out.Warnings = checkEndpoints(inv.ctx, manifests, inv.getenv("HERALD_ALLOW_NETWORKS"))
@@ -302,4 +307,19 @@ func checkEndpoint(ctx context.Context, guard *netguard.Guard, app, endpoint, ho
 			app, host, w.Address, w.Reason, consequence)
 	}
 	return w, true
+}
+
+// ensureSecret gives a newly applied app its Standard Webhooks secret when
+// HERALD_SECRET_KEY is set here; without it the worker creates the secret
+// before the app's first delivery.
+func ensureSecret(inv *invocation, st *store.Store, app, actor string) error {
+	if inv.getenv("HERALD_SECRET_KEY") == "" {
+		return nil
+	}
+	box, err := inv.secretBox()
+	if err != nil {
+		return err
+	}
+	_, err = st.EnsureAppSecrets(inv.ctx, store.SecretRequest{App: app, Box: box, New: signing.NewSecret, Actor: actor})
+	return err
 }

@@ -25,15 +25,17 @@ func runApps(inv *invocation, args []string) error {
 		return runAppsRemove(inv, rest)
 	case "token":
 		return runAppsToken(inv, rest)
+	case "secret":
+		return runAppsSecret(inv, rest)
 	case "":
 		if len(rest) > 0 && isHelpFlag(rest[0]) {
 			c, _ := lookupCommand("apps")
 			printCommandUsage(inv.stdout, c)
 			return nil
 		}
-		return usagef("apps", "apps: missing subcommand (apply, diff, list, show, remove or token)")
+		return usagef("apps", "apps: missing subcommand (apply, diff, list, show, remove, token or secret)")
 	default:
-		return usagef("apps", "apps: unknown subcommand %q (want apply, diff, list, show, remove or token)", sub)
+		return usagef("apps", "apps: unknown subcommand %q (want apply, diff, list, show, remove, token or secret)", sub)
 	}
 }
 

@@ -59,9 +59,10 @@ func init() {
 			summary: "create or upgrade Herald's database schema", run: runMigrate},
 		{name: "apps", group: groupSetup,
 			synopsis: []string{"apps apply PATH... [--actor A] [--allow-breaking --reason R]", "apps diff PATH...", "apps list", "apps show APP", "apps remove APP [--actor A]",
-				"apps token create APP [--name N] [--actor A]", "apps token list [APP]", "apps token revoke APP NAME|ID [--actor A]"},
+				"apps token create APP [--name N] [--actor A]", "apps token list [APP]", "apps token revoke APP NAME|ID [--actor A]",
+				"apps secret show APP [--actor A]", "apps secret rotate APP [--overlap 24h] [--reason R] [--actor A]"},
 			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
-				"create, list and revoke their tokens for the publishing API", run: runApps},
+				"create, list and revoke their tokens for the publishing API; show and rotate their Standard Webhooks secrets", run: runApps},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},

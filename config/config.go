@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -36,9 +37,17 @@ type Common struct {
 // Worker is the worker process's configuration.
 type Worker struct {
 	Common
-	HTTPAddr        string        `env:"HERALD_HTTP_ADDR"`
-	APIAddr         string        `env:"HERALD_API_ADDR"` // the publishing API (POST /v1/events); empty: off
-	SigningKey      string        `env:"HERALD_SIGNING_KEY"`
+	HTTPAddr   string `env:"HERALD_HTTP_ADDR"`
+	APIAddr    string `env:"HERALD_API_ADDR"` // the publishing API (POST /v1/events); empty: off
+	SigningKey string `env:"HERALD_SIGNING_KEY"`
+	// SecretKey encrypts the apps' signing secrets at rest: base64 of 32
+	// bytes, or @FILE holding it (docs/signing-keys.md).
+	SecretKey string `env:"HERALD_SECRET_KEY"`
+	// SignV1A is "on" (default) or "off": whether deliveries also carry the
+	// Ed25519 v1a entry in webhook-signature.
+	SignV1A string `env:"HERALD_SIGN_V1A"`
+	// EgressProxy is the http(s) proxy every delivery goes through; empty: none.
+	EgressProxy     string        `env:"HERALD_EGRESS_PROXY"`
 	AllowNetworks   string        `env:"HERALD_ALLOW_NETWORKS"`
 	RetrySchedule   string        `env:"HERALD_RETRY_SCHEDULE"`
 	DeliveryTimeout time.Duration `env:"HERALD_DELIVERY_TIMEOUT"`
@@ -67,6 +76,10 @@ type Worker struct {
 	// Parsed forms, filled by LoadWorker.
 	Allow    []netip.Prefix  `env:"-"`
 	Schedule []time.Duration `env:"-"`
+	// NoV1A is HERALD_SIGN_V1A=off.
+	NoV1A bool `env:"-"`
+	// Proxy is the parsed EgressProxy, nil for none.
+	Proxy *url.URL `env:"-"`
 }
 
 // Defaults.
@@ -125,6 +138,16 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	if w.SigningKey == "" {
 		return w, fmt.Errorf("HERALD_SIGNING_KEY is required: a PEM file or a directory of them (starter keys generate --out DIR)")
 	}
+	switch strings.ToLower(strings.TrimSpace(w.SignV1A)) {
+	case "", "on", "true", "1":
+	case "off", "false", "0":
+		w.NoV1A = true
+	default:
+		return w, fmt.Errorf("HERALD_SIGN_V1A: %q: want on or off", w.SignV1A)
+	}
+	if w.Proxy, err = netguard.ParseProxy(w.EgressProxy); err != nil {
+		return w, fmt.Errorf("HERALD_EGRESS_PROXY: %w", err)
+	}
 	if w.HTTPAddr == "" {
 		w.HTTPAddr = DefaultHTTPAddr
 	}
@@ -145,6 +168,9 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
 		w.MaxRearms = workflows.NoRearms // set to 0: a failed key never re-arms by itself
+	}
+	if strings.TrimSpace(w.SecretKey) == "" {
+		return w, fmt.Errorf("HERALD_SECRET_KEY is required: base64 of 32 bytes (head -c32 /dev/urandom | base64), or @FILE holding it; it encrypts the apps' signing secrets")
 	}
 	return w, nil
 }

@@ -12,7 +12,7 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestLoadWorker(t *testing.T) {
-	base := map[string]string{"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys"}
+	base := map[string]string{"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys", "HERALD_SECRET_KEY": "@/keys/secret.key"}
 	w, err := LoadWorker(env(base))
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestLoadWorker(t *testing.T) {
 		t.Fatalf("defaults: %+v", w)
 	}
 	set := map[string]string{
-		"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys",
+		"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys", "HERALD_SECRET_KEY": "@/keys/secret.key",
 		"HERALD_RETRY_SCHEDULE": "1s, 2m", "HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1",
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
 		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
@@ -51,6 +51,9 @@ func TestLoadWorkerRejects(t *testing.T) {
 	}{
 		{map[string]string{"HERALD_SIGNING_KEY": "/k"}, "HERALD_DATABASE_URL is required"},
 		{map[string]string{"HERALD_DATABASE_URL": "x"}, "HERALD_SIGNING_KEY is required"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k"}, "HERALD_SECRET_KEY is required"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_SIGN_V1A": "maybe"}, "HERALD_SIGN_V1A"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_EGRESS_PROXY": "socks5://p:1080"}, "HERALD_EGRESS_PROXY"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,soon"}, `"soon" is not a duration`},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,-2s"}, "must be positive"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_ALLOW_NETWORKS": "10.0.0.0/33"}, "HERALD_ALLOW_NETWORKS"},
@@ -81,5 +84,20 @@ func TestEnvNames(t *testing.T) {
 		if !found {
 			t.Errorf("documented variable %s is not read by the worker", want)
 		}
+	}
+}
+
+// HERALD_SIGN_V1A=off drops v1a; HERALD_EGRESS_PROXY is parsed.
+func TestLoadWorkerSigningAndProxy(t *testing.T) {
+	base := map[string]string{"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys", "HERALD_SECRET_KEY": "@/k"}
+	w, err := LoadWorker(env(base))
+	if err != nil || w.NoV1A || w.Proxy != nil {
+		t.Fatalf("defaults: %+v, %v: want v1a on, no proxy", w, err)
+	}
+	base["HERALD_SIGN_V1A"] = "off"
+	base["HERALD_EGRESS_PROXY"] = "http://proxy.internal:3128"
+	w, err = LoadWorker(env(base))
+	if err != nil || !w.NoV1A || w.Proxy == nil || w.Proxy.Host != "proxy.internal:3128" {
+		t.Fatalf("off and proxy: %+v, %v", w, err)
 	}
 }

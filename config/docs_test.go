@@ -124,7 +124,7 @@ func TestConfigurationPageListsEveryVariable(t *testing.T) {
 // with what the code does when the variable is unset.
 func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 	rows := readEnvTable(t)
-	required := map[string]string{"HERALD_DATABASE_URL": "postgres://db", "HERALD_SIGNING_KEY": "/keys"}
+	required := map[string]string{"HERALD_DATABASE_URL": "postgres://db", "HERALD_SIGNING_KEY": "/keys", "HERALD_SECRET_KEY": "@/keys/secret.key"}
 	w, err := LoadWorker(func(k string) string { return required[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +162,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_LOG_LEVEL":             w.LogLevel,
 		"HERALD_WORKER_URL":            "http://" + DefaultHTTPAddr,
 		"HERALD_OWNER_DATABASE_URL":    "HERALD_DATABASE_URL",
+		"HERALD_SIGN_V1A":              map[bool]string{false: "on", true: "off"}[w.NoV1A],
 	}
 	for _, r := range rows {
 		switch r.def {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -65,10 +66,17 @@ type ClientOptions struct {
 	IdleConnTimeout time.Duration
 	// TLSClientConfig is used for HTTPS connections (default: system roots).
 	TLSClientConfig *tls.Config
+	// Proxy, when set, is the egress proxy every request goes through
+	// (HERALD_EGRESS_PROXY): the transport connects to it alone, its own
+	// address allowed explicitly, and the guard judges each request's final
+	// target from the addresses its host resolves to before the request
+	// is sent. The proxy resolves the name again when it connects: it
+	// should refuse internal targets itself too.
+	Proxy *url.URL
 }
 
 // NewHTTPClient returns an HTTP client whose every connection passes the
-// guard. It never uses a proxy (whatever the environment says), never
+// guard. It uses no proxy but opts.Proxy (whatever the environment says), never
 // follows redirects (the 3xx response is returned as is) and sets no overall
 // timeout: callers bound each request with its context.
 func NewHTTPClient(g *Guard, opts ClientOptions) *http.Client {
@@ -94,8 +102,14 @@ func NewHTTPClient(g *Guard, opts ClientOptions) *http.Client {
 		MaxResponseHeaderBytes: 64 << 10,
 		ForceAttemptHTTP2:      true,
 	}
+	var rt http.RoundTripper = transport
+	if opts.Proxy != nil {
+		transport.Proxy = http.ProxyURL(opts.Proxy)
+		transport.DialContext = proxyDialer(opts.Proxy, opts.ConnectTimeout)
+		rt = targetGuard{g: g, next: transport}
+	}
 	return &http.Client{
-		Transport: transport,
+		Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -74,6 +74,11 @@ if ! ls "$state/keys/"*.pem >/dev/null 2>&1; then
   echo "== generating a signing key (.dev/keys, never committed)"
   "$starter" keys generate --out "$state/keys" >/dev/null
 fi
+if [ ! -s "$state/secret.key" ]; then
+  echo "== generating a dev secret encryption key (.dev/secret.key, never committed)"
+  (umask 077; head -c32 /dev/urandom | base64 >"$state/secret.key")
+fi
+export HERALD_SECRET_KEY="@$state/secret.key"
 if [ -n "$owner_url" ]; then
   HERALD_OWNER_DATABASE_URL=$owner_url "$starter" migrate --runtime-role herald_app >/dev/null
 else
@@ -144,7 +149,7 @@ Herald is running.
   Logs:          .dev/worker.log  .dev/subscriber.log  (received events: .dev/received.ndjson)
 
 In another terminal:
-  export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS PATH=\$PWD/.dev/bin:\$PATH
+  export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS HERALD_SECRET_KEY='$HERALD_SECRET_KEY' PATH=\$PWD/.dev/bin:\$PATH
 
 Publish over HTTP (202 with the accepted id; refusals are application/problem+json):
   curl -H "Authorization: Bearer \$(cat .dev/api-token)" -H 'Content-Type: application/json' \\

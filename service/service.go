@@ -72,6 +72,10 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		return nil, fmt.Errorf("signing keys: %w", err)
 	}
 	s.Keys = keys
+	box, err := signing.LoadSecretBox(cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
 	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.DBMaxConns)}); err != nil {
 		return nil, err
 	}
@@ -118,12 +122,16 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 	}
 
 	guard := netguard.New(cfg.Allow)
+	poster := &activities.Poster{
+		Client:    netguard.NewHTTPClient(guard, netguard.ClientOptions{Proxy: cfg.Proxy}),
+		Signer:    signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
+		Symmetric: secretSigner{store: s.Store, box: box},
+	}
+	if !cfg.NoV1A {
+		poster.Webhook = signerAdapter{s: keys.Signer(), issuer: cfg.Issuer}
+	}
 	acts := &activities.Activities{
-		Poster: &activities.Poster{
-			Client:  netguard.NewHTTPClient(guard, netguard.ClientOptions{}),
-			Signer:  signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
-			Webhook: signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
-		},
+		Poster:   poster,
 		Store:    s.Store,
 		Signaler: s.Temporal,
 		Observer: s.Metrics,

@@ -13,7 +13,7 @@ import (
 )
 
 // openSyncStore returns a migrated store in a fresh schema.
-func openSyncStore(t *testing.T) *store.Store {
+func openSyncStore(t testing.TB) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})

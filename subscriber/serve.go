@@ -88,6 +88,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, r, f, nil)
 		return
 	}
+	if f := h.verifyWebhook(r.Header, body); f != nil {
+		h.reply(w, r, f, nil)
+		return
+	}
 
 	ev, err := decodeEvent(body)
 	if err != nil {

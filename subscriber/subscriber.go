@@ -129,6 +129,12 @@ type Config struct {
 	// expires; when the cache is full, the id expiring soonest goes first.
 	ReplayCacheSize int
 
+	// WebhookSecrets, when set, also requires a Standard Webhooks v1
+	// signature verifying with one of these whsec_ secrets (`starter apps
+	// secret show`; list the old and the new one during a rotation), after
+	// the JWT (401 webhook_signature_invalid).
+	WebhookSecrets []string
+
 	// OnFailure, when set, is called for every delivery not answered 2xx,
 	// e.g. to log it. It must not block.
 	OnFailure func(r *http.Request, f Failure)
@@ -163,6 +169,7 @@ type handler struct {
 	replay    *replayCache
 	parser    *jwt.Parser
 	onFailure func(*http.Request, Failure)
+	webhook   *WebhookVerifier // nil unless Config.WebhookSecrets
 }
 
 // New returns an http.Handler that verifies Herald deliveries and passes their
@@ -187,7 +194,12 @@ func New(cfg Config, h Handler) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new subscriber: %w", err)
 	}
+	webhook, err := newWebhookVerifier(cfg.WebhookSecrets, now)
+	if err != nil {
+		return nil, err
+	}
 	return &handler{
+		webhook:   webhook,
 		handle:    h,
 		audiences: audiences,
 		issuer:    orDefault(cfg.Issuer, DefaultIssuer),

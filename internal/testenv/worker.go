@@ -26,8 +26,12 @@ func WorkerConfig(t testing.TB) config.Worker {
 			LogLevel: "warn"},
 		HTTPAddr:        "127.0.0.1:0",
 		SigningKey:      keyDir,
+		SecretKey:       SecretKey,
 		Allow:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		Schedule:        []time.Duration{200 * time.Millisecond, 200 * time.Millisecond},
 		DeliveryTimeout: 5 * time.Second,
 	}
 }
+
+// SecretKey is the HERALD_SECRET_KEY of test workers: a fixed test key.
+const SecretKey = "aGVyYWxkLXRlc3Qtc2VjcmV0LWtleS0zMi1ieXRlcyE="

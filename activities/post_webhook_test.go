@@ -1,0 +1,120 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"herald/activities"
+	"herald/netguard"
+)
+
+// fakeSymmetric signs "v1,<app>:<id>.<ts>" per app so tests see which
+// app's secrets signed a delivery.
+type fakeSymmetric struct{ err error }
+
+func (f fakeSymmetric) SignSymmetric(_ context.Context, app, id, ts string, _ []byte) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
+	return "v1," + app + ":" + id + "." + ts + " v1," + app + ":previous", nil
+}
+
+type fakeWebhook struct{}
+
+func (fakeWebhook) SignWebhook(id string, _ []byte) (activities.WebhookHeaders, error) {
+	return activities.WebhookHeaders{ID: id, Timestamp: "1700000000", Signature: "v1a,ed25519"}, nil
+}
+
+// TestPostSignsWithTheSubscribersSecrets: webhook-signature carries the
+// subscribing app's v1 entries (each secret's, current first) and then v1a,
+// on the id and timestamp of the other headers; each subscriber gets its own.
+func TestPostSignsWithTheSubscribersSecrets(t *testing.T) {
+	got := make(chan http.Header, 2)
+	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	p, _ := newPoster(t)
+	p.Webhook = fakeWebhook{}
+	p.Symmetric = fakeSymmetric{}
+	for _, app := range []string{"billing", "audit-log"} {
+		res := p.Post(context.Background(), activities.PostRequest{URL: srv.URL, Body: []byte(`{}`),
+			SubscriptionID: "s", SubscriberApp: app, EventID: "e1", Attempt: 1})
+		if !res.Delivered() {
+			t.Fatalf("%s: %+v", app, res)
+		}
+		h := <-got
+		want := "v1," + app + ":e1.1700000000 v1," + app + ":previous v1a,ed25519"
+		if h.Get("webhook-signature") != want || h.Get("webhook-id") != "e1" || h.Get("webhook-timestamp") != "1700000000" {
+			t.Errorf("%s: webhook headers %q %q %q, want signature %q", app, h.Get("webhook-id"),
+				h.Get("webhook-timestamp"), h.Get("webhook-signature"), want)
+		}
+	}
+}
+
+// TestPostV1Only: with v1a off, the v1 entries alone, with a timestamp of now.
+func TestPostV1Only(t *testing.T) {
+	got := make(chan http.Header, 1)
+	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	p, _ := newPoster(t)
+	p.Symmetric = fakeSymmetric{}
+	res := p.Post(context.Background(), activities.PostRequest{URL: srv.URL, Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if !res.Delivered() {
+		t.Fatalf("%+v", res)
+	}
+	h := <-got
+	sig := h.Get("webhook-signature")
+	if strings.Contains(sig, "v1a,") || !strings.HasPrefix(sig, "v1,billing:e1."+h.Get("webhook-timestamp")) || h.Get("webhook-timestamp") == "" {
+		t.Errorf("webhook-signature %q, timestamp %q", sig, h.Get("webhook-timestamp"))
+	}
+}
+
+// TestPostSecretFailureIsNotSent: a secret that cannot be read stops the
+// attempt before anything is sent, not counted against the subscriber.
+func TestPostSecretFailureIsNotSent(t *testing.T) {
+	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a request was sent without its signature")
+	})
+	p, _ := newPoster(t)
+	p.Symmetric = fakeSymmetric{err: errors.New("open secret: wrong HERALD_SECRET_KEY or damaged secret")}
+	res := p.Post(context.Background(), activities.PostRequest{URL: srv.URL, Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if res.Code != activities.CodeSubscriberUnreachable || !strings.Contains(res.Message, "secrets of billing") {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// TestPostThroughProxyForbiddenTarget: behind an egress proxy, a forbidden
+// endpoint still ends endpoint_forbidden and never reaches the proxy.
+func TestPostThroughProxyForbiddenTarget(t *testing.T) {
+	reached := make(chan string, 1)
+	proxy := server(t, func(w http.ResponseWriter, r *http.Request) {
+		reached <- r.URL.String()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	u, err := netguard.ParseProxy(proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &activities.Poster{Client: netguard.NewHTTPClient(netguard.New(nil), netguard.ClientOptions{Proxy: u}), Signer: &fakeSigner{}}
+	res := p.Post(context.Background(), activities.PostRequest{URL: "http://10.0.0.7/hooks", Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if res.Code != activities.CodeEndpointForbidden {
+		t.Fatalf("%+v, want endpoint_forbidden", res)
+	}
+	res = p.Post(context.Background(), activities.PostRequest{URL: "http://93.184.216.34/hooks", Body: []byte(`{}`),
+		SubscriptionID: "s", SubscriberApp: "billing", EventID: "e1", Attempt: 1})
+	if !res.Delivered() {
+		t.Fatalf("public endpoint through the proxy: %+v", res)
+	}
+	if got := <-reached; got != "http://93.184.216.34/hooks" {
+		t.Fatalf("the proxy forwarded %q", got)
+	}
+}

@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"herald/internal/testenv"
+	"herald/signing"
+	"herald/store"
+)
+
+// Concurrent first uses of an app's secret (replicas delivering at once)
+// agree on one secret, created and audited once, and stored sealed.
+func TestEnsureAppSecretsConcurrent(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: store.ActorSystem}
+	const n = 8
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			set, err := s.EnsureAppSecrets(ctx, req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = set.Current.Secret
+		}()
+	}
+	wg.Wait()
+	for _, g := range got[1:] {
+		if g != got[0] {
+			t.Fatalf("concurrent callers got different secrets: %q", got)
+		}
+	}
+	rows, err := s.ListAudit(ctx, store.AuditFilter{Action: store.ActionSecretCreated, TargetID: "contacts"})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("secret_created rows %d, %v: want 1", len(rows), err)
+	}
+	var sealed []byte
+	if err := s.Pool.QueryRow(ctx, `SELECT sealed FROM app_secrets WHERE app = 'contacts'`).Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, []byte(got[0])) || bytes.Contains(sealed, []byte(got[0][6:])) {
+		t.Fatal("the secret is stored in the clear")
+	}
+	if _, err := s.EnsureAppSecrets(ctx, store.SecretRequest{App: "nope", Box: box, New: signing.NewSecret}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown app: %v, want ErrNotFound", err)
+	}
+}
+
+// A removed app's secret is refused to operators but still served to the
+// worker, which signs the attempts in flight.
+func TestEnsureAppSecretsRemovedApp(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: "alice"}
+	before, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemoveApp(ctx, "contacts", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnsureAppSecrets(ctx, req); !errors.Is(err, store.ErrAppRemoved) {
+		t.Fatalf("removed app: %v, want ErrAppRemoved", err)
+	}
+	if _, err := s.RotateAppSecret(ctx, store.RotateRequest{SecretRequest: req}); !errors.Is(err, store.ErrAppRemoved) {
+		t.Fatalf("rotate removed app: %v, want ErrAppRemoved", err)
+	}
+	req.AllowRemoved = true
+	after, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil || after.Current.Secret != before.Current.Secret {
+		t.Fatalf("worker's read of a removed app: %v, same secret %v", err, after.Current.Secret == before.Current.Secret)
+	}
+}
