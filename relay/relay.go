@@ -6,6 +6,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -106,6 +107,34 @@ func (m *matcher) match(text string) string {
 		return CodeFilterNoMatch
 	}
 	return ""
+}
+
+// audience returns the subscriptions of subs that receive ev. An
+// operational event (herald.*) is about one subscription and goes only to
+// subscriptions of that subscription's app (its data.subscriberApp): an app
+// sees the failures of its own keys, never another app's subject keys or
+// receivers' error bodies. One that names no app goes to nobody.
+func audience(ev store.PendingEvent, subs []store.Deliverable) []store.Deliverable {
+	if !store.IsHeraldType(ev.Type) || len(subs) == 0 {
+		return subs
+	}
+	var env struct {
+		Source string `json:"source"`
+		Data   struct {
+			SubscriberApp string `json:"subscriberApp"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(ev.Envelope, &env); err != nil || env.Source != "app:"+store.HeraldApp ||
+		env.Data.SubscriberApp == "" {
+		return nil
+	}
+	var out []store.Deliverable
+	for _, s := range subs {
+		if s.App == env.Data.SubscriberApp {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Codes of a filtered outcome.
@@ -301,9 +330,13 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	// went idle) is not handed to its key again.
 	var pairs []store.Dispatch
 	filtered := map[store.Dispatch]bool{}
-	for _, ev := range evs {
+	targets := make([][]store.Deliverable, len(evs)) // per event, its subscriptions
+	for i, ev := range evs {
+		targets[i] = audience(ev, byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)])
+	}
+	for i, ev := range evs {
 		m := r.matcher(ev)
-		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+		for _, s := range targets[i] {
 			d := store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject}
 			if code := m.match(s.FilterAt(ev.ReceivedAt)); code != "" {
 				d.Filtered, d.Code = true, code
@@ -328,8 +361,8 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	}
 	groups := map[key]*group{}
 	var order []*group
-	for _, ev := range evs {
-		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+	for i, ev := range evs {
+		for _, s := range targets[i] {
 			if settled[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}] {
 				continue
 			}
