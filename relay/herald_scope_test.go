@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/manifest"
 	"herald/relay"
@@ -80,6 +81,24 @@ func TestOperationalEventsReachOnlyTheirOwnApp(t *testing.T) {
 	if len(got) != len(want) || strings.Join(got["billing"], ",") != strings.Join(want["billing"], ",") ||
 		strings.Join(got["crm"], ",") != strings.Join(want["crm"], ",") {
 		t.Fatalf("herald.key.failed delivered per app:\n got %v\nwant %v (watcher subscribes to no failed key)", got, want)
+	}
+	// A redelivery window (starter events redeliver --since) lists the same.
+	for sub, want := range map[string]string{
+		"billing:" + store.TypeKeyFailed + "@1": "billing:contacts.person.updated@1/p1",
+		"crm:" + store.TypeKeyFailed + "@1":     "crm:contacts.person.updated@1/p1",
+		"watcher:" + store.TypeKeyFailed + "@1": "",
+	} {
+		keys, err := st.WindowEvents(ctx, sub, "", time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range keys {
+			got = append(got, k.Subject)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("redelivery window of %s: keys %v, want %q", sub, got, want)
+		}
 	}
 	lag, err := st.RelayLag(ctx)
 	if err != nil || lag.Undispatched != 0 {

@@ -6,7 +6,6 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -118,19 +117,13 @@ func audience(ev store.PendingEvent, subs []store.Deliverable) []store.Deliverab
 	if !store.IsHeraldType(ev.Type) || len(subs) == 0 {
 		return subs
 	}
-	var env struct {
-		Source string `json:"source"`
-		Data   struct {
-			SubscriberApp string `json:"subscriberApp"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(ev.Envelope, &env); err != nil || env.Source != "app:"+store.HeraldApp ||
-		env.Data.SubscriberApp == "" {
+	app := store.OperationalEventApp(ev.Envelope)
+	if app == "" {
 		return nil
 	}
 	var out []store.Deliverable
 	for _, s := range subs {
-		if s.App == env.Data.SubscriberApp {
+		if s.App == app {
 			out = append(out, s)
 		}
 	}
