@@ -21,6 +21,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"herald/internal/tracing"
 	"herald/netguard"
 	"herald/store"
 )
@@ -192,9 +193,14 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	req.Header.Set("Herald-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("Herald-Event-Id", r.EventID)
 	req.Header.Set("User-Agent", "Herald")
-	// traceparent (and tracestate) of the attempt's span; nothing when it
-	// has no valid trace context.
+	// traceparent of the attempt's span; nothing when it has no valid trace
+	// context. Its tracestate only when incoming trace context is trusted
+	// (HERALD_TRUST_INCOMING_TRACE): otherwise it may be a publisher's, which
+	// is not for every subscriber to receive.
 	w3c.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	if !tracing.TrustIncoming() {
+		req.Header.Del("tracestate")
+	}
 	if err := p.signWebhook(ctx, req.Header, r); err != nil {
 		return PostResult{Code: CodeSubscriberUnreachable, Message: fmt.Sprintf("not sent: %v", err)}
 	}

@@ -133,6 +133,9 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 	case ev.Type != sub.Type || ev.Version != sub.Version:
 		return invalidf("event %s is a %s@%d event; subscription %s takes %s@%d", ev.ID, ev.Type, ev.Version,
 			sub.ID, sub.Type, sub.Version)
+	case store.IsHeraldType(ev.Type) && store.OperationalEventApp(ev.Envelope) != sub.App:
+		return invalidf("event %s is an operational event about another app's subscription; "+
+			"subscription %s receives only those about %s's own", ev.ID, sub.ID, sub.App)
 	case ev.Subject != req.subject:
 		return invalidf("event %s has the subject key %q, not %q: give --subject %s", ev.ID, ev.Subject, req.subject,
 			shellQuote(ev.Subject))

@@ -72,6 +72,10 @@ type Worker struct {
 	// RelayMaxAttempts is the failed signals after which the relay gives
 	// up on an event, code relay_failed (default 10).
 	RelayMaxAttempts int `env:"HERALD_RELAY_MAX_ATTEMPTS"`
+	// TrustIncomingTrace makes a publisher's traceparent the parent of its
+	// events' publish spans, and lets tracestate reach subscribers (default
+	// false: the publisher's span is only linked).
+	TrustIncomingTrace bool `env:"HERALD_TRUST_INCOMING_TRACE"`
 
 	// Parsed forms, filled by LoadWorker.
 	Allow    []netip.Prefix  `env:"-"`

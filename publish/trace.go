@@ -24,14 +24,28 @@ func tracer() trace.Tracer { return tracerOf.Get() }
 // w3c writes and reads the trace context stored with an event.
 var w3c propagation.TraceContext
 
-// startSpan starts the publish span of one request, a child of the span in
-// ctx if there is one, and returns it with its W3C trace context (nil when
-// the span has no valid context: tracing is off and ctx carries no span).
+// startSpan starts the publish span of one request and returns it with its
+// W3C trace context (nil when the span has no valid context: tracing is off
+// and ctx carries no span it may continue).
+//
+// The span is a child of the span in ctx when that span is the caller's own
+// (PublishTx, Publish from Go code), or a remote one (the publishing API's
+// incoming traceparent) trusted by HERALD_TRUST_INCOMING_TRACE. An untrusted
+// remote span becomes a link of a new root span instead: the trace id and
+// the sampling decision are Herald's (its sampler sees no parent), and the
+// publisher's tracestate is not stored, so it reaches no subscriber.
 func startSpan(ctx context.Context, r Request) (trace.Span, store.TraceContext) {
-	if !tracing.On() && !trace.SpanContextFromContext(ctx).IsValid() {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+	if in := trace.SpanContextFromContext(ctx); in.IsValid() && in.IsRemote() && !tracing.TrustIncoming() {
+		if !tracing.On() {
+			return tracing.NoopSpan, nil // nothing of Herald's own to pass on
+		}
+		opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: in,
+			Attributes: []attribute.KeyValue{attribute.String("herald.link", "publisher")}}))
+	} else if !tracing.On() && !in.IsValid() {
 		return tracing.NoopSpan, nil // tracing off: nothing to do
 	}
-	_, span := tracer().Start(ctx, "publish "+r.Type, trace.WithSpanKind(trace.SpanKindProducer))
+	_, span := tracer().Start(ctx, "publish "+r.Type, opts...)
 	sc := span.SpanContext()
 	if !sc.IsValid() {
 		return span, nil

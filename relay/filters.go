@@ -97,11 +97,11 @@ type parsed struct {
 // this version refuses) is delivered: the subscriber chose the filter, and
 // an extra event is better than a lost one. The failures are logged,
 // counted and audited (noteFilterErrors).
-func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, byType map[string][]store.Deliverable) (map[store.Dispatch]string, int) {
+func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, targets [][]store.Deliverable) (map[store.Dispatch]string, int) {
 	jobs := map[string]*filterJob{}
 	var order []*filterJob
 	for i, ev := range evs {
-		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+		for _, s := range targets[i] {
 			if s.FilterAt(ev.ReceivedAt) == "" {
 				continue
 			}

@@ -244,15 +244,20 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 
 	// Content filters are judged first, concurrently per subscription and
 	// within bounded time (judge), so a slow filter never holds the round.
-	filtered, filterErrors := r.judge(ctx, evs, byType)
+	// An operational event goes only to the app it is about (audience).
+	targets := make([][]store.Deliverable, len(evs)) // per event, its subscriptions
+	for i, ev := range evs {
+		targets[i] = audience(ev, byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)])
+	}
+	filtered, filterErrors := r.judge(ctx, evs, targets)
 	defer r.auditFilterErrors(ctx)
 
 	// Every (subscription, event) gets its queued outcome row before any
 	// signal; a pair already settled (a re-send after a crash, once the key
 	// went idle) is not handed to its key again.
 	var pairs []store.Dispatch
-	for _, ev := range evs {
-		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+	for i, ev := range evs {
+		for _, s := range targets[i] {
 			d := store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID, Seq: ev.Seq, Subject: ev.Subject}
 			if code, ok := filtered[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}]; ok {
 				d.Filtered, d.Code = true, code
@@ -276,8 +281,8 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	}
 	groups := map[key]*group{}
 	var order []*group
-	for _, ev := range evs {
-		for _, s := range byType[fmt.Sprintf("%s@%d", ev.Type, ev.Version)] {
+	for i, ev := range evs {
+		for _, s := range targets[i] {
 			if settled[store.Dispatch{SubscriptionID: s.ID, EventID: ev.ID}] {
 				continue
 			}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make lint: gofmt, go vet, staticcheck (with the chaos suite's build tag, so
-# its files are checked too) and Temporal's workflowcheck on the workflow
-# package. The linters are pinned and built once into .tools/bin.
+# its files are checked too), Temporal's workflowcheck on the workflow
+# package and govulncheck (scripts/vulncheck.sh: skipped, saying so, when the
+# vulnerability database is unreachable). The linters are pinned and built once into .tools/bin.
 set -euo pipefail
 export GOTOOLCHAIN=go1.27.3
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,6 +10,7 @@ cd "$root"
 bin="$root/.tools/bin"
 staticcheck_version=v0.8.2
 workflowcheck_version=v0.6.0
+govulncheck_version=v1.9.0
 
 # tool NAME MODULE VERSION: build NAME at VERSION into .tools/bin once.
 tool() {
@@ -21,6 +23,7 @@ tool() {
 }
 tool staticcheck honnef.co/go/tools/cmd/staticcheck "$staticcheck_version"
 tool workflowcheck go.temporal.io/sdk/contrib/tools/workflowcheck "$workflowcheck_version"
+tool govulncheck golang.org/x/vuln/cmd/govulncheck "$govulncheck_version"
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))
@@ -32,4 +35,6 @@ echo "== staticcheck $staticcheck_version"
 "$bin/staticcheck" -tags chaos ./...
 echo "== workflowcheck $workflowcheck_version"
 "$bin/workflowcheck" ./workflows/...
+echo "== govulncheck $govulncheck_version"
+GOVULNCHECK="$bin/govulncheck" scripts/vulncheck.sh
 echo "lint: clean"

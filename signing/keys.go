@@ -150,6 +150,11 @@ type KeySet struct {
 // be in flight. Publishing a new .pub.pem ahead of its private key lets
 // receivers cache it before it signs.
 //
+// Key files and the folders holding them must be owned by the worker's user
+// or root and not writable by group or others (checked on Unix): anyone who
+// could add or change a file there could make receivers trust a key of
+// theirs. A private key file must moreover be unreadable by group and others.
+//
 // LoadKeys fails when spec names no private key.
 func LoadKeys(spec string) (*KeySet, error) {
 	entries := strings.Split(spec, ",")
@@ -221,7 +226,13 @@ func keyFiles(entry string) ([]string, error) {
 		return nil, fmt.Errorf("load keys: %w", err)
 	}
 	if !info.IsDir() {
+		if err := checkFolder(filepath.Dir(entry)); err != nil {
+			return nil, err
+		}
 		return []string{entry}, nil
+	}
+	if err := checkFolder(entry); err != nil {
+		return nil, err
 	}
 	entries, err := os.ReadDir(entry)
 	if err != nil {
@@ -235,6 +246,16 @@ func keyFiles(entry string) ([]string, error) {
 		paths = append(paths, filepath.Join(entry, e.Name()))
 	}
 	return paths, nil
+}
+
+// checkFolder refuses a key folder that someone other than the worker's
+// user or root could add a key file to.
+func checkFolder(dir string) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("load keys: %w", err)
+	}
+	return checkTrusted("folder", dir, info)
 }
 
 // loadKeyFile reads every PEM block of one file.
@@ -275,6 +296,16 @@ func loadKeyFile(path string) ([]key, error) {
 				return nil, err
 			}
 			break
+		}
+	}
+	if err := checkTrusted("file", path, info); err != nil {
+		return nil, err
+	}
+	// A symlinked file (a Kubernetes secret volume's) lives in another
+	// folder, which must be as closed as the one it is listed in.
+	if real, err := filepath.EvalSymlinks(path); err == nil && filepath.Dir(real) != filepath.Dir(path) {
+		if err := checkFolder(filepath.Dir(real)); err != nil {
+			return nil, err
 		}
 	}
 	return keys, nil

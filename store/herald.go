@@ -126,6 +126,21 @@ func IsHeraldType(eventType string) bool {
 	return strings.HasPrefix(eventType, HeraldApp+".")
 }
 
+// OperationalEventApp returns the app an operational event's envelope is
+// about (its data.subscriberApp), the only app it is delivered to; "" when
+// it names none.
+func OperationalEventApp(envelope []byte) string {
+	var env struct {
+		Data struct {
+			SubscriberApp string `json:"subscriberApp"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(envelope, &env) != nil {
+		return ""
+	}
+	return env.Data.SubscriberApp
+}
+
 // subInfo is what operational events say about a subscription.
 type subInfo struct {
 	App     string

@@ -405,8 +405,10 @@ type KeyEvents struct {
 
 // WindowEvents lists, per subject key in key order, every accepted event of
 // the subscription's type and version received in [since, until), in
-// sequence order; subject limits it to one key when not empty. An unknown
-// subscription is an error wrapping ErrNotFound.
+// sequence order; subject limits it to one key when not empty. An
+// operational event (herald.*) is listed only for subscriptions of the app
+// it is about, as the relay dispatches it. An unknown subscription is an
+// error wrapping ErrNotFound.
 func (s *Store) WindowEvents(ctx context.Context, subscriptionID, subject string, since, until time.Time) ([]KeyEvents, error) {
 	if _, err := getSubscription(ctx, s.Pool, subscriptionID, false); err != nil {
 		return nil, err
@@ -417,7 +419,10 @@ func (s *Store) WindowEvents(ctx context.Context, subscriptionID, subject string
 		 WHERE s.id = $1 AND e.state <> 'rejected'
 		   AND e.received_at >= $2 AND e.received_at < $3
 		   AND ($4 = '' OR e.subject = $4)
-		 ORDER BY e.subject, e.seq`, subscriptionID, since, until, subject)
+		   AND CASE WHEN e.source_app = $5
+		            THEN convert_from(e.envelope, 'UTF8')::jsonb->'data'->>'subscriberApp' IS NOT DISTINCT FROM s.app
+		            ELSE true END
+		 ORDER BY e.subject, e.seq`, subscriptionID, since, until, subject, HeraldApp)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", subscriptionID, err)
 	}

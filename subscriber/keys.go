@@ -48,7 +48,9 @@ const maxJWKSBytes = 1 << 20
 // remoteKeys is Config.JWKSURL: keys fetched from a JWKS URL and cached.
 // The cache is refetched on an unknown kid and when older than maxAge, but
 // never more than once per JWKSRefreshInterval; a failed fetch keeps the keys
-// already cached.
+// already cached. No lock is held while a caller sleeps or a fetch waits on
+// the network, and a known kid never waits for another caller's fetch or
+// rate-limit sleep: an unknown kid cannot hold up a genuine delivery.
 type remoteKeys struct {
 	url    string
 	client *http.Client
@@ -56,12 +58,12 @@ type remoteKeys struct {
 	maxAge time.Duration
 	sleep  func(ctx context.Context, d time.Duration) error
 
-	mu        sync.RWMutex
-	keys      map[string]ed25519.PublicKey
-	fetchedAt time.Time // of the keys
-
-	fetchMu     sync.Mutex // one fetch at a time; guards lastAttempt
-	lastAttempt time.Time
+	mu          sync.Mutex
+	keys        map[string]ed25519.PublicKey
+	fetchedAt   time.Time  // of the keys
+	lastAttempt time.Time  // of the last fetch, failed or not
+	attempts    int        // fetches started so far
+	inflight    *fetchCall // the fetch under way, if any
 
 	waits *waitGate // deliveries with an unknown kid waiting for a fetch
 }
@@ -150,7 +152,7 @@ func (s *remoteKeys) key(ctx context.Context, kid string) (ed25519.PublicKey, er
 		}
 		defer release()
 	}
-	refreshErr := s.refresh(ctx, kid)
+	refreshErr := s.refresh(ctx, kid, ok)
 	if k, ok, _ := s.cached(kid); ok {
 		return k, nil
 	}
@@ -162,61 +164,101 @@ func (s *remoteKeys) key(ctx context.Context, kid string) (ed25519.PublicKey, er
 
 // cached looks kid up in the cache and tells whether the cache is fresh.
 func (s *remoteKeys) cached(kid string) (k ed25519.PublicKey, ok, fresh bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cachedLocked(kid)
+}
+
+func (s *remoteKeys) cachedLocked(kid string) (k ed25519.PublicKey, ok, fresh bool) {
 	k, ok = s.keys[kid]
 	fresh = s.keys != nil && s.now().Sub(s.fetchedAt) < s.maxAge
 	return k, ok, fresh
 }
 
 // errRefreshLimited is returned by refresh when another fetch already ran
-// while this caller waited for its turn.
+// while this caller waited, or when a known kid would have to wait.
 var errRefreshLimited = errors.New("key set fetched less than " + JWKSRefreshInterval.String() + " ago")
 
-// refresh refetches the key set, at most once per JWKSRefreshInterval.
-// A caller that finds the last fetch too recent waits for the interval to
-// pass rather than failing: right after Herald starts signing with a new key,
-// a delivery waits a few seconds instead of being refused, so a key rotation
-// fails no delivery. Callers queue for one fetch at a time; one that finds a
-// fetch made while it waited does not fetch again, so a flood of unknown kids
-// costs at most one fetch per interval.
-func (s *remoteKeys) refresh(ctx context.Context, kid string) error {
-	started := s.now()
-	s.fetchMu.Lock()
-	defer s.fetchMu.Unlock()
-	_, known, fresh := s.cached(kid)
-	if known && fresh {
-		return nil // fetched while this caller queued
-	}
-	if !s.lastAttempt.IsZero() {
-		if s.lastAttempt.After(started) {
-			return errRefreshLimited
-		}
-		if wait := JWKSRefreshInterval - s.now().Sub(s.lastAttempt); wait > 0 {
-			if known {
-				return errRefreshLimited // a stale but known key serves meanwhile
-			}
-			if err := s.sleep(ctx, wait); err != nil {
-				return fmt.Errorf("%w: %w", errRefreshLimited, err)
-			}
-		}
-	}
-	now := s.now()
-	s.lastAttempt = now
+// fetchCall is one JWKS fetch; done closes when it ends.
+type fetchCall struct {
+	done chan struct{}
+}
 
+// refresh refetches the key set, at most once per JWKSRefreshInterval.
+// A caller with an unknown kid that finds the last fetch too recent waits for
+// the interval to pass rather than failing: right after Herald starts signing
+// with a new key, a delivery waits a few seconds instead of being refused, so
+// a key rotation fails no delivery. Concurrent callers share one fetch; one
+// that finds a fetch made while it waited does not fetch again, so a flood of
+// unknown kids costs at most one fetch per interval.
+//
+// A caller whose kid is known (cached but stale) never waits for the
+// interval nor for another caller's fetch: its stale key serves meanwhile.
+// The lock guards only the bookkeeping; nobody sleeps or fetches holding it.
+func (s *remoteKeys) refresh(ctx context.Context, kid string, known bool) error {
+	s.mu.Lock()
+	seen := s.attempts // fetches started before this caller came
+	slept := false
+	for {
+		if _, ok, fresh := s.cachedLocked(kid); ok && fresh {
+			s.mu.Unlock()
+			return nil // fetched while this caller waited
+		}
+		if c := s.inflight; c != nil {
+			s.mu.Unlock()
+			if known {
+				return errRefreshLimited
+			}
+			select {
+			case <-c.done:
+				s.mu.Lock()
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", errRefreshLimited, ctx.Err())
+			}
+		}
+		if s.attempts > seen {
+			s.mu.Unlock()
+			return errRefreshLimited // a fetch started after this caller came has ended
+		}
+		if !slept && !s.lastAttempt.IsZero() {
+			if wait := JWKSRefreshInterval - s.now().Sub(s.lastAttempt); wait > 0 {
+				s.mu.Unlock()
+				if known {
+					return errRefreshLimited
+				}
+				if err := s.sleep(ctx, wait); err != nil {
+					return fmt.Errorf("%w: %w", errRefreshLimited, err)
+				}
+				slept = true
+				s.mu.Lock()
+				continue
+			}
+		}
+		now := s.now()
+		c := &fetchCall{done: make(chan struct{})}
+		s.inflight, s.lastAttempt = c, now
+		s.attempts++
+		s.mu.Unlock()
+		return s.runFetch(ctx, c, now)
+	}
+}
+
+// runFetch performs the fetch c, started at now, and publishes its result.
+func (s *remoteKeys) runFetch(ctx context.Context, c *fetchCall, now time.Time) error {
 	// The fetch serves every waiting request: a client that goes away must
 	// not cancel it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksFetchTimeout)
 	defer cancel()
 	keys, err := s.fetch(ctx)
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
-	s.keys = keys
-	s.fetchedAt = now
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	if err == nil {
+		s.keys, s.fetchedAt = keys, now
+	}
+	s.inflight = nil
+	close(c.done)
+	return err
 }
 
 // sleepFor waits d or until ctx ends.

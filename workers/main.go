@@ -46,6 +46,7 @@ func run() int {
 		log.Error("tracing", zap.Error(err))
 		return 2
 	}
+	tracing.SetTrustIncoming(cfg.TrustIncomingTrace)
 	defer func() {
 		// Flush the spans still buffered; ctx has ended by now.
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -77,3 +77,17 @@ func StoredSpanContext(tc map[string]string) trace.SpanContext {
 	}
 	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(tc)))
 }
+
+// trustIncoming is HERALD_TRUST_INCOMING_TRACE (see SetTrustIncoming).
+var trustIncoming atomic.Bool
+
+// SetTrustIncoming sets whether a publisher's incoming trace context (its
+// traceparent header) is trusted as the parent of the event's publish span.
+// Untrusted (the default), the publish span starts a trace of Herald's own,
+// sampled by Herald's sampler, with a link to the publisher's span, and the
+// publisher's tracestate reaches no subscriber: a publisher does not choose
+// every subscriber's trace id, sampling or trace state.
+func SetTrustIncoming(trust bool) { trustIncoming.Store(trust) }
+
+// TrustIncoming reports SetTrustIncoming's setting.
+func TrustIncoming() bool { return trustIncoming.Load() }
