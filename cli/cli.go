@@ -62,6 +62,8 @@ func init() {
 				"apps token create APP [--name N] [--actor A]", "apps token list [APP]", "apps token revoke APP NAME|ID [--actor A]"},
 			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
 				"create, list and revoke their tokens for the publishing API", run: runApps},
+		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]"},
+			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables", run: runDB},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},
