@@ -82,7 +82,7 @@ func init() {
 			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
 			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
-		{name: "events", group: groupInspect, synopsis: []string{"events show ID", "events retry-relay ID [--reason R] [--actor A]"},
+		{name: "events", group: groupInspect, synopsis: []string{"events show ID [--app A]", "events retry-relay ID [--app A] [--reason R] [--actor A]"},
 			summary: "one event of the log (envelope, publisher, times, relay back-off) and its outcome for each subscription; " +
 				"give an event the relay gave up on (relay_failed) back to it", run: runEvents},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},

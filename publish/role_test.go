@@ -180,11 +180,17 @@ func TestPublisherRole(t *testing.T) {
 	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'billing'`); n != 1 {
 		t.Errorf("%d billing events, want only billing's own", n)
 	}
-	// Billing's event id: a conflict, nothing said about billing's event.
+	// Billing's event id is no obstacle (ids are unique per app) and tells
+	// nothing of billing's event; the role's own id with other content is
+	// a conflict.
 	taken := person("person-3", "Cy")
 	taken.ID = billing.ID
+	if got, err := publishTx(taken); err != nil || got[0].Duplicate || got[0].Seq == billing.Seq {
+		t.Fatalf("publish under billing's event id: %+v, %v; want a new event", got, err)
+	}
+	taken.Data = []byte(`{"name":"Dee"}`)
 	if _, err := publishTx(taken); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeIDConflict) {
-		t.Fatalf("publish under billing's event id: %v, want %s", err, publish.CodeIDConflict)
+		t.Fatalf("publish the same id with other content: %v, want %s", err, publish.CodeIDConflict)
 	}
 
 	// The function itself refuses another app's type, whatever the caller.

@@ -1,3 +1,15 @@
+-- Event ids are unique per source app (docs/design.md#the-event-log-and-the-relay):
+-- one app can no longer take the id another app will publish next and have
+-- it refused as id_conflict. The unique index is (id, source_app), id first
+-- so that it still serves look-ups by id. It is built here, inside the
+-- migration's transaction, so CREATE INDEX CONCURRENTLY is impossible: the
+-- build holds a SHARE lock on events, which lets reads and the relay go on
+-- but makes publishers wait until it is done (on a large log, run `starter
+-- migrate` in a quiet hour; the old index being unique, the new one cannot
+-- fail). The old index is dropped after, in the same transaction.
+CREATE UNIQUE INDEX events_app_id ON events (id, source_app) WHERE state <> 'rejected';
+DROP INDEX events_id;
+
 -- Publisher roles (docs/publishing.md#a-publisher-role-per-app): the role an
 -- app's own database code logs in as publishes events for that app only. It
 -- has no right on any table; it may run the functions below, which run as
@@ -38,7 +50,8 @@ $$;
 -- and version by version in ascending order (byte order, as Go sorts), each
 -- type's stripes in ascending order, until the transaction ends; an id
 -- already taken reports the stored seq when it is the same app's event of
--- the same content (duplicate), and nothing about it otherwise (conflict).
+-- the same content (duplicate), a conflict otherwise; ids are unique per
+-- app, so another app's event is neither.
 CREATE FUNCTION herald_publish(ids uuid[], types text[], versions integer[], subjects text[], stripes integer[],
                                envelopes bytea[], hashes text[], vias text[], tokens text[], traces jsonb[])
 RETURNS TABLE (out_seq bigint, out_duplicate boolean, out_conflict boolean)
@@ -50,7 +63,6 @@ DECLARE
     got       bigint;
     old_seq   bigint;
     old_hash  text;
-    old_app   text;
     inserted  boolean := false;
 BEGIN
     SELECT p.app INTO me
@@ -88,15 +100,15 @@ BEGIN
                             published_via, published_token, trace_context)
         VALUES (ids[i], me, types[i], versions[i], subjects[i], envelopes[i], hashes[i], 'accepted',
                 NULLIF(vias[i], ''), NULLIF(tokens[i], ''), traces[i])
-        ON CONFLICT (id) WHERE state <> 'rejected' DO NOTHING
+        ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
         RETURNING seq INTO got;
         IF got IS NOT NULL THEN
             inserted := true;
             out_seq := got; out_duplicate := false; out_conflict := false;
         ELSE
-            SELECT e.seq, e.content_hash, e.source_app INTO old_seq, old_hash, old_app
-              FROM events e WHERE e.id = ids[i] AND e.state <> 'rejected';
-            IF old_app = me AND old_hash = hashes[i] THEN
+            SELECT e.seq, e.content_hash INTO old_seq, old_hash
+              FROM events e WHERE e.id = ids[i] AND e.source_app = me AND e.state <> 'rejected';
+            IF old_hash = hashes[i] THEN
                 out_seq := old_seq; out_duplicate := true; out_conflict := false;
             ELSE
                 out_seq := NULL; out_duplicate := false; out_conflict := true;
