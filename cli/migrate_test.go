@@ -114,6 +114,21 @@ func TestDBGrantPublisher(t *testing.T) {
 	if r := run(t, e, "db", "grant-publisher", "billing", "no_such_role_here"); r.code == ExitOK {
 		t.Errorf("grant-publisher for a missing role succeeded")
 	}
+	// The owner role itself (the test's database role) is refused.
+	owner, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	var self string
+	if err := owner.QueryRow(ctx, `SELECT current_user`).Scan(&self); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, e, "db", "grant-publisher", "billing", self); r.code == ExitOK {
+		t.Errorf("grant-publisher to the owner role succeeded")
+	} else {
+		wantContains(t, "stderr", r.stderr, "grant publisher role")
+	}
 	if r := run(t, e, "db", "grant-publisher", "billing"); r.code != ExitInvalid {
 		t.Errorf("grant-publisher without a role: exit %d, want %d", r.code, ExitInvalid)
 	}

@@ -64,8 +64,8 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 		return errors.New("grant publisher role: an app and a role are required")
 	}
 	return s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := checkRuntimeRole(ctx, tx, role); err != nil {
-			return fmt.Errorf("publisher role: %w", err)
+		if err := checkRuntimeRole(ctx, tx, "grant publisher role", role); err != nil {
+			return err
 		}
 		ok, err := AppExistsIn(ctx, tx, app)
 		if err != nil {
