@@ -264,14 +264,12 @@ func (h *Handler) publish(ctx context.Context, cred store.TokenCredential, items
 }
 
 // record stores a rejection the publisher did not see (an unreadable event,
-// another app's), so that `starter status` lists it like any other.
+// another app's), so that `starter status` lists it like any other. It is
+// recorded under the token's own app, whatever app the request names: one
+// token must not fill another app's list of rejections.
 func (h *Handler) record(ctx context.Context, cred store.TokenCredential, req publish.Request, rej *publish.Rejection) {
 	h.reject(cred.App, cred.AppRemoved || rej.Code == publish.CodeUnknownApp, rej.Code)
-	app := req.App
-	if app == "" {
-		app = cred.App
-	}
-	err := h.store.RecordRejection(ctx, store.Rejection{ID: req.ID, SourceApp: app, Type: req.Type, Version: req.Version,
+	err := h.store.RecordRejection(ctx, store.Rejection{ID: req.ID, SourceApp: cred.App, Type: req.Type, Version: req.Version,
 		Subject: req.Subject, Code: rej.Code, Reason: rej.Message, Via: publish.ViaHTTP, Token: cred.Name})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"herald/api"
+	"herald/internal/testkit/system"
 	"herald/publish"
 	"herald/store"
 )
@@ -141,17 +142,28 @@ func TestOnlyOwnEvents(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("recorded rejections: %d (%v)", n, err)
 	}
-	// A removed app publishes nothing, whatever its tokens.
+	// Both are recorded under the token's own app, never under the app an
+	// event names: one token must not fill another app's rejections (and
+	// push its real ones out of `starter status`).
+	var others int
+	err = s.store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM events
+		WHERE state = 'rejected' AND published_token = 'crm' AND source_app <> 'contacts'`).Scan(&others)
+	if err != nil || others != 0 {
+		t.Fatalf("rejections of the contacts token recorded under another app: %d (%v)", others, err)
+	}
+	// A removed app publishes nothing: removing it revoked its tokens, and
+	// applying it again does not bring them back.
 	s.starter("apps", "remove", "contacts")
-	time.Sleep(api.DefaultTokenCacheTTL) // the worker's token cache forgets the app was live
-	wantProblem(t, s.post(token, "application/json", person("", "person-2", 2)), http.StatusForbidden, publish.CodeUnknownApp)
+	time.Sleep(api.DefaultTokenCacheTTL) // the worker's token cache forgets the token was live
+	wantProblem(t, s.post(token, "application/json", person("", "person-2", 2)), http.StatusUnauthorized, api.CodeUnauthorized)
+	s.starter("apps", "apply", system.WriteManifests(t, s.SubURL))
+	wantProblem(t, s.post(token, "application/json", person("", "person-3", 3)), http.StatusUnauthorized, api.CodeUnauthorized)
 
 	// The worker counts each refusal under the token's app, never under the
-	// app an event names; a removed app's refusals count as "unknown".
+	// app an event names.
 	metrics := s.metrics()
 	for _, want := range []string{
 		`herald_publish_rejections_total{app="contacts",code="type_not_owned"} 2`,
-		`herald_publish_rejections_total{app="unknown",code="unknown_app"} 1`,
 	} {
 		if !strings.Contains(metrics, "\n"+want+"\n") {
 			t.Errorf("/metrics lacks %s", want)

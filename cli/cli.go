@@ -63,6 +63,8 @@ func init() {
 				"apps secret show APP [--actor A]", "apps secret rotate APP [--overlap 24h] [--reason R] [--actor A]"},
 			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
 				"create, list and revoke their tokens for the publishing API; show and rotate their Standard Webhooks secrets", run: runApps},
+		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]"},
+			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables", run: runDB},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},
@@ -81,7 +83,7 @@ func init() {
 			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
 			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
-		{name: "events", group: groupInspect, synopsis: []string{"events show ID", "events retry-relay ID [--reason R] [--actor A]"},
+		{name: "events", group: groupInspect, synopsis: []string{"events show ID [--app A]", "events retry-relay ID [--app A] [--reason R] [--actor A]"},
 			summary: "one event of the log (envelope, publisher, times, relay back-off) and its outcome for each subscription; " +
 				"give an event the relay gave up on (relay_failed) back to it", run: runEvents},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},

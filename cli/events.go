@@ -84,6 +84,7 @@ type eventShowJSON struct {
 // subscription it was handed to.
 func runEventsShow(inv *invocation, args []string) error {
 	fs := inv.newFlags("events show")
+	app := fs.String("app", "", "the event's source app, when events of several apps have the id (ids are unique per app)")
 	rest, err := inv.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -97,14 +98,16 @@ func runEventsShow(inv *invocation, args []string) error {
 		return err
 	}
 	defer st.Close()
-	ev, err := st.GetEvent(inv.ctx, id)
+	ev, err := st.GetAppEvent(inv.ctx, *app, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return invalidf("event %s is not in the event log (an unknown id, a rejected publish, or removed by retention)", id)
+	case errors.Is(err, store.ErrAmbiguousEvent):
+		return invalidf("%v: give --app APP", err)
 	case err != nil:
 		return err
 	}
-	outcomes, err := st.EventOutcomes(inv.ctx, ev.ID)
+	outcomes, err := st.EventOutcomesOf(inv.ctx, ev.ID, ev.Type, ev.Version)
 	if err != nil {
 		return err
 	}
@@ -203,6 +206,7 @@ func joinNonEmpty(sep string, parts ...string) string {
 func runEventsRetryRelay(inv *invocation, args []string) error {
 	fs := inv.newFlags("events retry-relay")
 	reason := fs.String("reason", "", "why the event is retried (recorded in the audit trail)")
+	app := fs.String("app", "", "the event's source app, when events of several apps have the id (ids are unique per app)")
 	actor := fs.String("actor", "", "name recorded in the audit trail (default: the OS user)")
 	rest, err := inv.parseFlags(fs, args)
 	if err != nil {
@@ -217,8 +221,10 @@ func runEventsRetryRelay(inv *invocation, args []string) error {
 		return err
 	}
 	defer st.Close()
-	res, err := st.RetryRelay(inv.ctx, id, inv.actor(*actor), *reason)
+	res, err := st.RetryAppRelay(inv.ctx, *app, id, inv.actor(*actor), *reason)
 	switch {
+	case errors.Is(err, store.ErrAmbiguousEvent):
+		return invalidf("%v: give --app APP", err)
 	case errors.Is(err, store.ErrNotFound):
 		return invalidf("event %s is not in the event log (an unknown id, a rejected publish, or removed by retention)", id)
 	case errors.Is(err, store.ErrNotDead):

@@ -101,3 +101,35 @@ func TestEventsShowAndRetryRelay(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsShowSharedID: event ids are unique per source app, so two apps'
+// events may share one; events show names both apps and asks for --app,
+// and shows either with it.
+func TestEventsShowSharedID(t *testing.T) {
+	t.Parallel()
+	e := appliedEnv(t)
+	ctx := context.Background()
+	out := decode[acceptedJSON](t, mustRun(t, e, "publish", "--app", "contacts", "--type", "contacts.person.deleted",
+		"--version", "1", "--subject", "person-1", "--data", `{"id":"p1"}`, "--json").stdout)
+	st, err := store.Open(ctx, e.getenv("HERALD_DATABASE_URL"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ev := store.NewEvent{ID: out.ID, SourceApp: "billing", Type: "billing.thing.happened", Version: 1, Subject: "x",
+		Envelope: []byte(`{}`), ContentHash: "h"}
+	if ins, err := st.InsertEvents(ctx, []store.NewEvent{ev}); err != nil || ins[0].Conflict {
+		t.Fatalf("billing's event under contacts' id: %+v, %v", ins, err)
+	}
+	r := run(t, e, "events", "show", out.ID)
+	if r.code != ExitInvalid {
+		t.Fatalf("events show of a shared id: exit %d, want %d\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "billing, contacts", "--app")
+	for _, app := range []string{"contacts", "billing"} {
+		shown := decode[eventShowJSON](t, mustRun(t, e, "events", "show", out.ID, "--app", app, "--json").stdout)
+		if shown.Event.SourceApp != app || shown.Event.ID != out.ID {
+			t.Errorf("events show --app %s: %+v", app, shown.Event)
+		}
+	}
+}

@@ -77,3 +77,59 @@ func TestMigrateGrantsTheRuntimeRole(t *testing.T) {
 		t.Errorf("migrate --runtime-role missing: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestDBGrantPublisher: `starter db grant-publisher APP ROLE` maps the role
+// to the app, grants it the publisher functions (and nothing on the
+// tables), and audits it; an unknown app or a missing role is refused.
+func TestDBGrantPublisher(t *testing.T) {
+	t.Parallel()
+	e := appliedEnv(t)
+	ownerURL := e["HERALD_DATABASE_URL"]
+	role, roleURL := runtimeRoleEnv(t, ownerURL)
+	r := mustRun(t, e, "db", "grant-publisher", "billing", role)
+	wantContains(t, "stdout", r.stdout, "role "+role+" publishes for app billing only")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, roleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var app string
+	var live bool
+	if err := conn.QueryRow(ctx, `SELECT app, live FROM herald_publisher_app()`).Scan(&app, &live); err != nil || app != "billing" || !live {
+		t.Fatalf("herald_publisher_app() as the granted role = %q, %v, %v; want billing, true", app, live, err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM api_tokens`); err == nil {
+		t.Error("the publisher role reads api_tokens")
+	}
+	audit := mustRun(t, e, "audit", "--action", "publisher_role.granted", "--json").stdout
+	wantContains(t, "audit", audit, role)
+
+	if r := run(t, e, "db", "grant-publisher", "no-such-app", role); r.code != ExitInvalid && r.code != ExitError {
+		t.Errorf("grant-publisher for an unknown app: exit %d\n%s", r.code, r.stderr)
+	} else if r.code == ExitOK {
+		t.Error("grant-publisher for an unknown app succeeded")
+	}
+	if r := run(t, e, "db", "grant-publisher", "billing", "no_such_role_here"); r.code == ExitOK {
+		t.Errorf("grant-publisher for a missing role succeeded")
+	}
+	// The owner role itself (the test's database role) is refused.
+	owner, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	var self string
+	if err := owner.QueryRow(ctx, `SELECT current_user`).Scan(&self); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, e, "db", "grant-publisher", "billing", self); r.code == ExitOK {
+		t.Errorf("grant-publisher to the owner role succeeded")
+	} else {
+		wantContains(t, "stderr", r.stderr, "grant publisher role")
+	}
+	if r := run(t, e, "db", "grant-publisher", "billing"); r.code != ExitInvalid {
+		t.Errorf("grant-publisher without a role: exit %d, want %d", r.code, ExitInvalid)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"herald/store"
@@ -124,7 +125,10 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 	if err != nil {
 		return err
 	}
-	ev, err := st.GetEvent(inv.ctx, req.eventID)
+	// Ids are unique per source app; the subscription's type names the app
+	// whose event is meant.
+	owner, _, _ := strings.Cut(sub.Type, ".")
+	ev, err := st.GetAppEvent(inv.ctx, owner, req.eventID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return invalidf("event %s is not in the event log (an unknown id, a rejected publish, or removed by retention)", req.eventID)

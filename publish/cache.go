@@ -64,7 +64,11 @@ func (c *lookupCache) appExists(ctx context.Context, q store.Querier, app string
 
 // declaration returns the un-retired declaration of typ@version with its
 // compiled schema, or nil when there is none, asking q on a miss.
-func (c *lookupCache) declaration(ctx context.Context, q store.Querier, typ string, version int) (*declared, error) {
+//
+// find looks it up: store.LookupDeclarationIn, or for a publisher role's
+// transaction store.LookupPublisherDeclarationIn, which finds only the
+// role's app's declarations (the only ones it asks for).
+func (c *lookupCache) declaration(ctx context.Context, q store.Querier, find declarationFinder, typ string, version int) (*declared, error) {
 	key := declKey{typ, version}
 	now := c.now()
 	c.mu.Lock()
@@ -73,7 +77,7 @@ func (c *lookupCache) declaration(ctx context.Context, q store.Querier, typ stri
 	if ok && now.Before(hit.expires) {
 		return hit.decl, nil
 	}
-	d, err := store.LookupDeclarationIn(ctx, q, typ, version)
+	d, err := find(ctx, q, typ, version)
 	if errors.Is(err, store.ErrNotFound) {
 		c.mu.Lock()
 		delete(c.decls, key)
@@ -96,3 +100,7 @@ func (c *lookupCache) declaration(ctx context.Context, q store.Querier, typ stri
 	}
 	return decl, nil
 }
+
+// declarationFinder looks up the un-retired declaration of a type and
+// version on q.
+type declarationFinder func(ctx context.Context, q store.Querier, typ string, version int) (store.DeclaredEvent, error)

@@ -151,7 +151,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) (_ []Outcome
 	// a stream): events that would take the rest of it are refused.
 	budget := manifest.NewBudget(manifest.MaxRequestValidationSteps)
 	for i, r := range rs {
-		ev, dep, rej, span, err := p.check(ctx, p.store.Pool, r, budget)
+		ev, dep, rej, span, err := p.check(ctx, p.store.Pool, nil, r, budget)
 		spans[i] = span
 		if err != nil {
 			return nil, err
@@ -193,16 +193,23 @@ func (p *Publisher) PublishBatch(ctx context.Context, rs []Request) (_ []Outcome
 // budget. deprecated reports a valid request for a
 // deprecated version. The caller ends the span once the event's fate is
 // known.
-func (p *Publisher) check(ctx context.Context, q store.Querier, r Request, budget *manifest.Budget) (ev store.NewEvent, deprecated bool, rej *Rejection, span trace.Span, err error) {
+//
+// pub, when not nil, is the publisher role q's session logs in as: the
+// request must name its app (the app is known only then), and the
+// declaration is looked up through the role's function.
+func (p *Publisher) check(ctx context.Context, q store.Querier, pub *store.PublisherApp, r Request, budget *manifest.Budget) (ev store.NewEvent, deprecated bool, rej *Rejection, span trace.Span, err error) {
 	span, tc := startSpan(ctx, r)
 	in := checkInput{now: p.now(), maxEventBytes: p.maxEventBytes, trace: tc, budget: budget}
-	known, err := p.cache.appExists(ctx, q, r.App)
-	if err != nil {
+	var known bool
+	find := store.LookupDeclarationIn
+	if pub != nil {
+		known, find = r.App == pub.App && pub.Live, store.LookupPublisherDeclarationIn
+	} else if known, err = p.cache.appExists(ctx, q, r.App); err != nil {
 		return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: %w", err)
 	}
 	in.appKnown = known
 	if known && ownsType(r.App, r.Type) && r.Version >= MinVersion && r.Version <= MaxVersion {
-		in.decl, err = p.cache.declaration(ctx, q, r.Type, r.Version)
+		in.decl, err = p.cache.declaration(ctx, q, find, r.Type, r.Version)
 		if err != nil {
 			return store.NewEvent{}, false, nil, span, fmt.Errorf("publish: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 
 	"herald/manifest"
 	"herald/store"
@@ -59,17 +60,35 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 			endFailed(spans, err)
 		}
 	}()
+	// A publisher role's transaction publishes for the role's app only, and
+	// through its functions; Herald's runtime and owner roles write the
+	// tables themselves.
+	pub, err := store.PublisherAppIn(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("publish in transaction: %w", err)
+	}
+	var role *store.PublisherApp
+	if pub.OK {
+		role = &pub
+	}
 	var refused []error
 	budget := manifest.NewBudget(manifest.MaxRequestValidationSteps)
 	for i, r := range rs {
-		ev, dep, rej, span, err := p.check(ctx, tx, r, budget)
+		if role != nil && r.App == "" {
+			r.App = role.App
+		}
+		ev, dep, rej, span, err := p.check(ctx, tx, role, r, budget)
 		spans[i] = span
 		if err != nil {
 			return nil, err
 		}
+		if role != nil && r.App != role.App {
+			rej = &Rejection{Code: CodeTypeNotOwned,
+				Message: fmt.Sprintf("this database role publishes for app %q only, not as app %q", role.App, r.App)}
+		}
 		if rej != nil {
 			endRejected(span, rej)
-			p.recordOutside(ctx, r, rej)
+			p.recordOutside(ctx, role, r, rej)
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
 		}
@@ -83,7 +102,11 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 	if err != nil {
 		return nil, fmt.Errorf("publish in transaction: savepoint: %w", err)
 	}
-	inserted, err := store.InsertEventsTx(ctx, sp, evs)
+	insert := store.InsertEventsTx
+	if role != nil {
+		insert = store.InsertPublisherEventsTx
+	}
+	inserted, err := insert(ctx, sp, evs)
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return nil, fmt.Errorf("publish in transaction: %w", err)
@@ -94,7 +117,7 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 			rej := &Rejection{Code: CodeIDConflict,
 				Message: fmt.Sprintf("event id %s was already used for different content", ins.ID)}
 			endRejected(spans[i], rej)
-			p.recordOutside(ctx, rs[i], rej)
+			p.recordOutside(ctx, role, rs[i], rej)
 			refused = append(refused, positioned(i, len(rs), rej))
 			continue
 		}
@@ -124,11 +147,25 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 const recordWait = 2 * time.Second
 
 // recordOutside records a rejection on the Publisher's pool, outside the
-// caller's transaction, so it survives a rollback.
-func (p *Publisher) recordOutside(ctx context.Context, r Request, rej *Rejection) {
+// caller's transaction, so it survives a rollback. For a publisher role's
+// transaction (role not nil) it is recorded under the role's app, through
+// its function: the Publisher's store then connects as the same role.
+func (p *Publisher) recordOutside(ctx context.Context, role *store.PublisherApp, r Request, rej *Rejection) {
 	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
-	p.record(ctx, r, rej)
+	if role == nil {
+		p.record(ctx, r, rej)
+		return
+	}
+	if p.rejected != nil {
+		p.rejected(role.App, rej.Code)
+	}
+	via, token := p.origin(r)
+	err := store.RecordPublisherRejection(ctx, p.store.Pool, store.Rejection{ID: r.ID, SourceApp: role.App,
+		Type: r.Type, Version: r.Version, Subject: r.Subject, Code: rej.Code, Reason: rej.Message, Via: via, Token: token})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		p.log.Warn("record rejection", zap.String("code", rej.Code), zap.Error(err))
+	}
 }
 
 // positioned wraps the rejection of request i of n with its position when

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,9 +88,9 @@ type AuditEntry struct {
 	// Metadata is stored as a JSON object; nil stores {}.
 	Metadata map[string]any
 	// OnceKey, when set, makes the row written at most once: an entry whose
-	// key already names the same row is dropped (a retried activity's), one
-	// whose key names a different row is an error. It is not shown; rows
-	// without one are always appended.
+	// key already names a row of the same content is dropped (a retried
+	// activity's); rows of other content under the key do not count. It is
+	// not shown; rows without one are always appended.
 	OnceKey string
 }
 
@@ -126,8 +128,7 @@ func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
 }
 
 // appendAudit appends e and reports whether it wrote a row: false only for
-// an entry whose OnceKey already names the same row. A different row under
-// the key is an error.
+// an entry whose OnceKey already names a row of the same content.
 func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 	if e.Action == "" {
 		return false, errors.New("append audit: action is required")
@@ -146,39 +147,45 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 		}
 		meta = b
 	}
-	var code, once *string
+	var code, once, digest *string
 	if e.ErrorCode != "" {
 		code = &e.ErrorCode
 	}
 	if e.OnceKey != "" {
-		once = &e.OnceKey
+		d, err := onceDigest(e, meta)
+		if err != nil {
+			return false, err
+		}
+		once, digest = &e.OnceKey, &d
 	}
+	// A once key names a row together with its content's digest: the same
+	// row written before (a retry) makes this one redundant, while a row of
+	// other content under the key (planted by another writer, or a bug) is
+	// no obstacle and does not silence the real one.
 	tag, err := q.Exec(ctx, `
-		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata, once_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)
-		ON CONFLICT (once_key) WHERE once_key IS NOT NULL DO NOTHING`,
-		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta), once)
+		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata, once_key, once_digest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
+		ON CONFLICT (once_key, once_digest) WHERE once_key IS NOT NULL DO NOTHING`,
+		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta), once, digest)
 	if err != nil {
 		return false, fmt.Errorf("append audit %s: %w", e.Action, err)
 	}
-	if tag.RowsAffected() == 1 || once == nil {
-		return true, nil
+	return tag.RowsAffected() == 1 || once == nil, nil
+}
+
+// onceDigest is the SHA-256 of the content of e's row (meta is its encoded
+// metadata), which its once key names it with.
+func onceDigest(e AuditEntry, meta []byte) (string, error) {
+	var m any
+	if err := json.Unmarshal(meta, &m); err != nil { // as jsonb will compare it: keys sorted
+		return "", fmt.Errorf("append audit %s: metadata: %w", e.Action, err)
 	}
-	// The key is taken. Only the same row written before (a retry) makes
-	// this one redundant; a different row under the key (planted through
-	// the runtime role, or a bug) must not silence a real one.
-	var same bool
-	if err := q.QueryRow(ctx, `
-		SELECT action = $2 AND outcome = $3 AND actor = $4 AND target_type = $5 AND target_id = $6
-		       AND error_code IS NOT DISTINCT FROM $7 AND metadata = $8::jsonb
-		  FROM audit WHERE once_key = $1`,
-		e.OnceKey, e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta)).Scan(&same); err != nil {
-		return false, fmt.Errorf("append audit %s: read the row of once key %s: %w", e.Action, e.OnceKey, err)
+	b, err := json.Marshal([]any{e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, e.ErrorCode, m})
+	if err != nil {
+		return "", fmt.Errorf("append audit %s: digest: %w", e.Action, err)
 	}
-	if !same {
-		return false, fmt.Errorf("append audit %s: once key %s already names a different row", e.Action, e.OnceKey)
-	}
-	return false, nil
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Audit appends e to the audit trail in its own statement.
@@ -186,13 +193,13 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	return AppendAudit(ctx, s.Pool, e)
 }
 
-// AuditByOnceKey returns the audit row written under once key key, or
-// ErrNotFound.
+// AuditByOnceKey returns the audit row written under once key key (the
+// first, when rows of several contents were), or ErrNotFound.
 func (s *Store) AuditByOnceKey(ctx context.Context, key string) (AuditRow, error) {
 	rows, err := s.Pool.Query(ctx, `
 		SELECT id, at, action, outcome, actor, target_type, target_id,
 		       COALESCE(error_code, '') AS error_code, metadata
-		  FROM audit WHERE once_key = $1`, key)
+		  FROM audit WHERE once_key = $1 ORDER BY id LIMIT 1`, key)
 	if err != nil {
 		return AuditRow{}, fmt.Errorf("read audit row of once key %s: %w", key, err)
 	}

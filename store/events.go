@@ -115,9 +115,11 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 // until tx ends, so a caller's long transaction holds up other publishers of
 // the same stripes: of its own types and versions, never of another's.
 //
-// An id that already names an accepted or dispatched event is not inserted
-// again: the same content hash reports Duplicate with the stored seq (also
-// within one call), a different one reports Conflict. A notification on
+// An id that already names an accepted or dispatched event of the same
+// source app is not inserted again: the same content hash reports Duplicate
+// with the stored seq (also within one call), a different one reports
+// Conflict. Ids are unique per source app: another app's event with the id
+// is no obstacle. A notification on
 // NotifyChannel, delivered at commit, wakes the relay when anything was
 // inserted.
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
@@ -254,7 +256,7 @@ func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
 		                    published_via, published_token, trace_context)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb)
-		ON CONFLICT (id) WHERE state <> 'rejected' DO NOTHING
+		ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
 		RETURNING seq`
 	b := &pgx.Batch{}
 	for _, ev := range evs {
@@ -286,8 +288,8 @@ func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 		var seq int64
 		var hash *string
 		err := tx.QueryRow(ctx,
-			`SELECT seq, content_hash FROM events WHERE id = $1 AND state <> 'rejected'`,
-			evs[i].ID).Scan(&seq, &hash)
+			`SELECT seq, content_hash FROM events WHERE id = $1 AND source_app = $2 AND state <> 'rejected'`,
+			evs[i].ID, evs[i].SourceApp).Scan(&seq, &hash)
 		if err != nil {
 			return 0, fmt.Errorf("look up event %s: %w", evs[i].ID, err)
 		}
@@ -431,11 +433,23 @@ type StoredEvent struct {
 	RelayDeadAt   *time.Time `db:"relay_dead_at"`
 }
 
+// ErrAmbiguousEvent is returned when an event id names events of several
+// apps (ids are unique per source app) and no app was given.
+var ErrAmbiguousEvent = errors.New("event id names events of several apps")
+
 // GetEvent returns the accepted or dispatched event with the given id, or
-// ErrNotFound (also when id is not a UUID).
+// ErrNotFound (also when id is not a UUID). When events of several apps
+// have the id it fails with an error wrapping ErrAmbiguousEvent that names
+// them: ask GetAppEvent.
 func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
+	return s.GetAppEvent(ctx, "", id)
+}
+
+// GetAppEvent is GetEvent for the event of source app app; an empty app
+// means any.
+func (s *Store) GetAppEvent(ctx context.Context, app, id string) (StoredEvent, error) {
 	u, err := uuid.Parse(id)
-	if err != nil {
+	if err != nil || !queryableText(app) {
 		return StoredEvent{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
 	}
 	rows, err := s.Pool.Query(ctx, `
@@ -444,18 +458,25 @@ func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
 		       coalesce(published_token, '') AS published_token,
 		       relay_attempts, coalesce(relay_error, '') AS relay_error, relay_next_try, relay_dead_at
 		FROM events
-		WHERE id = $1 AND state <> 'rejected'`, u.String())
+		WHERE id = $1 AND state <> 'rejected' AND ($2 = '' OR source_app = $2)
+		ORDER BY source_app`, u.String(), app)
 	if err != nil {
 		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
 	}
-	ev, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[StoredEvent])
-	if errors.Is(err, pgx.ErrNoRows) {
+	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StoredEvent])
+	switch {
+	case err != nil:
+		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
+	case len(evs) == 0:
 		return StoredEvent{}, fmt.Errorf("event %s: %w", id, ErrNotFound)
+	case len(evs) > 1:
+		apps := make([]string, len(evs))
+		for i, ev := range evs {
+			apps[i] = ev.SourceApp
+		}
+		return StoredEvent{}, fmt.Errorf("event id %s names events of apps %s: %w", id, strings.Join(apps, ", "), ErrAmbiguousEvent)
 	}
-	if err != nil {
-		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
-	}
-	return ev, nil
+	return evs[0], nil
 }
 
 // DeclaredEvent is an un-retired declaration as the publisher needs it.

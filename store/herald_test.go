@@ -247,23 +247,32 @@ func TestRecordRetryWritesOnce(t *testing.T) {
 		t.Fatalf("after another activity: %d delivery.failed rows, %d notes, %d herald.key.failed; want 2, 2, 2", f, n, k)
 	}
 	// A different row under a key a workflow will use (planted with the
-	// runtime role's INSERT) does not silence the real one: the record fails,
-	// so its activity keeps retrying where operators see it.
+	// runtime role's INSERT) does not pre-empt the real one: the record is
+	// written, with its outcome row and herald.key.failed event, and its
+	// retry writes nothing again.
 	if err := s.Audit(ctx, store.AuditEntry{Action: "delivery.note", TargetType: store.TargetDelivery,
 		TargetID: wf, OnceKey: "record:run-1/12/0"}); err != nil {
 		t.Fatal(err)
 	}
-	before := heraldEvents(t, s)
-	err := s.RecordWithAudit(ctx, billingPersonSub, "p1", nil, []store.AuditEntry{
-		{Action: store.ActionDeliveryFailed, Outcome: store.OutcomeFailed, TargetType: store.TargetDelivery,
-			TargetID: wf, ErrorCode: "attempts_exhausted", OnceKey: "record:run-1/12/0",
-			Metadata: map[string]any{"seq": float64(1), "attempts": float64(3), "eventId": ev.ID}},
-	})
-	if err == nil || !strings.Contains(err.Error(), "already names a different row") {
-		t.Fatalf("record under a planted key: %v; want a refusal", err)
+	for range 2 { // the record, then its retry
+		err := s.RecordWithAudit(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+			{EventID: ev.ID, Status: store.EventFailed, Attempts: 4, Code: "attempts_exhausted", LastCode: "handler_failed"},
+		}, []store.AuditEntry{
+			{Action: store.ActionDeliveryFailed, Outcome: store.OutcomeFailed, TargetType: store.TargetDelivery,
+				TargetID: wf, ErrorCode: "attempts_exhausted", OnceKey: "record:run-1/12/0",
+				Metadata: map[string]any{"seq": float64(1), "attempts": float64(4), "eventId": ev.ID}},
+		})
+		if err != nil {
+			t.Fatalf("record under a planted key: %v", err)
+		}
 	}
-	if after := heraldEvents(t, s); len(after) != len(before) {
-		t.Fatalf("a refused record emitted %d events", len(after)-len(before))
+	if f, _, k := count(); f != 3 || k != 3 {
+		t.Fatalf("after a record under a planted key and its retry: %d delivery.failed rows, %d herald.key.failed; want 3, 3", f, k)
+	}
+	var attempts int
+	if err := s.Pool.QueryRow(ctx, `SELECT attempts FROM outcomes WHERE subscription_id = $1 AND event_id = $2`,
+		billingPersonSub, ev.ID).Scan(&attempts); err != nil || attempts != 4 {
+		t.Fatalf("outcome of the record under a planted key: attempts %d (%v), want 4", attempts, err)
 	}
 	// Rows without a key are always appended.
 	for range 2 {

@@ -140,6 +140,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
 		  LEFT JOIN events e ON e.id = ANY($2::uuid[]) AND e.state <> 'rejected'
+		                    AND e.type = s.type AND e.version = s.version
 		  LEFT JOIN outcomes o ON o.subscription_id = s.id AND o.event_id = e.id
 		 WHERE s.id = $1`, subscriptionID, ids)
 	if err != nil {
@@ -347,7 +348,9 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 		WITH sub AS (
 			SELECT type, version FROM subscriptions WHERE id = $1
 		), ev AS (
-			SELECT e.id, e.seq,
+			-- Ids are unique per source app: of several events with one
+			-- id, the one of the subscription's type and version.
+			SELECT DISTINCT ON (e.id) e.id, e.seq,
 			       CASE WHEN NOT (e.type = sub.type AND e.version = sub.version AND e.subject = $2) THEN 'event_not_for_key'
 			            WHEN e.state = 'accepted' THEN 'not_dispatched_yet'
 			            WHEN o.status IN ('queued', 'failed') THEN 'already_queued'
@@ -356,6 +359,7 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 			  FROM events e CROSS JOIN sub
 			  LEFT JOIN outcomes o ON o.subscription_id = $1 AND o.event_id = e.id
 			 WHERE e.id = ANY($3::uuid[]) AND e.state <> 'rejected'
+			 ORDER BY e.id, (e.type = sub.type AND e.version = sub.version) DESC
 		), up AS (
 			INSERT INTO outcomes AS o (subscription_id, event_id, event_seq, subject, status)
 			SELECT $1, id, seq, $2, 'queued' FROM ev WHERE why = ''
@@ -527,17 +531,29 @@ type EventOutcome struct {
 }
 
 // EventOutcomes lists an event's outcome for every subscription it was
-// handed to, by subscription id.
+// handed to, by subscription id. Ids are unique per source app only: when
+// another app's event may share the id, ask EventOutcomesOf.
 func (s *Store) EventOutcomes(ctx context.Context, eventID string) ([]EventOutcome, error) {
+	return s.EventOutcomesOf(ctx, eventID, "", 0)
+}
+
+// EventOutcomesOf is EventOutcomes for the event of type eventType and
+// version (eventType "" for any): only subscriptions to that type count, so
+// another app's event of the same id does not mix in.
+func (s *Store) EventOutcomesOf(ctx context.Context, eventID, eventType string, version int) ([]EventOutcome, error) {
 	u, err := uuid.Parse(eventID)
-	if err != nil {
+	if err != nil || !queryableText(eventType) {
 		return nil, fmt.Errorf("event %q: %w", eventID, ErrNotFound)
 	}
 	rows, err := s.Pool.Query(ctx, `
-		SELECT subscription_id, subject, status, attempts, COALESCE(code, '') AS code,
-		       COALESCE(last_code, '') AS last_code, COALESCE(last_error, '') AS last_error,
-		       queued_at, updated_at, delivered_at
-		  FROM outcomes WHERE event_id = $1 ORDER BY subscription_id`, u.String())
+		SELECT o.subscription_id, o.subject, o.status, o.attempts, COALESCE(o.code, '') AS code,
+		       COALESCE(o.last_code, '') AS last_code, COALESCE(o.last_error, '') AS last_error,
+		       o.queued_at, o.updated_at, o.delivered_at
+		  FROM outcomes o
+		 WHERE o.event_id = $1
+		   AND ($2 = '' OR EXISTS (SELECT 1 FROM subscriptions s
+		                            WHERE s.id = o.subscription_id AND s.type = $2 AND s.version = $3))
+		 ORDER BY o.subscription_id`, u.String(), eventType, version)
 	if err != nil {
 		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
 	}

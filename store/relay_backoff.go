@@ -109,6 +109,16 @@ type RelayRetry struct {
 // it. It returns ErrNotFound for an id not in the log and ErrNotDead for an
 // event that is not dead.
 func (s *Store) RetryRelay(ctx context.Context, id, actor, reason string) (RelayRetry, error) {
+	return s.RetryAppRelay(ctx, "", id, actor, reason)
+}
+
+// RetryAppRelay is RetryRelay for the event of source app app (empty: any;
+// ids are unique per source app, and an id naming events of several apps
+// then fails with an error wrapping ErrAmbiguousEvent).
+func (s *Store) RetryAppRelay(ctx context.Context, app, id, actor, reason string) (RelayRetry, error) {
+	if _, err := s.GetAppEvent(ctx, app, id); err != nil {
+		return RelayRetry{}, err
+	}
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return RelayRetry{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
@@ -120,7 +130,7 @@ func (s *Store) RetryRelay(ctx context.Context, id, actor, reason string) (Relay
 		err := tx.QueryRow(ctx, `
 			SELECT seq, id::text, type, subject, relay_attempts, coalesce(relay_error, ''),
 			       state = 'accepted' AND relay_dead_at IS NOT NULL
-			FROM events WHERE id = $1 AND state <> 'rejected' FOR UPDATE`, u.String()).
+			FROM events WHERE id = $1 AND state <> 'rejected' AND ($2 = '' OR source_app = $2) FOR UPDATE`, u.String(), app).
 			Scan(&seq, &out.EventID, &out.Type, &out.Subject, &out.Attempts, &out.Error, &dead)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):

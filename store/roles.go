@@ -31,7 +31,7 @@ func (s *Store) GrantRuntime(ctx context.Context, role string) error {
 		return errors.New("grant runtime role: no role given")
 	}
 	return s.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := checkRuntimeRole(ctx, tx, role); err != nil {
+		if err := checkRuntimeRole(ctx, tx, "grant runtime role", role); err != nil {
 			return err
 		}
 		var schema string
@@ -63,8 +63,9 @@ func (s *Store) GrantRuntime(ctx context.Context, role string) error {
 	})
 }
 
-// checkRuntimeRole refuses a role that could alter the schema's tables.
-func checkRuntimeRole(ctx context.Context, tx pgx.Tx, role string) error {
+// checkRuntimeRole refuses a role that could alter the schema's tables; its
+// errors start with what (the command).
+func checkRuntimeRole(ctx context.Context, tx pgx.Tx, what, role string) error {
 	var super, ownerMember bool
 	var owned int
 	err := tx.QueryRow(ctx, `
@@ -76,16 +77,16 @@ func checkRuntimeRole(ctx context.Context, tx pgx.Tx, role string) error {
 		  FROM pg_roles r WHERE r.rolname = $1`, role).Scan(&super, &ownerMember, &owned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("grant runtime role: role %q does not exist (CREATE ROLE %s LOGIN PASSWORD '...')", role, pgx.Identifier{role}.Sanitize())
+		return fmt.Errorf("%s: role %q does not exist (CREATE ROLE %s LOGIN PASSWORD '...')", what, role, pgx.Identifier{role}.Sanitize())
 	case err != nil:
-		return fmt.Errorf("grant runtime role: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	case super:
-		return fmt.Errorf("grant runtime role: %q is a superuser; the runtime role must be an ordinary role", role)
+		return fmt.Errorf("%s: %q is a superuser; it must be an ordinary role", what, role)
 	case ownerMember:
-		return fmt.Errorf("grant runtime role: %q is the owner role or a member of it; use a role of its own for the workers", role)
+		return fmt.Errorf("%s: %q is the owner role or a member of it; use a role of its own", what, role)
 	case owned > 0:
-		return fmt.Errorf("grant runtime role: %q owns %d tables, indexes or sequences in this schema; make the owner role own them "+
-			"(REASSIGN OWNED BY %s TO <owner>, as a superuser) first", role, owned, pgx.Identifier{role}.Sanitize())
+		return fmt.Errorf("%s: %q owns %d tables, indexes or sequences in this schema; make the owner role own them "+
+			"(REASSIGN OWNED BY %s TO <owner>, as a superuser) first", what, role, owned, pgx.Identifier{role}.Sanitize())
 	}
 	return nil
 }

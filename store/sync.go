@@ -333,6 +333,9 @@ func (s *Store) RemoveApp(ctx context.Context, app, actor string) (ApplyResult, 
 		if _, err := tx.Exec(ctx, `UPDATE apps SET removed_at = now() WHERE id = $1`, app); err != nil {
 			return fmt.Errorf("mark app removed: %w", err)
 		}
+		if err := revokeAppTokens(ctx, tx, app, actor); err != nil {
+			return err
+		}
 		if err := recomputeStates(ctx, tx, actor, nil, &res); err != nil {
 			return err
 		}

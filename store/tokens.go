@@ -162,3 +162,26 @@ func (s *Store) LiveAPIToken(ctx context.Context, id string) (TokenCredential, e
 	}
 	return c, nil
 }
+
+// revokeAppTokens revokes every live token of app, which is being removed,
+// and audits each as RevokeAPIToken does: applying the app id again later
+// must not bring its old tokens back to life.
+func revokeAppTokens(ctx context.Context, tx pgx.Tx, app, actor string) error {
+	rows, err := tx.Query(ctx, `UPDATE api_tokens SET revoked_at = now(), revoked_by = $2
+		WHERE app = $1 AND revoked_at IS NULL RETURNING `+apiTokenColumns, app, actor)
+	if err != nil {
+		return fmt.Errorf("revoke the tokens of app %s: %w", app, err)
+	}
+	toks, err := pgx.CollectRows(rows, pgx.RowToStructByName[APIToken])
+	if err != nil {
+		return fmt.Errorf("revoke the tokens of app %s: %w", app, err)
+	}
+	for _, tok := range toks {
+		if err := AppendAudit(ctx, tx, AuditEntry{Action: ActionAPITokenRevoked, Actor: actor,
+			TargetType: TargetApp, TargetID: app,
+			Metadata: map[string]any{"tokenId": tok.ID, "name": tok.Name, "reason": "app removed"}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -71,16 +71,26 @@ func TestAPITokens(t *testing.T) {
 	if _, err := s.RemoveApp(ctx, "contacts", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if cred, err := s.LiveAPIToken(ctx, "t4"); err != nil || !cred.AppRemoved {
-		t.Fatalf("token of a removed app: %+v %v", cred, err)
+	// Removing the app revokes its live tokens (audited), so applying the
+	// app id again does not bring them back.
+	if _, err := s.LiveAPIToken(ctx, "t4"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("token of a removed app still live: %v", err)
 	}
 	if _, err := s.CreateAPIToken(ctx, "t5", "contacts", "other", []byte("h5"), "alice"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("token of a removed app: %v", err)
 	}
+	mustApply(t, s, mkManifest("contacts", []manifest.Event{decl("person.updated", 1)}))
+	if cred, err := s.LiveAPIToken(ctx, "t4"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("token of a removed app came back when the app was applied again: %+v %v", cred, err)
+	}
+	if cred, err := s.LiveAPIToken(ctx, "t3"); err != nil || cred.App != "billing" {
+		t.Fatalf("another app's token: %+v %v", cred, err)
+	}
 
 	created := auditRows(t, s, store.ActionAPITokenCreated, "")
 	revoked := auditRows(t, s, store.ActionAPITokenRevoked, "")
-	if len(created) != 3 || len(revoked) != 1 || revoked[0].Actor != "bob" || revoked[0].TargetID != "contacts" {
+	if len(created) != 3 || len(revoked) != 2 || revoked[0].Actor != "bob" || revoked[0].TargetID != "contacts" ||
+		revoked[1].Actor != "alice" || revoked[1].TargetID != "contacts" {
 		t.Fatalf("audit: %d created, revoked %+v", len(created), revoked)
 	}
 }

@@ -1,0 +1,226 @@
+package publish_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"herald/publish"
+	"herald/store"
+)
+
+// documentedPublisherGrants returns the GRANT lines of docs/publishing.md's
+// "A publisher role per app", for app orders, role orders_publisher and
+// schema herald.
+func documentedPublisherGrants(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/publishing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	at := strings.Index(doc, "<!-- publisher-grants")
+	if at < 0 {
+		t.Fatal("docs/publishing.md has no publisher-grants block")
+	}
+	doc = doc[at:]
+	start := strings.Index(doc, "```sql\n")
+	end := strings.Index(doc[start+7:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("docs/publishing.md: the publisher-grants block is not an sql code block")
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(doc[start+7:start+7+end]), "\n") {
+		lines = append(lines, strings.TrimSuffix(l, ";"))
+	}
+	return lines
+}
+
+// newPublisherRole creates a login role for one test, dropped afterwards,
+// and returns its name and a URL like e's that logs in as it.
+func (e *env) newPublisherRole() (string, string) {
+	e.t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role, password := "herald_pub_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
+	ident := pgx.Identifier{role}.Sanitize()
+	e.exec("CREATE ROLE " + ident + " LOGIN PASSWORD '" + password + "'")
+	// Membership lets the owner drop what was granted to the role.
+	e.exec("GRANT " + ident + " TO current_user")
+	e.t.Cleanup(func() {
+		for _, sql := range []string{"DROP OWNED BY " + ident, "DROP ROLE " + ident} {
+			if _, err := e.store.Pool.Exec(context.Background(), sql); err != nil {
+				e.t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
+}
+
+func wantPrivilegeError(t *testing.T, what string, err error) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("%s: err = %v, want insufficient_privilege (42501)", what, err)
+	}
+}
+
+// TestPublisherRole: the GRANT lines of docs/publishing.md (which starter db
+// grant-publisher runs) make a role that publishes with PublishTx for its
+// own app only, holding the key's stripe lock until its transaction ends,
+// and may do nothing else with Herald's tables.
+func TestPublisherRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	documented := documentedPublisherGrants(t)
+	if want := store.PublisherGrants("herald", "orders", "orders_publisher"); strings.Join(documented, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("docs/publishing.md's grant lines:\n%s\nstore.PublisherGrants (starter db grant-publisher):\n%s",
+			strings.Join(documented, "\n"), strings.Join(want, "\n"))
+	}
+	var schema string
+	if err := e.store.Pool.QueryRow(e.ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	role, roleURL := e.newPublisherRole()
+	for _, line := range documented {
+		line = strings.ReplaceAll(line, `"herald"`, pgx.Identifier{schema}.Sanitize())
+		line = strings.ReplaceAll(line, "orders_publisher", role)
+		line = strings.ReplaceAll(line, "'orders'", "'contacts'")
+		e.exec(line)
+	}
+
+	// Billing's event, whose id contacts will try to take.
+	owner := e.publisher(publish.Options{})
+	billing, err := owner.Publish(e.ctx, publish.Request{App: "billing", Type: "billing.invoice.paid", Version: 1,
+		Subject: "invoice-1", Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := store.Open(e.ctx, roleURL, store.Options{MaxConns: 3})
+	if err != nil {
+		t.Fatalf("open as the publisher role: %v", err)
+	}
+	t.Cleanup(st.Close)
+	p := publish.New(st, publish.Options{})
+
+	// It publishes for its app, with the request's app named or left empty.
+	tx, err := st.Pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	own := person("person-1", "Ada")
+	anon := person("person-2", "Bob")
+	anon.App = ""
+	res, err := p.PublishTx(e.ctx, tx, own, anon)
+	if err != nil || len(res) != 2 || res[0].Seq == 0 || res[1].Seq == 0 || res[0].Duplicate {
+		t.Fatalf("PublishTx as the publisher role: %+v, %v", res, err)
+	}
+	// The key's stripe is locked until the transaction ends.
+	_, err = e.store.Pool.Exec(e.ctx, `SELECT 1 FROM key_stripes
+		WHERE type = 'contacts.person.updated' AND version = 1 FOR NO KEY UPDATE NOWAIT`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Errorf("the key's stripe while the publishing transaction is open: %v, want lock_not_available (55P03)", err)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'contacts' AND state = 'accepted'`); n != 2 {
+		t.Fatalf("%d contacts events accepted, want 2", n)
+	}
+
+	publishTx := func(rs ...publish.Request) ([]publish.Result, error) {
+		t.Helper()
+		tx, err := st.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		res, err := p.PublishTx(e.ctx, tx, rs...)
+		if err == nil {
+			err = tx.Commit(e.ctx)
+		}
+		return res, err
+	}
+	// Again with the same id and content: a duplicate with the stored seq.
+	own.ID = res[0].ID
+	if again, err := publishTx(own); err != nil || !again[0].Duplicate || again[0].Seq != res[0].Seq {
+		t.Fatalf("the same event again: %+v, %v", again, err)
+	}
+	// Another app's event, by its own name: refused, and recorded under the
+	// role's app.
+	invoice := publish.Request{App: "billing", Type: "billing.invoice.paid", Version: 1, Subject: "invoice-2", Data: []byte(`{}`)}
+	if _, err := publishTx(invoice); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeTypeNotOwned) {
+		t.Fatalf("publish as billing: %v, want %s", err, publish.CodeTypeNotOwned)
+	}
+	// Another app's type under its own name: refused too.
+	invoice.App = "contacts"
+	if _, err := publishTx(invoice); !isRejection(err) {
+		t.Fatalf("publish billing's type as contacts: %v, want a rejection", err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE state = 'rejected' AND source_app = 'contacts'`); n != 2 {
+		t.Errorf("%d rejections recorded under contacts, want 2", n)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'billing'`); n != 1 {
+		t.Errorf("%d billing events, want only billing's own", n)
+	}
+	// Billing's event id is no obstacle (ids are unique per app) and tells
+	// nothing of billing's event; the role's own id with other content is
+	// a conflict.
+	taken := person("person-3", "Cy")
+	taken.ID = billing.ID
+	if got, err := publishTx(taken); err != nil || got[0].Duplicate || got[0].Seq == billing.Seq {
+		t.Fatalf("publish under billing's event id: %+v, %v; want a new event", got, err)
+	}
+	taken.Data = []byte(`{"name":"Dee"}`)
+	if _, err := publishTx(taken); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeIDConflict) {
+		t.Fatalf("publish the same id with other content: %v, want %s", err, publish.CodeIDConflict)
+	}
+
+	// The function itself refuses another app's type, whatever the caller.
+	_, err = st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['billing.invoice.paid'], ARRAY[1],
+		ARRAY['invoice-3'], ARRAY[0], ARRAY['{}'::bytea], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`, uuid.NewString())
+	wantPrivilegeError(t, "herald_publish of billing's type", err)
+
+	// Nothing else: no tokens, endpoints, subscriptions, audit, events, or
+	// its own mapping.
+	for _, sql := range []string{
+		`INSERT INTO api_tokens (id, app, name, hash, created_by) VALUES ('t1', 'billing', 'x', '\x00', 'mallory')`,
+		`SELECT count(*) FROM api_tokens`,
+		`UPDATE apps SET endpoint = 'http://mallory' WHERE id = 'billing'`,
+		`SELECT endpoint FROM apps`,
+		`SELECT count(*) FROM subscriptions`,
+		`INSERT INTO audit (action, outcome, target_type, target_id) VALUES ('forged', 'allowed', 'app', 'billing')`,
+		`SELECT count(*) FROM audit`,
+		`SELECT count(*) FROM events WHERE source_app = 'billing'`,
+		`INSERT INTO events (id, source_app, type, state) VALUES (gen_random_uuid(), 'billing', 'billing.invoice.paid', 'rejected')`,
+		`UPDATE publisher_roles SET app = 'billing'`,
+		`INSERT INTO publisher_roles (role, app) VALUES ('x', 'billing')`,
+		`SELECT 1 FROM key_stripes LIMIT 1 FOR NO KEY UPDATE`,
+		`SELECT count(*) FROM outcomes`,
+	} {
+		_, err := st.Pool.Exec(e.ctx, sql)
+		wantPrivilegeError(t, sql, err)
+	}
+}
+
+func isRejection(err error) bool {
+	_, ok := publish.IsRejection(err)
+	return ok
+}

@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// A publisher role is the PostgreSQL role an app's own database code logs in
+// as to publish with publish.PublishTx (docs/publishing.md#a-publisher-role-per-app).
+// It has no right on Herald's tables: it may run the functions of migration
+// 0018, which run as the owner role and publish for the app that
+// publisher_roles maps the session's login role to, never for an app named
+// by an argument.
+
+// publisherFunctions are the functions a publisher role may run, as GRANT
+// names them.
+var publisherFunctions = []string{
+	"herald_publisher_app()",
+	"herald_publisher_declaration(text, integer)",
+	"herald_publish(uuid[], text[], integer[], text[], integer[], bytea[], text[], text[], text[], jsonb[])",
+	"herald_publisher_reject(uuid, text, integer, text, text, text, text, text)",
+}
+
+// PublisherGrants returns the statements that make role a publisher role of
+// app in schema: USAGE on the schema, EXECUTE on the publisher functions,
+// and the row of publisher_roles. Run them as the owner role;
+// docs/publishing.md shows them.
+func PublisherGrants(schema, app, role string) []string {
+	sch, r := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	stmts := []string{"GRANT USAGE ON SCHEMA " + sch + " TO " + r}
+	for _, fn := range publisherFunctions {
+		stmts = append(stmts, "GRANT EXECUTE ON FUNCTION "+sch+"."+fn+" TO "+r)
+	}
+	return append(stmts, "INSERT INTO "+sch+".publisher_roles (role, app) VALUES ("+quoteLiteral(role)+", "+quoteLiteral(app)+")"+
+		" ON CONFLICT (role) DO UPDATE SET app = EXCLUDED.app, granted_at = now()")
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}
+
+// GrantPublisher makes role a publisher role of app (`starter db
+// grant-publisher APP ROLE`), running PublisherGrants as the owner role, and
+// audits it. The app must be applied and live; the role must exist and must
+// not be the owner, a superuser, or own anything in the schema (as for
+// GrantRuntime). Granting a role again moves it to app.
+func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) error {
+	if app == "" || role == "" || !queryableText(app) || !queryableText(role) {
+		return errors.New("grant publisher role: an app and a role are required")
+	}
+	return s.WithTx(ctx, func(tx pgx.Tx) error {
+		if err := checkRuntimeRole(ctx, tx, "grant publisher role", role); err != nil {
+			return err
+		}
+		ok, err := AppExistsIn(ctx, tx, app)
+		if err != nil {
+			return fmt.Errorf("grant publisher role: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("grant publisher role: app %s: %w", app, ErrNotFound)
+		}
+		var schema string
+		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			return fmt.Errorf("grant publisher role: %w", err)
+		}
+		for _, stmt := range PublisherGrants(schema, app, role) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("grant publisher role %s: %s: %w", role, stmt, err)
+			}
+		}
+		return AppendAudit(ctx, tx, AuditEntry{Action: ActionPublisherGranted, Actor: actor,
+			TargetType: TargetApp, TargetID: app, Metadata: map[string]any{"role": role}})
+	})
+}
+
+// ActionPublisherGranted records GrantPublisher.
+const ActionPublisherGranted = "publisher_role.granted"
+
+// PublisherApp is what herald_publisher_app() tells a session: the app its
+// role publishes for, if any.
+type PublisherApp struct {
+	App  string
+	Live bool // the app is applied and not removed
+	OK   bool // the session's role is a publisher role
+}
+
+// PublisherAppIn asks q (a publisher's transaction) which app its role
+// publishes for.
+func PublisherAppIn(ctx context.Context, q Querier) (PublisherApp, error) {
+	var p PublisherApp
+	err := q.QueryRow(ctx, `SELECT app, live FROM herald_publisher_app()`).Scan(&p.App, &p.Live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return PublisherApp{}, nil
+	case err != nil:
+		return PublisherApp{}, fmt.Errorf("look up the publisher role's app: %w", err)
+	}
+	p.OK = true
+	return p, nil
+}
+
+// LookupPublisherDeclarationIn is LookupDeclarationIn for a publisher role:
+// only its own app's declarations are found.
+func LookupPublisherDeclarationIn(ctx context.Context, q Querier, typ string, version int) (DeclaredEvent, error) {
+	if version < 1 || version > maxVersion || !queryableText(typ) {
+		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
+	}
+	rows, err := q.Query(ctx, `
+		SELECT type, version, app, subject, data_schema, place, deprecated
+		FROM herald_publisher_declaration($1, $2)`, typ, version)
+	if err != nil {
+		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
+	}
+	d, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[DeclaredEvent])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeclaredEvent{}, fmt.Errorf("declaration %s@%d: %w", typ, version, ErrNotFound)
+	}
+	if err != nil {
+		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
+	}
+	return d, nil
+}
+
+// InsertPublisherEventsTx is InsertEventsTx for a publisher role, through
+// herald_publish: the events are recorded as the role's app's whatever
+// their SourceApp, with the same ordering-key locks, and an id another
+// app's event holds is a Conflict.
+func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	n := len(evs)
+	ids, types, subjects, hashes, vias, tokens := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n)
+	versions, stripes := make([]int32, n), make([]int32, n)
+	envelopes := make([][]byte, n)
+	traces := make([]*string, n) // JSON text, NULL for none
+	for i, ev := range evs {
+		if ev.Version < 1 || ev.Version > maxVersion {
+			return nil, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
+		}
+		ids[i], types[i], subjects[i], hashes[i], vias[i], tokens[i] = ev.ID, ev.Type, ev.Subject, ev.ContentHash, ev.Via, ev.Token
+		versions[i], stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
+		envelopes[i] = ev.Envelope
+		if len(ev.TraceContext) > 0 {
+			b, err := json.Marshal(map[string]string(ev.TraceContext))
+			if err != nil {
+				return nil, fmt.Errorf("insert events: trace context: %w", err)
+			}
+			tc := string(b)
+			traces[i] = &tc
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
+		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`,
+		ids, types, versions, subjects, stripes, envelopes, hashes, vias, tokens, traces)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	out := make([]InsertedEvent, 0, n)
+	for rows.Next() {
+		var e InsertedEvent
+		if err := rows.Scan(&e.Seq, &e.Duplicate, &e.Conflict); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("insert events: %w", err)
+		}
+		e.ID = ids[len(out)]
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("insert events: %d results for %d events", len(out), n)
+	}
+	return out, nil
+}
+
+// RecordPublisherRejection is RecordRejection for a publisher role, through
+// herald_publisher_reject: the rejection is recorded under the role's app
+// whatever r.SourceApp says.
+func RecordPublisherRejection(ctx context.Context, q Querier, r Rejection) error {
+	var id *string
+	if u, err := uuid.Parse(r.ID); err == nil {
+		v := u.String()
+		id = &v
+	}
+	var version *int32
+	if r.Version != 0 && r.Version >= math.MinInt32 && r.Version <= math.MaxInt32 {
+		v := int32(r.Version)
+		version = &v
+	}
+	reason := storableText(r.Reason, 4*maxReasonRunes)
+	if utf8.RuneCountInString(reason) > maxReasonRunes {
+		reason = string([]rune(reason)[:maxReasonRunes])
+	}
+	var subject *string
+	if r.Subject != "" {
+		v := storableText(r.Subject, maxRejectedFieldBytes)
+		subject = &v
+	}
+	_, err := q.Exec(ctx, `SELECT herald_publisher_reject($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, storableText(r.Type, maxRejectedFieldBytes), version, subject,
+		storableText(r.Code, maxRejectedFieldBytes), reason, storableText(r.Via, maxRejectedFieldBytes),
+		storableText(r.Token, maxRejectedFieldBytes))
+	if err != nil {
+		return fmt.Errorf("record rejection %s: %w", r.Code, err)
+	}
+	return nil
+}
