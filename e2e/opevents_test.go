@@ -20,14 +20,20 @@ import (
 	"herald/workflows"
 )
 
-// opsReceiver is an alerting app's endpoint: it records every operational
-// event delivered to it, verified, and can be told to fail them all.
+// opsReceiver is an alerting app's endpoint: it records every event
+// delivered to it, verified, and can be told to fail them all or to refuse
+// contacts.person.updated for one subject key. An app hears of its own
+// subscriptions' keys only (issue 27, item 7), so the alerting app also
+// subscribes to contacts.person.updated and the failing key is its own.
 type opsReceiver struct {
 	mu       sync.Mutex
 	got      []subscriber.Event
 	failures []subscriber.Failure
 	fail     bool
-	url      string
+	// refuse, when set, is the subject key of contacts.person.updated
+	// events the endpoint answers 500 "not today".
+	refuse string
+	url    string
 }
 
 func (r *opsReceiver) handle(_ context.Context, ev subscriber.Event) error {
@@ -35,6 +41,9 @@ func (r *opsReceiver) handle(_ context.Context, ev subscriber.Event) error {
 	defer r.mu.Unlock()
 	if r.fail {
 		return errors.New("alerting bridge down")
+	}
+	if r.refuse != "" && ev.Type == contactsType && ev.Subject == r.refuse {
+		return errors.New("not today")
 	}
 	r.got = append(r.got, ev)
 	return nil
@@ -55,7 +64,37 @@ func (r *opsReceiver) events(types ...string) []subscriber.Event {
 	return out
 }
 
-// startOps runs an "alerts" app subscribed to types, at version 1.
+// contactsType is the event type of the system's publisher, and opsSub the
+// alerting app's subscription to it.
+const (
+	contactsType = "contacts.person.updated"
+	opsSub       = "alerts:" + contactsType + "@1"
+)
+
+// refuseSubject makes the endpoint refuse contacts.person.updated events of
+// subject ("" accepts them all).
+func (r *opsReceiver) refuseSubject(subject string) {
+	r.mu.Lock()
+	r.refuse = subject
+	r.mu.Unlock()
+}
+
+// verificationFailures are the failures that were not the handler's own
+// refusals: deliveries that did not verify.
+func (r *opsReceiver) verificationFailures() []subscriber.Failure {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []subscriber.Failure
+	for _, f := range r.failures {
+		if f.Code != subscriber.CodeHandlerFailed {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// startOps runs an "alerts" app subscribed to contacts.person.updated and
+// to types, at version 1.
 func startOps(t *testing.T, s *system.System, types ...string) *opsReceiver {
 	t.Helper()
 	r := &opsReceiver{}
@@ -75,7 +114,7 @@ func startOps(t *testing.T, s *system.System, types ...string) *opsReceiver {
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
 	m := &manifest.Manifest{App: "alerts", Endpoint: srv.URL}
-	for _, typ := range types {
+	for _, typ := range append([]string{contactsType}, types...) {
 		m.Subscribes = append(m.Subscribes, manifest.Subscription{Type: typ, Version: 1})
 	}
 	if err := m.Validate(); err != nil {
@@ -98,7 +137,7 @@ func eventData(t *testing.T, ev subscriber.Event) map[string]any {
 
 // TestKeyFailedAndRecoveredAreDelivered: an app subscribed to
 // herald.key.failed and herald.key.recovered receives, signed and in order,
-// the failure of another subscription's key once its attempts run out, and
+// the failure of its own subscription's key once its attempts run out, and
 // its recovery once the operator's redeliver goes through.
 func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 	t.Parallel()
@@ -106,25 +145,19 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 	s.Apply()
 	c := s.Dial()
 	ops := startOps(t, s, store.TypeKeyFailed, store.TypeKeyRecovered, store.TypeSubscriptionStateChanged)
-	const billing = "billing:contacts.person.updated@1"
-	s.Sub.SetReject(func(app, subject string, n int) error {
-		if app == "billing" && subject == "person-ops" {
-			return errors.New("not today")
-		}
-		return nil
-	})
+	ops.refuseSubject("person-ops")
 	ev := s.Publish("person-ops", 1)
-	id := workflows.DeliveryID(billing, "person-ops")
+	id := workflows.DeliveryID(opsSub, "person-ops")
 	testkit.Eventually(t, 30*time.Second, "the key to fail", func() bool { return status(c, id) == workflows.StatusFailed })
 	keyEvents := func() []subscriber.Event { return ops.events(store.TypeKeyFailed, store.TypeKeyRecovered) }
 	testkit.Eventually(t, 30*time.Second, "herald.key.failed at the alerting app", func() bool { return len(keyEvents()) >= 1 })
 
-	s.Sub.SetReject(nil)
+	ops.refuseSubject("")
 	if err := c.SignalWorkflow(context.Background(), id, "", workflows.SignalRedeliver,
 		workflows.RedeliverSignal{Actor: "e2e-operator", Reason: "handler fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 30*time.Second, "the redelivered head", func() bool { return s.Sub.Count("billing", "person-ops") == 1 })
+	testkit.Eventually(t, 30*time.Second, "the redelivered head", func() bool { return len(ops.events(contactsType)) == 1 })
 	testkit.Eventually(t, 30*time.Second, "herald.key.recovered at the alerting app", func() bool { return len(keyEvents()) >= 2 })
 
 	got := keyEvents()
@@ -132,7 +165,7 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 		t.Fatalf("operational events: %+v", got)
 	}
 	f, r := eventData(t, got[0]), eventData(t, got[1])
-	subject := billing + "/person-ops"
+	subject := opsSub + "/person-ops"
 	for _, e := range got {
 		if e.Subject != subject || e.Source != "app:herald" || e.DataVersion != 1 || e.Attempt != 1 {
 			t.Fatalf("event %s: subject %q, source %q, version %d, attempt %d", e.Type, e.Subject, e.Source, e.DataVersion, e.Attempt)
@@ -141,7 +174,7 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 	if e := got[0]; e.Subscription != "alerts:herald.key.failed@1" {
 		t.Fatalf("delivered for subscription %q", e.Subscription)
 	}
-	if f["subscriptionId"] != billing || f["subscriberApp"] != "billing" || f["eventType"] != "contacts.person.updated" ||
+	if f["subscriptionId"] != opsSub || f["subscriberApp"] != "alerts" || f["eventType"] != contactsType ||
 		f["subjectKey"] != "person-ops" || f["eventId"] != ev.ID || f["code"] != "attempts_exhausted" ||
 		f["lastCode"] != "handler_failed" || f["attempts"] != float64(3) || f["workflowId"] != id ||
 		!strings.Contains(f["lastError"].(string), "not today") {
@@ -152,13 +185,16 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 		t.Fatalf("herald.key.recovered data: %v", r)
 	}
 
-	// A subscription state change reaches the app too.
-	if _, err := s.Svc.Store.SetSubscriptionPaused(context.Background(), "audit-log:contacts.person.updated@1", true, "alice", "maintenance"); err != nil {
-		t.Fatal(err)
+	// A state change of its own subscription reaches the app too; another
+	// app's does not (issue 27, item 7).
+	for _, sub := range []string{"audit-log:" + contactsType + "@1", opsSub} {
+		if _, err := s.Svc.Store.SetSubscriptionPaused(context.Background(), sub, true, "alice", "maintenance"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	paused := func() *subscriber.Event {
 		for _, ev := range ops.events(store.TypeSubscriptionStateChanged) {
-			if ev.Subject == "audit-log:contacts.person.updated@1" && strings.Contains(string(ev.Data), `"to":"paused"`) {
+			if ev.Subject == opsSub && strings.Contains(string(ev.Data), `"to":"paused"`) {
 				return &ev
 			}
 		}
@@ -166,19 +202,23 @@ func TestKeyFailedAndRecoveredAreDelivered(t *testing.T) {
 	}
 	testkit.Eventually(t, 30*time.Second, "herald.subscription.state_changed", func() bool { return paused() != nil })
 	if d := eventData(t, *paused()); d["from"] != "active" || d["actor"] != "alice" || d["reason"] != "maintenance" ||
-		d["subscriberApp"] != "audit-log" {
+		d["subscriberApp"] != "alerts" {
 		t.Fatalf("state change: %v", d)
 	}
-	ops.mu.Lock()
-	defer ops.mu.Unlock()
-	if len(ops.failures) != 0 {
-		t.Fatalf("operational deliveries failed verification: %+v", ops.failures)
+	for _, ev := range ops.events(store.TypeKeyFailed, store.TypeKeyRecovered, store.TypeSubscriptionStateChanged) {
+		if !strings.HasPrefix(ev.Subject, "alerts:") {
+			t.Errorf("the alerting app received %s about another app's subscription: %s", ev.Type, ev.Subject)
+		}
+	}
+	if f := ops.verificationFailures(); len(f) != 0 {
+		t.Fatalf("operational deliveries failed verification: %+v", f)
 	}
 }
 
-// TestOperationalEventsLoopGuard: when the alerting app's own endpoint fails
-// on herald.key.failed, its key fails, and no herald.key.failed is emitted
-// about that: one event, not a chain.
+// TestOperationalEventsLoopGuard: when the alerting app's endpoint fails on
+// everything, its contacts key fails, then its key of the herald.key.failed
+// about that, and no herald.key.failed is emitted about the second: one
+// event, not a chain.
 func TestOperationalEventsLoopGuard(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t)
@@ -186,17 +226,10 @@ func TestOperationalEventsLoopGuard(t *testing.T) {
 	c := s.Dial()
 	ops := startOps(t, s, store.TypeKeyFailed)
 	ops.mu.Lock()
-	ops.fail = true
+	ops.fail = true // its contacts.person.updated events, and then herald.key.failed about them
 	ops.mu.Unlock()
-	const billing = "billing:contacts.person.updated@1"
-	s.Sub.SetReject(func(app, subject string, n int) error {
-		if app == "billing" && subject == "person-loop" {
-			return errors.New("not today")
-		}
-		return nil
-	})
 	s.Publish("person-loop", 1)
-	opsKey := workflows.DeliveryID("alerts:herald.key.failed@1", billing+"/person-loop")
+	opsKey := workflows.DeliveryID("alerts:herald.key.failed@1", opsSub+"/person-loop")
 	testkit.Eventually(t, 60*time.Second, "the alerting app's key to fail", func() bool { return status(c, opsKey) == workflows.StatusFailed })
 	ctx := context.Background()
 	// The failure of the alerting key is recorded (its audit row) in the
@@ -210,7 +243,7 @@ func TestOperationalEventsLoopGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 1 {
-		t.Fatalf("%d herald.key.failed events, want 1 (about billing's key only)", n)
+		t.Fatalf("%d herald.key.failed events, want 1 (about the alerting app's contacts key only)", n)
 	}
 }
 
@@ -227,12 +260,7 @@ func TestKeyExpiredIsDelivered(t *testing.T) {
 	}
 	s.Apply()
 	ops := startOps(t, s, store.TypeKeyExpired)
-	s.Sub.SetReject(func(app, subject string, n int) error {
-		if app == "billing" && subject == "person-exp" {
-			return errors.New("not today")
-		}
-		return nil
-	})
+	ops.refuseSubject("person-exp")
 	first := s.Publish("person-exp", 1)
 	second := s.Publish("person-exp", 2)
 	// One event per expiry pass: both events at once, or one pass each.
@@ -240,8 +268,8 @@ func TestKeyExpiredIsDelivered(t *testing.T) {
 		for _, ev := range ops.events(store.TypeKeyExpired) {
 			d := eventData(t, ev)
 			got, _ := d["eventIds"].([]any)
-			if ev.Subject != "billing:contacts.person.updated@1/person-exp" || d["count"] != float64(len(got)) ||
-				d["holdExpiry"] != "3s" || d["subjectKey"] != "person-exp" || d["subscriptionId"] != "billing:contacts.person.updated@1" {
+			if ev.Subject != opsSub+"/person-exp" || d["count"] != float64(len(got)) ||
+				d["holdExpiry"] != "3s" || d["subjectKey"] != "person-exp" || d["subscriptionId"] != opsSub {
 				t.Fatalf("herald.key.expired %s: %s", ev.Subject, ev.Data)
 			}
 			ids = append(ids, got...)

@@ -467,10 +467,21 @@ func outcomeStatus(t *testing.T, s *system.System, sub, eventID string) string {
 }
 
 // wantOutcomes checks that billing's outcome rows of ids all have status.
+//
+// The outcome row is written after the POST's answer, so a test that saw the
+// arrival waits a little for it (up to 10 s) rather than racing the write.
 func wantOutcomes(t *testing.T, s *system.System, status string, ids ...string) {
 	t.Helper()
 	for i, id := range ids {
-		if got := outcomeStatus(t, s, system.BillingSub, id); got != status {
+		var got string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if got = outcomeStatus(t, s, system.BillingSub, id); got == status || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got != status {
 			t.Fatalf("outcome of event %s (#%d given): %q, want %q", id, i+1, got, status)
 		}
 	}
