@@ -106,7 +106,16 @@ type heraldRun struct {
 
 // heraldWith is herald with the variations of run.
 func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measurement, error) {
-	ph, err := newPhase(b.runID, sh, run.system, heraldSubscriptions(sh.Subscriptions))
+	// The comparison's two measurements of a shape use keys of their own, so
+	// the second does not find the first's workflows still running.
+	prefix := b.runID
+	switch run.system {
+	case SystemAlone:
+		prefix += "-alone"
+	case SystemNeighbours:
+		prefix += "-beside"
+	}
+	ph, err := newPhase(prefix, sh, run.system, heraldSubscriptions(sh.Subscriptions))
 	if err != nil {
 		return Measurement{}, err
 	}
