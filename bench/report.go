@@ -145,6 +145,64 @@ func noisyRows(rep *Report) [][]string {
 	return rows
 }
 
+// noisySummaryRows are the rows (header first) of the noisy-neighbour
+// summary: per server configuration and shape, the medians over runs of
+// the healthy deliveries per second and p99 alone and beside the
+// neighbours, and of each run's own ratios.
+func noisySummaryRows(suite *Suite) [][]string {
+	rows := [][]string{{"server", "shape", "runs", "alone deliveries/s", "beside deliveries/s", "× alone",
+		"alone p99 ms", "beside p99 ms", "p99 × alone", "lost / out of order / duplicates"}}
+	type key struct{ server, shape string }
+	type acc struct {
+		aloneRate, besideRate, ratio, aloneP99, besideP99, p99Ratio []float64
+		lost, ooo, dups                                             int
+	}
+	var order []key
+	accs := map[key]*acc{}
+	for _, rep := range suite.Runs {
+		for _, m := range rep.Measurements {
+			if m.System != SystemAlone && m.System != SystemNeighbours {
+				continue
+			}
+			k := key{rep.Server.Name, m.Shape.Name}
+			a := accs[k]
+			if a == nil {
+				a = &acc{}
+				accs[k] = a
+				order = append(order, k)
+			}
+			a.lost += m.Lost
+			a.ooo += m.OutOfOrder
+			a.dups += m.Duplicates
+			if m.System == SystemAlone {
+				a.aloneRate = append(a.aloneRate, m.PerSecond)
+				a.aloneP99 = append(a.aloneP99, m.LatencyMS.P99)
+				continue
+			}
+			a.besideRate = append(a.besideRate, m.PerSecond)
+			a.besideP99 = append(a.besideP99, m.LatencyMS.P99)
+			if m.AloneRatio > 0 {
+				a.ratio = append(a.ratio, m.AloneRatio)
+				a.p99Ratio = append(a.p99Ratio, m.AloneP99Ratio)
+			}
+		}
+	}
+	cell := func(vs []float64, format string) string {
+		if len(vs) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(format, median(vs))
+	}
+	for _, k := range order {
+		a := accs[k]
+		rows = append(rows, []string{k.server, k.shape, fmt.Sprint(len(a.besideRate)),
+			cell(a.aloneRate, "%.1f"), cell(a.besideRate, "%.1f"), cell(a.ratio, "%.2f×"),
+			cell(a.aloneP99, "%.0f"), cell(a.besideP99, "%.0f"), cell(a.p99Ratio, "%.2f×"),
+			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
+	}
+	return rows
+}
+
 // countsText writes counts as "k1: n1, k2: n2" in key order.
 func countsText(counts map[string]int) string {
 	keys := make([]string, 0, len(counts))
@@ -215,6 +273,14 @@ func writeSuite(w io.Writer, suite *Suite) error {
 		}
 		if err := markdownTable(w, summaryRows(suite)); err != nil {
 			return err
+		}
+		if rows := noisySummaryRows(suite); len(rows) > 1 {
+			if _, err := fmt.Fprintf(w, "\nNoisy neighbours: median of the runs of each server configuration (× alone: median of each run's own ratio)\n\n"); err != nil {
+				return err
+			}
+			if err := markdownTable(w, rows); err != nil {
+				return err
+			}
 		}
 	}
 	for _, rep := range suite.Runs {

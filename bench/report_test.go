@@ -210,3 +210,27 @@ func TestNoisyRows(t *testing.T) {
 		t.Errorf("rows without a measurement beside neighbours: %v", rows)
 	}
 }
+
+// TestNoisySummaryRows: the summary takes medians over runs per server and
+// shape, of the figures and of each run's own ratios.
+func TestNoisySummaryRows(t *testing.T) {
+	nb := Shape{Name: noisyBurstShape, Keys: 200, EventsPerKey: 5, Subscriptions: 2}
+	run := func(alone, beside, p99a, p99b float64) *Report {
+		return &Report{Server: ServerConfig{Name: "default"}, Measurements: []Measurement{
+			{Shape: nb, System: SystemHerald, PerSecond: 1},
+			{Shape: nb, System: SystemAlone, PerSecond: alone, LatencyMS: Latency{P99: p99a}},
+			{Shape: nb, System: SystemNeighbours, PerSecond: beside, LatencyMS: Latency{P99: p99b}, Duplicates: 1,
+				AloneRatio: beside / alone, AloneP99Ratio: p99b / p99a},
+		}}
+	}
+	suite := &Suite{Runs: []*Report{run(100, 90, 10, 20), run(200, 100, 10, 30), run(150, 150, 20, 20)}}
+	rows := noisySummaryRows(suite)
+	if len(rows) != 2 {
+		t.Fatalf("rows: %v", rows)
+	}
+	got := strings.Join(rows[1], "|")
+	want := "default|NB|3|150.0|100.0|0.90×|10|20|2.00×|0 / 0 / 3"
+	if got != want {
+		t.Errorf("row\n got %s\nwant %s", got, want)
+	}
+}
