@@ -43,6 +43,9 @@ type options struct {
 	steadyKeys  int
 	noisy       time.Duration
 	noisyRate   float64
+	// neighbourRate and guessRate override the neighbours' default load.
+	neighbourRate float64
+	guessRate     float64
 	timeout     time.Duration
 	grace       time.Duration
 	parallel    int
@@ -72,6 +75,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.steadyKeys, "steady-keys", 50, "subject keys of the steady run")
 	fs.DurationVar(&o.noisy, "noisy", 20*time.Second, "length of the noisy-neighbour comparison's paced run (its burst is 200 keys × 5 to 2 subscriptions); each is measured alone, then beside a subscriber that never answers, one that answers 500, a costly accepted filter and a token guesser; 0 skips it")
 	fs.Float64Var(&o.noisyRate, "noisy-rate", 20, "events per second of the noisy-neighbour comparison's paced run")
+	fs.Float64Var(&o.neighbourRate, "noisy-neighbour-rate", defaultNeighbourLoad.Rate, "events per second each publishing neighbour (slow, failing, heavy) sends")
+	fs.Float64Var(&o.guessRate, "noisy-guess-rate", defaultNeighbourLoad.GuessRate, "token guesses per second of each of the 4 guessing clients; 0 turns them off")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "per measurement: how long to wait for deliveries after publishing; later ones count as lost")
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
 	fs.IntVar(&o.parallel, "parallel", 32, "the ceiling's signals in flight at once (Herald's relay default is 32)")
@@ -146,6 +151,16 @@ func run(args []string) int {
 		if cfg.Noisy, err = noisyShapes(o.noisy, o.noisyRate); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: -noisy:", err)
 			return 2
+		}
+		if o.neighbourRate <= 0 || o.guessRate < 0 {
+			fmt.Fprintln(os.Stderr, "bench: -noisy-neighbour-rate must be positive and -noisy-guess-rate not negative")
+			return 2
+		}
+		cfg.NeighbourLoad = defaultNeighbourLoad
+		cfg.NeighbourLoad.Rate = o.neighbourRate
+		cfg.NeighbourLoad.GuessRate = o.guessRate
+		if o.guessRate == 0 {
+			cfg.NeighbourLoad.Guessers = 0
 		}
 	}
 	if cfg.ModuleRoot, err = moduleRoot(); err != nil {
