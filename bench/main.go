@@ -36,31 +36,31 @@ func main() {
 
 // options are the command line flags.
 type options struct {
-	shapes      string
-	scale       float64
-	steady      time.Duration
-	steadyRate  float64
-	steadyKeys  int
-	noisy       time.Duration
-	noisyRate   float64
+	shapes     string
+	scale      float64
+	steady     time.Duration
+	steadyRate float64
+	steadyKeys int
+	noisy      time.Duration
+	noisyRate  float64
 	// neighbourRate and guessRate override the neighbours' default load.
 	neighbourRate float64
 	guessRate     float64
-	timeout     time.Duration
-	grace       time.Duration
-	parallel    int
-	batch       int
-	pollers     int
-	sample      int
-	heraldOnly  bool
-	batched     bool
-	out         string
-	png         string
-	keep        bool
-	temporalPID int
-	render      string
-	servers     string
-	repeat      int
+	timeout       time.Duration
+	grace         time.Duration
+	parallel      int
+	batch         int
+	pollers       int
+	sample        int
+	heraldOnly    bool
+	batched       bool
+	out           string
+	png           string
+	keep          bool
+	temporalPID   int
+	render        string
+	servers       string
+	repeat        int
 	// serverFlag is set when -servers was given explicitly.
 	serverFlag bool
 }
