@@ -499,13 +499,19 @@ func (s *Store) LookupDeclaration(ctx context.Context, typ string, version int) 
 // LookupDeclarationIn is LookupDeclaration on q, a pool or a caller's
 // transaction.
 func LookupDeclarationIn(ctx context.Context, q Querier, typ string, version int) (DeclaredEvent, error) {
-	if version < 1 || version > maxVersion || !queryableText(typ) {
-		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
-	}
-	rows, err := q.Query(ctx, `
+	return lookupDeclaration(ctx, q, `
 		SELECT type, version, app, subject, data_schema, place, deprecated
 		FROM declarations
 		WHERE type = $1 AND version = $2 AND retired_at IS NULL`, typ, version)
+}
+
+// lookupDeclaration runs query, which selects one declaration's columns by
+// type ($1) and version ($2); none found is ErrNotFound.
+func lookupDeclaration(ctx context.Context, q Querier, query, typ string, version int) (DeclaredEvent, error) {
+	if version < 1 || version > maxVersion || !queryableText(typ) {
+		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
+	}
+	rows, err := q.Query(ctx, query, typ, version)
 	if err != nil {
 		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
 	}

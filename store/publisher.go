@@ -117,23 +117,9 @@ func PublisherAppIn(ctx context.Context, q Querier) (PublisherApp, error) {
 // LookupPublisherDeclarationIn is LookupDeclarationIn for a publisher role:
 // only its own app's declarations are found.
 func LookupPublisherDeclarationIn(ctx context.Context, q Querier, typ string, version int) (DeclaredEvent, error) {
-	if version < 1 || version > maxVersion || !queryableText(typ) {
-		return DeclaredEvent{}, fmt.Errorf("declaration %q@%d: %w", typ, version, ErrNotFound)
-	}
-	rows, err := q.Query(ctx, `
+	return lookupDeclaration(ctx, q, `
 		SELECT type, version, app, subject, data_schema, place, deprecated
 		FROM herald_publisher_declaration($1, $2)`, typ, version)
-	if err != nil {
-		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
-	}
-	d, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[DeclaredEvent])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return DeclaredEvent{}, fmt.Errorf("declaration %s@%d: %w", typ, version, ErrNotFound)
-	}
-	if err != nil {
-		return DeclaredEvent{}, fmt.Errorf("look up declaration %s@%d: %w", typ, version, err)
-	}
-	return d, nil
 }
 
 // InsertPublisherEventsTx is InsertEventsTx for a publisher role, through
