@@ -132,4 +132,22 @@ func TestDBGrantPublisher(t *testing.T) {
 	if r := run(t, e, "db", "grant-publisher", "billing"); r.code != ExitInvalid {
 		t.Errorf("grant-publisher without a role: exit %d, want %d", r.code, ExitInvalid)
 	}
+	// A role that can already write Herald's tables is not confined by a
+	// mapping: refused.
+	writer := role + "_w"
+	if _, err := owner.Exec(ctx, `CREATE ROLE `+pgx.Identifier{writer}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { // before owner.Close (deferred earlier)
+		_, _ = owner.Exec(context.Background(), `DROP OWNED BY `+pgx.Identifier{writer}.Sanitize())
+		_, _ = owner.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{writer}.Sanitize())
+	}()
+	if _, err := owner.Exec(ctx, `GRANT INSERT ON events TO `+pgx.Identifier{writer}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, e, "db", "grant-publisher", "billing", writer); r.code == ExitOK {
+		t.Errorf("grant-publisher to a role that may insert events succeeded")
+	} else {
+		wantContains(t, "stderr", r.stderr, "can already write Herald's tables")
+	}
 }

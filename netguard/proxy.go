@@ -2,6 +2,7 @@ package netguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,12 +18,13 @@ func ParseProxy(s string) (*url.URL, error) {
 	if s == "" {
 		return nil, nil
 	}
+	// Errors never quote the value: it may carry the proxy's password.
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("egress proxy %q: %w", s, err)
+		return nil, errors.New("egress proxy: not a URL (want http://HOST:PORT or https://HOST:PORT)")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return nil, fmt.Errorf("egress proxy %q: want http://HOST:PORT or https://HOST:PORT", s)
+		return nil, fmt.Errorf("egress proxy %s: want http://HOST:PORT or https://HOST:PORT", u.Redacted())
 	}
 	return u, nil
 }

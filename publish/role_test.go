@@ -198,6 +198,29 @@ func TestPublisherRole(t *testing.T) {
 		ARRAY['invoice-3'], ARRAY[0], ARRAY['{}'::bytea], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`, uuid.NewString())
 	wantPrivilegeError(t, "herald_publish of billing's type", err)
 
+	// Nor a body that is not the app's own event: the body is what Herald
+	// signs and delivers, so one naming another source, or too large, is
+	// refused whatever the caller's own code checked.
+	forge := func(body string) error {
+		id := uuid.NewString()
+		_, err := st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
+			ARRAY['person-9'], ARRAY[0], ARRAY[convert_to(replace($2::text, 'ID', $1::text), 'UTF8')], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
+			id, body)
+		return err
+	}
+	wantPrivilegeError(t, "herald_publish of a body naming billing as its source", forge(
+		`{"id":"ID","source":"app:billing","type":"contacts.person.updated","subject":"person-9","dataversion":1}`))
+	wantPrivilegeError(t, "herald_publish of a body of another type", forge(
+		`{"id":"ID","source":"app:contacts","type":"billing.invoice.paid","subject":"person-9","dataversion":1}`))
+	big := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1,"data":"` +
+		strings.Repeat("x", 300<<10) + `"}`)
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(big, &pgErr) || pgErr.Code != "54000" {
+		t.Errorf("herald_publish of a 300 KiB body: %v, want program_limit_exceeded (54000)", big)
+	}
+	if err := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`); err != nil {
+		t.Errorf("herald_publish of the app's own well-formed body: %v", err)
+	}
+
 	// Nothing else: no tokens, endpoints, subscriptions, audit, events, or
 	// its own mapping.
 	for _, sql := range []string{

@@ -67,6 +67,16 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 		if err := checkRuntimeRole(ctx, tx, "grant publisher role", role); err != nil {
 			return err
 		}
+		// A role that can write Herald's tables (the runtime role, or a
+		// member of it) would not be confined by the mapping.
+		var writes bool
+		if err := tx.QueryRow(ctx, `SELECT has_table_privilege($1, 'events', 'INSERT')
+			OR has_table_privilege($1, 'api_tokens', 'INSERT') OR has_table_privilege($1, 'audit', 'INSERT')`, role).Scan(&writes); err != nil {
+			return fmt.Errorf("grant publisher role: %w", err)
+		}
+		if writes {
+			return fmt.Errorf("grant publisher role: %q can already write Herald's tables (the runtime role or a member of it); use a role of its own", role)
+		}
 		ok, err := AppExistsIn(ctx, tx, app)
 		if err != nil {
 			return fmt.Errorf("grant publisher role: %w", err)
@@ -90,6 +100,47 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 
 // ActionPublisherGranted records GrantPublisher.
 const ActionPublisherGranted = "publisher_role.granted"
+
+// ActionPublisherRevoked audits a publisher role's mapping dropped because
+// its app was applied again after removal.
+const ActionPublisherRevoked = "publisher_role.revoked"
+
+// reappliedReason is the audit reason of what an app's removal leaves
+// behind and its next apply ends.
+const reappliedReason = "app applied again after removal"
+
+// forgetRemovedApp ends, when a removed app is applied again, what its
+// earlier life left that would otherwise come back with it: its publisher
+// roles (their logins could publish as the app again) and its Standard
+// Webhooks secrets (their holders could still verify and forge its
+// deliveries); the app gets a new secret at once or before its first
+// delivery. Its tokens were revoked at removal (revokeAppTokens).
+func forgetRemovedApp(ctx context.Context, tx pgx.Tx, app, actor string) error {
+	rows, err := tx.Query(ctx, `DELETE FROM publisher_roles WHERE app = $1 RETURNING role`, app)
+	if err != nil {
+		return fmt.Errorf("drop the publisher roles of removed app %s: %w", app, err)
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("drop the publisher roles of removed app %s: %w", app, err)
+	}
+	for _, role := range roles {
+		if err := AppendAudit(ctx, tx, AuditEntry{Action: ActionPublisherRevoked, Actor: actor,
+			TargetType: TargetApp, TargetID: app, Metadata: map[string]any{"role": role, "reason": reappliedReason}}); err != nil {
+			return err
+		}
+	}
+	tag, err := tx.Exec(ctx, `UPDATE app_secrets SET valid_until = now()
+		WHERE app = $1 AND (valid_until IS NULL OR valid_until > now())`, app)
+	if err != nil {
+		return fmt.Errorf("end the secrets of removed app %s: %w", app, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return AppendAudit(ctx, tx, AuditEntry{Action: ActionSecretRotated, Actor: actor, TargetType: TargetApp, TargetID: app,
+			Metadata: map[string]any{"overlap": "0s", "reason": reappliedReason, "ended": tag.RowsAffected()}})
+	}
+	return nil
+}
 
 // PublisherApp is what herald_publisher_app() tells a session: the app its
 // role publishes for, if any.

@@ -96,3 +96,59 @@ func TestEnsureAppSecretsRemovedApp(t *testing.T) {
 		t.Fatalf("worker's read of a removed app: %v, same secret %v", err, after.Current.Secret == before.Current.Secret)
 	}
 }
+
+// An app removed and applied again keeps neither its publisher roles nor
+// its secrets: whoever held them in its earlier life cannot publish as it
+// or verify and forge its deliveries (issue 27).
+func TestReappliedAppForgetsRolesAndSecrets(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	m := contactsManifest(decl("person.updated", 1))
+	if _, err := s.ApplyManifest(ctx, m, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: store.ActorSystem}
+	old, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO publisher_roles (role, app) VALUES ('contacts_db', 'contacts')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemoveApp(ctx, "contacts", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyManifest(ctx, m, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	var roles int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM publisher_roles WHERE app = 'contacts'`).Scan(&roles); err != nil {
+		t.Fatal(err)
+	}
+	if roles != 0 {
+		t.Errorf("%d publisher roles of the removed app survived its new apply", roles)
+	}
+	now, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Current.Secret == old.Current.Secret {
+		t.Error("the re-applied app signs with its earlier life's secret")
+	}
+	for _, p := range now.Previous {
+		if p.Secret == old.Current.Secret {
+			t.Error("the earlier life's secret is still valid as a previous one")
+		}
+	}
+	for _, action := range []string{store.ActionPublisherRevoked, store.ActionSecretRotated} {
+		rows, err := s.ListAudit(ctx, store.AuditFilter{Action: action, TargetID: "contacts"})
+		if err != nil || len(rows) != 1 || rows[0].Actor != "bob" {
+			t.Errorf("%s rows %+v, %v: want one by bob", action, rows, err)
+		}
+	}
+}

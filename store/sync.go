@@ -234,6 +234,11 @@ func applyManifestTx(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, opts 
 		m.App, m.Endpoint, m.Path(), string(doc), hash, limits.MaxPerSecond, limits.MaxInFlight); err != nil {
 		return ApplyResult{}, fmt.Errorf("save app: %w", err)
 	}
+	if removed {
+		if err := forgetRemovedApp(ctx, tx, m.App, actor); err != nil {
+			return ApplyResult{}, err
+		}
+	}
 	if limits != before {
 		res.LimitsChanged = true
 		res.LimitsFrom, res.LimitsTo = &before, &limits

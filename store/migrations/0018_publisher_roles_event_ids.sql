@@ -51,7 +51,9 @@ $$;
 -- type's stripes in ascending order, until the transaction ends; an id
 -- already taken reports the stored seq when it is the same app's event of
 -- the same content (duplicate), a conflict otherwise; ids are unique per
--- app, so another app's event is neither.
+-- app, so another app's event is neither. The caller's vias and tokens are
+-- not trusted: a publisher role's event is recorded as published by the Go
+-- library (PublishTx), with no API token.
 CREATE FUNCTION herald_publish(ids uuid[], types text[], versions integer[], subjects text[], stripes integer[],
                                envelopes bytea[], hashes text[], vias text[], tokens text[], traces jsonb[])
 RETURNS TABLE (out_seq bigint, out_duplicate boolean, out_conflict boolean)
@@ -84,6 +86,26 @@ BEGIN
         RAISE EXCEPTION 'role % publishes for app %, which does not declare every type given', session_user, me
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- The body is what Herald signs and delivers, and the app's own code
+    -- (which may skip every check of store.PublishTx) wrote it: it must be
+    -- this app's CloudEvent for the row's id, type, version and subject,
+    -- within publish.DefaultMaxEventBytes.
+    IF EXISTS (SELECT 1 FROM unnest(ids, types, versions, subjects, envelopes) AS u(i, t, v, s, e)
+                WHERE e IS NULL OR octet_length(e) > 262144) THEN
+        RAISE EXCEPTION 'herald_publish: an event body is missing or over 262144 bytes'
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(ids, types, versions, subjects, envelopes) AS u(i, t, v, s, e),
+                      LATERAL (SELECT convert_from(u.e, 'UTF8')::jsonb AS j) b
+                WHERE jsonb_typeof(b.j) <> 'object'
+                   OR (b.j->>'id') IS DISTINCT FROM u.i::text
+                   OR (b.j->>'source') IS DISTINCT FROM 'app:' || me
+                   OR (b.j->>'type') IS DISTINCT FROM u.t
+                   OR (b.j->>'subject') IS DISTINCT FROM u.s
+                   OR (b.j->'dataversion') IS DISTINCT FROM to_jsonb(u.v)) THEN
+        RAISE EXCEPTION 'role % publishes for app %: an event body does not name its own id, source app:%, type, version and subject',
+            session_user, me, me USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s IS NULL OR s < 0 OR s > 255) THEN
         RAISE EXCEPTION 'herald_publish: stripe out of range' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -99,7 +121,7 @@ BEGIN
         INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
                             published_via, published_token, trace_context)
         VALUES (ids[i], me, types[i], versions[i], subjects[i], envelopes[i], hashes[i], 'accepted',
-                NULLIF(vias[i], ''), NULLIF(tokens[i], ''), traces[i])
+                'library', NULL, traces[i])
         ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
         RETURNING seq INTO got;
         IF got IS NOT NULL THEN
@@ -131,9 +153,11 @@ LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     me text;
 BEGIN
-    SELECT p.app INTO me FROM publisher_roles p WHERE p.role = session_user;
+    SELECT p.app INTO me
+      FROM publisher_roles p JOIN apps a ON a.id = p.app AND a.removed_at IS NULL
+     WHERE p.role = session_user;
     IF me IS NULL THEN
-        RAISE EXCEPTION 'role % publishes for no app', session_user USING ERRCODE = 'insufficient_privilege';
+        RAISE EXCEPTION 'role % publishes for no live app', session_user USING ERRCODE = 'insufficient_privilege';
     END IF;
     INSERT INTO events (id, source_app, type, version, subject, state, code, reason, published_via, published_token)
     VALUES (r_id, me, left(r_type, 400), r_version, left(r_subject, 400), 'rejected', left(r_code, 400),
