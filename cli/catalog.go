@@ -191,12 +191,14 @@ func setSubscriptionPaused(inv *invocation, id string, paused bool, actor, reaso
 	if err != nil {
 		return subscriptionError(id, err)
 	}
+	if before.State == sub.State && before.Reason == sub.Reason {
+		// An operator command that had nothing to do exits 2
+		// (docs/design.md#command-line), as resuming an active one does.
+		return invalidf("subscription %s is already %s: nothing changed (starter subscriptions resume %s releases it)",
+			sub.ID, stateText(sub.State, sub.Reason), shellQuote(sub.ID))
+	}
 	if inv.json {
 		return writeJSON(inv.stdout, sub)
-	}
-	if before.State == sub.State && before.Reason == sub.Reason {
-		fmt.Fprintf(inv.stdout, "%s: already %s, nothing changed\n", sub.ID, stateText(sub.State, sub.Reason))
-		return nil
 	}
 	fmt.Fprintf(inv.stdout, "%s: %s -> %s\n", sub.ID, stateText(before.State, before.Reason), stateText(sub.State, sub.Reason))
 	return nil
