@@ -62,6 +62,9 @@ func runAppsApply(inv *invocation, args []string) error {
 	if !*allowBreaking && *reason != "" {
 		return usagef("apps", "apps apply: --reason is only used with --allow-breaking")
 	}
+	if err := inv.act(); err != nil {
+		return err
+	}
 	manifests, err := manifest.Load(paths...)
 	if err != nil {
 		return inv.reportInvalidManifests("apps apply", "nothing was applied", err)

@@ -181,13 +181,14 @@ func runAppsRemove(inv *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
+	if res.Unchanged {
+		// An operator command that had nothing to do exits 2
+		// (docs/design.md#command-line).
+		return invalidf("app %s is already removed: nothing changed (starter apps apply brings it back)", res.App)
+	}
 	if inv.json {
 		res.StateChanges = nonNil(res.StateChanges)
 		return writeJSON(inv.stdout, res)
-	}
-	if res.Unchanged {
-		fmt.Fprintf(inv.stdout, "%s: already removed, nothing changed\n", res.App)
-		return nil
 	}
 	fmt.Fprintf(inv.stdout, "%s: removed\n", res.App)
 	printChanges(inv.stdout, res)

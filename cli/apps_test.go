@@ -185,11 +185,14 @@ func TestAppsListShowRemove(t *testing.T) {
 	r = mustRun(t, e, "apps", "remove", "billing", "--actor", "bob")
 	wantContains(t, "apps remove", r.stdout, "billing: removed", "declarations: 1 retired", "subscriptions: 2 cancelled",
 		"audit-log:billing.invoice.paid@1", "blocked (event_not_declared)")
-	r = mustRun(t, e, "apps", "remove", "billing")
-	wantContains(t, "apps remove again", r.stdout, "already removed")
-	res := decode[store.ApplyResult](t, mustRun(t, e, "apps", "remove", "billing", "--json").stdout)
-	if !res.Unchanged || res.App != "billing" {
-		t.Errorf("remove --json of a removed app = %+v", res)
+	// Removing a removed app had nothing to do: exit 2 and one line,
+	// with --json too (docs/design.md#command-line).
+	for _, args := range [][]string{{"apps", "remove", "billing"}, {"apps", "remove", "billing", "--json"}} {
+		r := run(t, e, args...)
+		if r.code != ExitInvalid || r.stdout != "" ||
+			r.stderr != "starter: app billing is already removed: nothing changed (starter apps apply brings it back)\n" {
+			t.Errorf("%v of a removed app: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, r.code, r.stdout, r.stderr)
+		}
 	}
 	if r := run(t, e, "apps", "remove", "nobody"); r.code != ExitInvalid {
 		t.Errorf("remove unknown app: exit %d, want %d", r.code, ExitInvalid)
@@ -218,8 +221,15 @@ func TestSubscriptionsPauseResume(t *testing.T) {
 
 	r := mustRun(t, e, "subscriptions", "pause", id, "--reason", "maintenance", "--actor", "carol")
 	wantContains(t, "pause", r.stdout, id, "active -> paused (paused_by_operator)")
-	r = mustRun(t, e, "subscriptions", "pause", id)
-	wantContains(t, "pause again", r.stdout, "already paused")
+	// Pausing a paused subscription had nothing to do: exit 2, one line
+	// (docs/design.md#command-line).
+	for _, args := range [][]string{{"subscriptions", "pause", id}, {"subscriptions", "--json", "pause", id}} {
+		r := run(t, e, args...)
+		if r.code != ExitInvalid || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.Contains(r.stderr, "subscription "+id+" is already paused (paused_by_operator): nothing changed") {
+			t.Errorf("%v of a paused subscription: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, r.code, r.stdout, r.stderr)
+		}
+	}
 
 	sub := decode[store.Subscription](t, mustRun(t, e, "subscriptions", "--json", "resume", id).stdout)
 	if sub.ID != id || sub.State != store.StateActive {

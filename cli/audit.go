@@ -41,9 +41,9 @@ func runAudit(inv *invocation, args []string) error {
 		fmt.Fprintln(inv.stdout, "no matching audit rows")
 		return nil
 	}
-	t := newTable(inv.stdout, "TIME", "ACTION", "OUTCOME", "ACTOR", "TARGET", "CODE", "DETAILS")
+	t := newTable(inv.stdout, "TIME", "ACTION", "LABEL", "OUTCOME", "ACTOR", "TARGET", "CODE", "DETAILS")
 	for _, r := range rows {
-		t.row(formatTime(r.At), r.Action, r.Outcome, r.Actor, r.TargetType+" "+r.TargetID,
+		t.row(formatTime(r.At), r.Action, r.Label, r.Outcome, r.Actor, r.TargetType+" "+r.TargetID,
 			dash(r.ErrorCode), compactJSON(r.Metadata))
 	}
 	return t.flush()

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"herald/store"
 )
@@ -35,26 +38,59 @@ func runCatalog(inv *invocation, args []string) error {
 		fmt.Fprintln(inv.stdout, "no events declared yet (starter apps apply PATH...)")
 		return nil
 	}
-	t := newTable(inv.stdout, "EVENT", "PUBLISHER", "SUBJECT", "STATUS", "SUBSCRIBER", "SUBSCRIPTION STATE")
+	t := newTable(inv.stdout, "EVENT", "PUBLISHER", "SUBJECT", "STATUS", "FIRST SEEN", "SUBSCRIBER", "SUBSCRIPTION STATE")
 	for _, e := range entries {
 		event := e.Type + "@" + strconv.Itoa(e.Version)
 		if len(e.Subscribers) == 0 {
-			t.row(event, e.App, e.Subject, catalogStatus(e), "-", "-")
+			t.row(event, e.App, e.Subject, catalogStatus(e), formatTime(e.FirstSeen), "-", "-")
 			continue
 		}
 		for i, s := range e.Subscribers {
 			if i == 0 {
-				t.row(event, e.App, e.Subject, catalogStatus(e), s.App, stateText(s.State, s.Reason))
+				t.row(event, e.App, e.Subject, catalogStatus(e), formatTime(e.FirstSeen), s.App, stateText(s.State, s.Reason))
 			} else {
-				t.row("", "", "", "", s.App, stateText(s.State, s.Reason))
+				t.row("", "", "", "", "", s.App, stateText(s.State, s.Reason))
 			}
 		}
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
+	printDescriptions(inv, entries)
 	printDeprecatedSubscribers(inv, entries)
 	return nil
+}
+
+// catalogSchemaShown caps the characters of a data schema the text output
+// of catalog shows on its line; --json gives every schema whole.
+const catalogSchemaShown = 200
+
+// printDescriptions writes, under the catalog, each event's title,
+// description and data schema (on one line, cut at catalogSchemaShown
+// characters).
+func printDescriptions(inv *invocation, entries []store.CatalogEntry) {
+	w := inv.stdout
+	fmt.Fprintln(w, "\nevents, their descriptions and data schemas:")
+	for _, e := range entries {
+		fmt.Fprintf(w, "  %s@%d", e.Type, e.Version)
+		if e.Title != "" {
+			fmt.Fprintf(w, ": %s", cleanCell(e.Title))
+		}
+		fmt.Fprintln(w)
+		if e.Description != "" {
+			fmt.Fprintf(w, "    %s\n", cleanCell(e.Description))
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, e.DataSchema); err != nil {
+			b.Reset()
+			b.Write(e.DataSchema)
+		}
+		schema := cleanCell(b.String())
+		if n := utf8.RuneCountInString(schema); n > catalogSchemaShown {
+			schema = string([]rune(schema)[:catalogSchemaShown]) + fmt.Sprintf("… (%d characters; catalog --json shows it whole)", n)
+		}
+		fmt.Fprintf(w, "    data schema: %s\n", schema)
+	}
 }
 
 // printDeprecatedSubscribers lists, under the catalog, who still subscribes
@@ -191,12 +227,14 @@ func setSubscriptionPaused(inv *invocation, id string, paused bool, actor, reaso
 	if err != nil {
 		return subscriptionError(id, err)
 	}
+	if before.State == sub.State && before.Reason == sub.Reason {
+		// An operator command that had nothing to do exits 2
+		// (docs/design.md#command-line), as resuming an active one does.
+		return invalidf("subscription %s is already %s: nothing changed (starter subscriptions resume %s releases it)",
+			sub.ID, stateText(sub.State, sub.Reason), shellQuote(sub.ID))
+	}
 	if inv.json {
 		return writeJSON(inv.stdout, sub)
-	}
-	if before.State == sub.State && before.Reason == sub.Reason {
-		fmt.Fprintf(inv.stdout, "%s: already %s, nothing changed\n", sub.ID, stateText(sub.State, sub.Reason))
-		return nil
 	}
 	fmt.Fprintf(inv.stdout, "%s: %s -> %s\n", sub.ID, stateText(before.State, before.Reason), stateText(sub.State, sub.Reason))
 	return nil

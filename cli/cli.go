@@ -7,6 +7,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -77,17 +78,17 @@ func init() {
 			summary: "validate and record one event, or one per line of an NDJSON file ('-' reads stdin)", run: runPublish},
 
 		{name: "catalog", group: groupInspect, synopsis: []string{"catalog"},
-			summary: "declared event types with their publishers and subscribers", run: runCatalog},
+			summary: "declared event types with their publishers, subscribers, first-seen times, descriptions and data schemas", run: runCatalog},
 		{name: "subscriptions", group: groupInspect,
 			synopsis: []string{"subscriptions [--app A]", "subscriptions pause|resume ID [--reason R] [--actor A]"},
 			summary:  "list subscriptions; pause or resume one", run: runSubscriptions},
 		{name: "audit", group: groupInspect, synopsis: []string{"audit [--target ID] [--action A] [--limit N]"},
-			summary: "the audit trail, newest first (--target PREFIX* matches a prefix)", run: runAudit},
+			summary: "the audit trail, newest first, each action with its label (--target PREFIX* matches a prefix)", run: runAudit},
 		{name: "events", group: groupInspect, synopsis: []string{"events show ID [--app A]", "events retry-relay ID [--app A] [--reason R] [--actor A]"},
 			summary: "one event of the log (envelope, publisher, times, relay back-off) and its outcome for each subscription; " +
 				"give an event the relay gave up on (relay_failed) back to it", run: runEvents},
 		{name: "status", group: groupInspect, synopsis: []string{"status"},
-			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
+			summary: "relay lag, the last rejected events and the total per app, delivery keys per status and the worker's readiness", run: runStatus},
 
 		{name: "deliveries", group: groupDeliveries,
 			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]"},
@@ -98,13 +99,15 @@ func init() {
 			synopsis: []string{
 				"redeliver --subscription ID --subject K [--event ID] [--reason R] [--actor A]",
 				"redeliver --subscription ID --all-failed [--reason R] [--actor A]",
+				"redeliver --event ID [--app A] [--reason R] [--actor A]",
 				"redeliver --subscription ID --since TIME [--until TIME] [--subject K] [--dry-run] [--reason R] [--actor A]",
 			},
-			summary: "retry a failed delivery with fresh attempts, deliver an event of the log again (--event), " +
-				"or replay every event received in a window (TIME: RFC 3339 or a duration back from now, e.g. 2h)", run: runRedeliver},
+			summary: "retry a failed delivery with fresh attempts, deliver an event of the log again (--event; alone: to every " +
+				"subscription of its type), or replay every event received in a window (TIME: RFC 3339 or a duration back from now, e.g. 2h); " +
+				"a paused or blocked subscription is refused", run: runRedeliver},
 		{name: "cancel", group: groupDeliveries,
 			synopsis: []string{
-				"cancel --subscription ID --subject K [--event ID] [--all] [--reason R] [--actor A]",
+				"cancel --subscription ID --subject K [--event ID | --all] [--reason R] [--actor A]",
 				"cancel --subscription ID --all-failed [--reason R] [--actor A]",
 			},
 			summary: "cancel a failed or queued delivery, or everything queued for a key", run: runCancel},
@@ -136,6 +139,24 @@ type invocation struct {
 	// json selects machine output: set by --json before the command name or
 	// by the command's own --json flag.
 	json bool
+	// parseOnly stops the command at its first action (see act): the
+	// command line is parsed and checked, nothing is read or done.
+	parseOnly bool
+}
+
+// errParsedOnly ends a command run with parseOnly set where it would have
+// started to act: its command line was accepted.
+var errParsedOnly = errors.New("parse only: the command line is accepted; nothing was done")
+
+// act is called by a command before its first action: connecting to the
+// database or Temporal, reading the secret key, reading or writing a file.
+// With parseOnly set it ends the command there (errParsedOnly), so a test
+// can run every documented command line through the parser alone.
+func (inv *invocation) act() error {
+	if inv.parseOnly {
+		return errParsedOnly
+	}
+	return nil
 }
 
 // Run runs starter with args (without the program name) and returns the exit
@@ -144,35 +165,41 @@ type invocation struct {
 // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, HERALD_WORKER_URL, USER).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	inv := &invocation{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	return inv.finish(inv.run(args))
+}
+
+// run parses the global flags and the command name in args and runs the
+// command.
+func (inv *invocation) run(args []string) error {
 	// Global flags before the command name.
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch args[0] {
 		case "-h", "-help", "--help":
-			printHelp(stdout)
-			return ExitOK
+			printHelp(inv.stdout)
+			return nil
 		case "-json", "--json":
 			inv.json = true
 			args = args[1:]
 		default:
-			return inv.finish(usagef("", "unknown flag %s before the command name", args[0]))
+			return usagef("", "unknown flag %s before the command name", args[0])
 		}
 	}
 	if len(args) == 0 {
-		printHelp(stderr)
-		return ExitInvalid
+		printHelp(inv.stderr)
+		return &reportedError{code: ExitInvalid}
 	}
 	name, rest := args[0], args[1:]
 	if name == "help" {
-		return inv.finish(runHelp(inv, rest))
+		return runHelp(inv, rest)
 	}
 	cmd, ok := lookupCommand(name)
 	if !ok {
-		return inv.finish(usagef("", "unknown command %q", name))
+		return usagef("", "unknown command %q", name)
 	}
 	if cmd.run == nil {
-		return inv.finish(usagef(name, "%s is not available in this version of starter yet", name))
+		return usagef(name, "%s is not available in this version of starter yet", name)
 	}
-	return inv.finish(cmd.run(inv, rest))
+	return cmd.run(inv, rest)
 }
 
 // runHelp prints the overview, or the usage of the named command.

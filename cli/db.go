@@ -22,6 +22,9 @@ var errNoDatabaseURL = errors.New("HERALD_DATABASE_URL is not set: point it at H
 // openStore connects to the database named by HERALD_DATABASE_URL. The
 // caller closes the store.
 func (inv *invocation) openStore() (*store.Store, error) {
+	if err := inv.act(); err != nil {
+		return nil, err
+	}
 	cfg, err := config.LoadCommon(inv.getenv)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)

@@ -26,6 +26,9 @@ func runAppsDiff(inv *invocation, args []string) error {
 	if len(paths) == 0 {
 		return usagef("apps", "apps diff: missing PATH (a manifest file or a directory of them)")
 	}
+	if err := inv.act(); err != nil {
+		return err
+	}
 	manifests, err := manifest.Load(paths...)
 	if err != nil {
 		return inv.reportInvalidManifests("apps diff", "nothing was compared", err)

@@ -49,6 +49,9 @@ func runKeysGenerate(inv *invocation, args []string) error {
 	if *out == "" {
 		return usagef("keys", "keys generate: --out DIR is required")
 	}
+	if err := inv.act(); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(*out)
 	if err != nil {
 		return fmt.Errorf("keys generate: %w", err)
@@ -102,6 +105,9 @@ func runKeysExport(inv *invocation, args []string) error {
 	}
 	if *path == "" {
 		return usagef("keys", "keys export: --keys PATH is required (the worker's HERALD_SIGNING_KEY)")
+	}
+	if err := inv.act(); err != nil {
+		return err
 	}
 	ks, err := signing.LoadKeys(*path)
 	if err != nil {

@@ -71,6 +71,9 @@ func runMigrate(inv *invocation, args []string) error {
 // openOwnerStore connects as the owner role: HERALD_OWNER_DATABASE_URL, or
 // HERALD_DATABASE_URL when that is not set (one role for everything).
 func (inv *invocation) openOwnerStore() (*store.Store, error) {
+	if err := inv.act(); err != nil {
+		return nil, err
+	}
 	u := inv.getenv(envOwnerDatabaseURL)
 	if u == "" {
 		return inv.openStore()

@@ -118,6 +118,9 @@ func (inv *invocation) readData(value string) (json.RawMessage, error) {
 	if !isFile {
 		return json.RawMessage(value), nil
 	}
+	if err := inv.act(); err != nil {
+		return nil, err
+	}
 	var r io.Reader = inv.stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -174,6 +177,9 @@ func printDataErrors(w io.Writer, errs []manifest.DataError) {
 // listed and do not stop the file; the command exits with ExitInvalid when
 // any line was rejected.
 func publishFile(inv *invocation, path string) error {
+	if err := inv.act(); err != nil {
+		return err
+	}
 	var in io.Reader = inv.stdin
 	var size int64
 	if path != "-" {

@@ -47,6 +47,12 @@ type signalRequest struct {
 	reason       string
 	// window is the replay window of redeliver --since; nil otherwise.
 	window *replayWindow
+	// everySubscription is redeliver --event ID without --subscription and
+	// --subject: the event goes again to every subscription of its type,
+	// for its own subject key. app is then its source app (--app), when
+	// events of several apps have the id.
+	everySubscription bool
+	app               string
 }
 
 // payload is the signal's JSON payload.
@@ -71,8 +77,16 @@ func runSignal(inv *invocation, op signalOp, args []string) error {
 	switch {
 	case req.window != nil:
 		return redeliverWindow(inv, req)
+	case req.everySubscription:
+		return redeliverEventEverywhere(inv, req)
 	case op.name == workflows.SignalRedeliver && req.eventID != "":
 		return redeliverEvent(inv, req)
+	case op.name == workflows.SignalRedeliver:
+		// A paused or blocked subscription's key would take the
+		// redelivery and wait unseen: refuse it first (exit 2).
+		if err := checkRedeliverable(inv, req.subscription); err != nil {
+			return err
+		}
 	}
 	tc, err := inv.dialTemporal()
 	if err != nil {
@@ -103,6 +117,9 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 	if op.allFailed {
 		fs.BoolVar(&req.allFailed, "all-failed", false, "act on every failed key of --subscription (instead of --subject)")
 	}
+	if op.name == workflows.SignalRedeliver {
+		fs.StringVar(&req.app, "app", "", "with --event alone: the event's source app, when events of several apps have the id")
+	}
 	var since, until string
 	var dryRun bool
 	if op.window {
@@ -120,6 +137,9 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 		return req, err
 	}
 	req.actor = inv.actor(*actor)
+	if set := setFlags(fs); set["app"] && (req.eventID == "" || req.subscription != "" || req.subject != "") {
+		return req, usagef(op.name, "%s: --app goes with --event ID alone (the subscription names the app otherwise)", op.name)
+	}
 	if op.window {
 		set := setFlags(fs)
 		if set["since"] {
@@ -139,6 +159,10 @@ func (inv *invocation) parseSignal(op signalOp, args []string) (signalRequest, e
 		}
 	}
 	switch {
+	case op.name == workflows.SignalRedeliver && req.eventID != "" && req.subscription == "" && req.subject == "" &&
+		!req.allFailed:
+		req.everySubscription = true
+		return req, nil
 	case req.allFailed && req.subscription == "":
 		return req, usagef(op.name, "%s: --all-failed needs --subscription", op.name)
 	case req.allFailed && (req.subject != "" || req.eventID != "" || req.all):

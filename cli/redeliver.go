@@ -77,7 +77,8 @@ func parseTimeFlag(cmd, flag, s string, now time.Time) (time.Time, error) {
 }
 
 // deliverableSubscription reads the subscription a redeliver is for; an
-// unknown or cancelled one is refused (exit 2).
+// unknown or cancelled one is refused (exit 2), and so is one that is
+// paused or blocked (subscriptionRefusal).
 func deliverableSubscription(inv *invocation, st *store.Store, id string) (store.Subscription, error) {
 	sub, err := st.GetSubscription(inv.ctx, id)
 	switch {
@@ -85,10 +86,38 @@ func deliverableSubscription(inv *invocation, st *store.Store, id string) (store
 		return sub, invalidf("no subscription %s (starter subscriptions lists them)", id)
 	case err != nil:
 		return sub, err
-	case sub.State == store.StateCancelled:
-		return sub, invalidf("subscription %s is cancelled (%s): nothing is delivered to it any more", id, dash(sub.Reason))
 	}
-	return sub, nil
+	return sub, subscriptionRefusal(sub)
+}
+
+// subscriptionRefusal says why nothing can be redelivered to sub now, or is
+// nil when it is active. The key of a paused or blocked subscription would
+// take a redelivery and hold it, without a word, until the subscription is
+// active again (docs/design.md#command-line): starter answers instead.
+func subscriptionRefusal(sub store.Subscription) error {
+	switch sub.State {
+	case store.StateCancelled:
+		return invalidf("subscription %s is cancelled (%s): nothing is delivered to it any more", sub.ID, dash(sub.Reason))
+	case store.StatePaused:
+		return invalidf("subscription %s is paused (%s): nothing was sent, since it would wait until the subscription is resumed; "+
+			"resume it first (starter subscriptions resume %s), then redeliver", sub.ID, dash(sub.Reason), shellQuote(sub.ID))
+	case store.StateBlocked:
+		return invalidf("subscription %s is blocked (%s): nothing was sent, since nothing is delivered to it until it is active again "+
+			"(starter subscriptions shows its state); redeliver then", sub.ID, dash(sub.Reason))
+	}
+	return nil
+}
+
+// checkRedeliverable refuses a redeliver of a key's failed head, or of
+// every failed key, when the subscription is not active.
+func checkRedeliverable(inv *invocation, id string) error {
+	st, err := inv.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = deliverableSubscription(inv, st, id)
+	return err
 }
 
 // identityParams are the start parameters of a key's workflow started by an
@@ -150,33 +179,11 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 		return err
 	}
 	defer tc.Close()
-	id := workflows.DeliveryID(sub.ID, req.subject)
-	params := identityParams(sub, req.subject)
-	payload := req.payload()
-	out := redeliverEventJSON{StartInput: params, EventSeq: ev.Seq, opJSON: opJSON{
-		WorkflowID: id, Update: req.op.name, Payload: payload,
-		TemporalCommand: tc.updateWithStartCommand(id, req.op.name, payload, params),
-		SignalCommand:   tc.signalWithStartCommand(id, req.op.name, payload, params)}}
-	res, err := tc.updateWithStart(inv.ctx, id, req.op.name, payload, params)
-	var rejected *rejectedError
-	switch {
-	case errors.As(err, &rejected) && rejected.unknownUpdate():
-		// A workflow started without settings asks the worker for them
-		// before it takes Updates, and a new run rejects an Update that
-		// arrives first. The start went through, and the rejected Update
-		// did nothing: the signal, which waits in the workflow's history,
-		// does the redeliver.
-		if err := tc.signal(inv.ctx, id, req.op.name, payload); err != nil {
-			return temporalError("signal "+req.op.name+" to", id, err)
-		}
-		out.SignalledAfterStart = true
-	case errors.As(err, &rejected):
-		out.Rejected = rejected.msg
-	case err != nil:
-		return temporalError(req.op.name+" (update-with-start)", id, err)
-	default:
-		out.Result = &res
+	out, err := redeliverTo(inv, tc, sub, ev, req)
+	if err != nil {
+		return err
 	}
+	id := out.WorkflowID
 	if inv.json {
 		if err := writeJSON(inv.stdout, out); err != nil {
 			return err
@@ -199,6 +206,39 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 		fmt.Fprintf(inv.stdout, "event %s (seq %d, %s@%d, received %s)\n", ev.ID, ev.Seq, ev.Type, ev.Version, formatTime(ev.ReceivedAt))
 	}
 	return reportOp(inv, out.opJSON)
+}
+
+// redeliverTo runs the redeliver Update of event ev with Update-With-Start
+// on the key of sub and ev's subject, and answers what the key did.
+func redeliverTo(inv *invocation, tc *temporalConn, sub store.Subscription, ev store.StoredEvent, req signalRequest) (redeliverEventJSON, error) {
+	id := workflows.DeliveryID(sub.ID, ev.Subject)
+	params := identityParams(sub, ev.Subject)
+	payload := workflows.RedeliverSignal{EventID: ev.ID, Actor: req.actor, Reason: req.reason}
+	out := redeliverEventJSON{StartInput: params, EventSeq: ev.Seq, opJSON: opJSON{
+		WorkflowID: id, Update: req.op.name, Payload: payload,
+		TemporalCommand: tc.updateWithStartCommand(id, req.op.name, payload, params),
+		SignalCommand:   tc.signalWithStartCommand(id, req.op.name, payload, params)}}
+	res, err := tc.updateWithStart(inv.ctx, id, req.op.name, payload, params)
+	var rejected *rejectedError
+	switch {
+	case errors.As(err, &rejected) && rejected.unknownUpdate():
+		// A workflow started without settings asks the worker for them
+		// before it takes Updates, and a new run rejects an Update that
+		// arrives first. The start went through, and the rejected Update
+		// did nothing: the signal, which waits in the workflow's history,
+		// does the redeliver.
+		if err := tc.signal(inv.ctx, id, req.op.name, payload); err != nil {
+			return out, temporalError("signal "+req.op.name+" to", id, err)
+		}
+		out.SignalledAfterStart = true
+	case errors.As(err, &rejected):
+		out.Rejected = rejected.msg
+	case err != nil:
+		return out, temporalError(req.op.name+" (update-with-start)", id, err)
+	default:
+		out.Result = &res
+	}
+	return out, nil
 }
 
 // windowKeyJSON is one key of a replay window.

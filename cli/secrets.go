@@ -115,6 +115,9 @@ func runSecretRotate(inv *invocation, args []string) error {
 
 // secretBox reads HERALD_SECRET_KEY.
 func (inv *invocation) secretBox() (*signing.SecretBox, error) {
+	if err := inv.act(); err != nil {
+		return nil, err
+	}
 	box, err := signing.LoadSecretBox(inv.getenv("HERALD_SECRET_KEY"))
 	if err != nil {
 		return nil, invalidf("%v", err)

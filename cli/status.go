@@ -17,6 +17,9 @@ const statusRejections = 10
 type statusJSON struct {
 	Relay          relayLagJSON    `json:"relay"`
 	LastRejections []rejectionJSON `json:"lastRejections"`
+	// RejectedByApp is the total of rejected events per source app over
+	// the event log's retention, the app with the most first.
+	RejectedByApp []store.AppRejections `json:"rejectedByApp"`
 	// Keys counts running delivery workflows per status; Keys.Error says
 	// why it could not when Temporal is unreachable.
 	Keys keysJSON `json:"keys"`
@@ -70,6 +73,10 @@ func runStatus(inv *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
+	perApp, err := st.RejectionsPerApp(inv.ctx)
+	if err != nil {
+		return err
+	}
 	keys := inv.countKeys()
 	worker := checkWorker(inv.ctx, inv.workerURL())
 	if inv.json {
@@ -78,6 +85,7 @@ func runStatus(inv *invocation, args []string) error {
 		out := statusJSON{
 			Relay:          relay,
 			LastRejections: make([]rejectionJSON, 0, len(rejected)),
+			RejectedByApp:  nonNil(perApp),
 			Keys:           keys,
 			Worker:         worker,
 		}
@@ -90,9 +98,24 @@ func runStatus(inv *invocation, args []string) error {
 		return writeJSON(inv.stdout, out)
 	}
 	printStatus(inv, lag, rejected)
+	printRejectedByApp(inv.stdout, perApp)
 	printKeys(inv.stdout, keys)
 	fmt.Fprintf(inv.stdout, "\nWorker (%s): %s\n", worker.URL, worker.text())
 	return nil
+}
+
+// printRejectedByApp writes the total of rejected events per app.
+func printRejectedByApp(w io.Writer, perApp []store.AppRejections) {
+	fmt.Fprintln(w, "\nRejected events per app (over the event log's retention):")
+	if len(perApp) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	t := newTable(w, "  APP", "REJECTED", "LAST")
+	for _, r := range perApp {
+		t.row("  "+cleanCell(r.App), strconv.FormatInt(r.Total, 10), formatTime(r.Last))
+	}
+	_ = t.flush()
 }
 
 // printKeys writes the delivery keys per status.

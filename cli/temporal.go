@@ -47,6 +47,9 @@ var discardLogger = tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 // API key when the TEMPORAL_TLS_* / TEMPORAL_API_KEY settings ask for it.
 // The caller closes the connection.
 func (inv *invocation) dialTemporal() (*temporalConn, error) {
+	if err := inv.act(); err != nil {
+		return nil, err
+	}
 	cfg, err := config.LoadCommon(inv.getenv)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)

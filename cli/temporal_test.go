@@ -165,10 +165,11 @@ func TestDeliveryCommandUsage(t *testing.T) {
 }
 
 // TestTemporalUnreachable: the delivery commands exit 1 with the address;
-// status still reports the database part and exits 0.
+// status still reports the database part and exits 0. (The manifests are
+// applied: redeliver reads the subscription's state before Temporal.)
 func TestTemporalUnreachable(t *testing.T) {
 	t.Parallel()
-	e := migratedEnv(t).with("TEMPORAL_ADDRESS", "127.0.0.1:1").with("HERALD_WORKER_URL", "http://127.0.0.1:1")
+	e := appliedEnv(t).with("TEMPORAL_ADDRESS", "127.0.0.1:1").with("HERALD_WORKER_URL", "http://127.0.0.1:1")
 	for _, args := range [][]string{
 		{"deliveries"},
 		{"inspect", "deliver:" + billingSub + ":k"},

@@ -30,6 +30,9 @@ const (
 	ActionDeliveryRearmed           = "delivery.rearmed"
 	ActionDeliveryPaused            = "delivery.paused"
 	ActionDeliveryResumed           = "delivery.resumed"
+	// ActionDeliverySignalRejected records a relay signal naming events a
+	// key does not owe (workflows.AuditSignalRejected writes it).
+	ActionDeliverySignalRejected = "delivery.signal_rejected"
 	// ActionRetentionPurged records one retention run: what it deleted
 	// and the cutoff it applied (one row per run, even when it deleted
 	// nothing).
@@ -105,6 +108,9 @@ type AuditRow struct {
 	TargetID   string          `db:"target_id" json:"targetId"`
 	ErrorCode  string          `db:"error_code" json:"errorCode,omitempty"`
 	Metadata   json.RawMessage `db:"metadata" json:"metadata"`
+	// Label is the action's readable label (AuditLabel), filled in by
+	// ListAudit.
+	Label string `db:"-" json:"label"`
 }
 
 // AuditFilter selects audit rows for ListAudit. Empty fields do not filter.
@@ -252,6 +258,9 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[AuditRow])
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	for i := range out {
+		out[i].Label = AuditLabel(out[i].Action)
 	}
 	return out, nil
 }

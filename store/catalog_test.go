@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"herald/manifest"
 	"herald/store"
@@ -37,6 +38,14 @@ func TestCatalog(t *testing.T) {
 				{SubscriptionID: "audit-log:contacts.person.updated@1", App: "audit-log", State: "active"},
 				{SubscriptionID: billingSub, App: "billing", State: "active"},
 			}},
+	}
+	// Each entry has its declaration's data schema and first-seen time
+	// (compared apart: the times are the database's).
+	for i := range got {
+		if string(got[i].DataSchema) != `{"type": "object"}` || got[i].FirstSeen.IsZero() {
+			t.Errorf("%s@%d: dataSchema %s, first seen %v", got[i].Type, got[i].Version, got[i].DataSchema, got[i].FirstSeen)
+		}
+		got[i].DataSchema, got[i].FirstSeen = nil, time.Time{}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("catalog =\n%+v\nwant\n%+v", got, want)

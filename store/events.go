@@ -407,6 +407,35 @@ func (s *Store) LastRejections(ctx context.Context, limit int) ([]RejectedEvent,
 	return out, nil
 }
 
+// AppRejections is the count of one app's rejected events still in the
+// event log (retention deletes them with the rest).
+type AppRejections struct {
+	// App is the source app the request named, as recorded (an unknown
+	// app's name too).
+	App   string    `db:"source_app" json:"app"`
+	Total int64     `db:"total" json:"total"`
+	Last  time.Time `db:"last" json:"last"`
+}
+
+// RejectionsPerApp counts the rejected events of the log per source app,
+// the app with the most first.
+func (s *Store) RejectionsPerApp(ctx context.Context) ([]AppRejections, error) {
+	rows, err := s.Pool.Query(ctx, `
+		SELECT source_app, count(*) AS total, max(received_at) AS last
+		  FROM events
+		 WHERE state = 'rejected'
+		 GROUP BY source_app
+		 ORDER BY total DESC, source_app`)
+	if err != nil {
+		return nil, fmt.Errorf("count rejections per app: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[AppRejections])
+	if err != nil {
+		return nil, fmt.Errorf("count rejections per app: %w", err)
+	}
+	return out, nil
+}
+
 // StoredEvent is an accepted or dispatched event of the log.
 type StoredEvent struct {
 	Seq          int64      `db:"seq"`

@@ -94,6 +94,21 @@ func (s *Store) ListSubscriptions(ctx context.Context, app string) ([]Subscripti
 	return subs, nil
 }
 
+// SubscriptionsTo returns every subscription to eventType at version,
+// cancelled ones included, ordered by id.
+func (s *Store) SubscriptionsTo(ctx context.Context, eventType string, version int) ([]Subscription, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+		WHERE type = $1 AND version = $2 ORDER BY id`, eventType, version)
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions to %s@%d: %w", eventType, version, err)
+	}
+	subs, err := pgx.CollectRows(rows, pgx.RowToStructByName[Subscription])
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions to %s@%d: %w", eventType, version, err)
+	}
+	return subs, nil
+}
+
 // GetSubscription returns one subscription, or an error wrapping ErrNotFound.
 func (s *Store) GetSubscription(ctx context.Context, id string) (Subscription, error) {
 	return getSubscription(ctx, s.Pool, id, false)
