@@ -19,6 +19,7 @@ var auditLabels = map[string]string{
 	ActionAPITokenCreated:           "API token created",
 	ActionAPITokenRevoked:           "API token revoked",
 	ActionPublisherGranted:          "Publisher role granted",
+	ActionPublisherRevoked:          "Publisher role dropped (app applied again)",
 	ActionDeclarationRetired:        "Event declaration retired",
 	ActionDeclarationRestored:       "Event declaration declared again",
 	ActionDeclarationBreakingChange: "Breaking schema change applied",
