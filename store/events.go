@@ -321,33 +321,47 @@ type Rejection struct {
 // RecordRejection appends a rejected event (state 'rejected') to the log, so
 // that operators can list the latest rejections.
 func (s *Store) RecordRejection(ctx context.Context, r Rejection) error {
-	var id, subject *string
-	if u, err := uuid.Parse(r.ID); err == nil {
-		v := u.String()
-		id = &v
-	}
-	if r.Subject != "" {
-		v := storableText(r.Subject, maxRejectedFieldBytes)
-		subject = &v
-	}
-	var version *int32
-	if r.Version != 0 && r.Version >= math.MinInt32 && r.Version <= math.MaxInt32 {
-		v := int32(r.Version)
-		version = &v
-	}
-	reason := storableText(r.Reason, 4*maxReasonRunes)
-	if utf8.RuneCountInString(reason) > maxReasonRunes {
-		reason = string([]rune(reason)[:maxReasonRunes])
-	}
+	f := r.storable()
 	_, err := s.Pool.Exec(ctx, `
 		INSERT INTO events (id, source_app, type, version, subject, state, code, reason, published_via, published_token)
 		VALUES ($1, $2, $3, $4, $5, 'rejected', $6, $7, NULLIF($8, ''), NULLIF($9, ''))`,
-		id, storableText(r.SourceApp, maxRejectedFieldBytes), storableText(r.Type, maxRejectedFieldBytes),
-		version, subject, storableText(r.Code, maxRejectedFieldBytes), reason, r.Via, r.Token)
+		f.id, storableText(r.SourceApp, maxRejectedFieldBytes), f.typ, f.version, f.subject, f.code, f.reason, r.Via, r.Token)
 	if err != nil {
 		return fmt.Errorf("record rejection %s: %w", r.Code, err)
 	}
 	return nil
+}
+
+// storedRejection is a Rejection's fields as its row takes them.
+type storedRejection struct {
+	id, subject *string // NULL when the request had no usable one
+	version     *int32
+	typ, code   string
+	reason      string
+}
+
+// storable cuts and converts r's fields for its row: a UUID id or NULL, a
+// version that fits the column or NULL, text PostgreSQL accepts, cut to
+// the column limits.
+func (r Rejection) storable() storedRejection {
+	f := storedRejection{typ: storableText(r.Type, maxRejectedFieldBytes), code: storableText(r.Code, maxRejectedFieldBytes)}
+	if u, err := uuid.Parse(r.ID); err == nil {
+		v := u.String()
+		f.id = &v
+	}
+	if r.Subject != "" {
+		v := storableText(r.Subject, maxRejectedFieldBytes)
+		f.subject = &v
+	}
+	if r.Version != 0 && r.Version >= math.MinInt32 && r.Version <= math.MaxInt32 {
+		v := int32(r.Version)
+		f.version = &v
+	}
+	f.reason = storableText(r.Reason, 4*maxReasonRunes)
+	if utf8.RuneCountInString(f.reason) > maxReasonRunes {
+		f.reason = string([]rune(f.reason)[:maxReasonRunes])
+	}
+	return f
 }
 
 // storableText makes s acceptable to a PostgreSQL text column (valid UTF-8,

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -233,29 +230,10 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // herald_publisher_reject: the rejection is recorded under the role's app
 // whatever r.SourceApp says.
 func RecordPublisherRejection(ctx context.Context, q Querier, r Rejection) error {
-	var id *string
-	if u, err := uuid.Parse(r.ID); err == nil {
-		v := u.String()
-		id = &v
-	}
-	var version *int32
-	if r.Version != 0 && r.Version >= math.MinInt32 && r.Version <= math.MaxInt32 {
-		v := int32(r.Version)
-		version = &v
-	}
-	reason := storableText(r.Reason, 4*maxReasonRunes)
-	if utf8.RuneCountInString(reason) > maxReasonRunes {
-		reason = string([]rune(reason)[:maxReasonRunes])
-	}
-	var subject *string
-	if r.Subject != "" {
-		v := storableText(r.Subject, maxRejectedFieldBytes)
-		subject = &v
-	}
+	f := r.storable()
 	_, err := q.Exec(ctx, `SELECT herald_publisher_reject($1, $2, $3, $4, $5, $6, $7, $8)`,
-		id, storableText(r.Type, maxRejectedFieldBytes), version, subject,
-		storableText(r.Code, maxRejectedFieldBytes), reason, storableText(r.Via, maxRejectedFieldBytes),
-		storableText(r.Token, maxRejectedFieldBytes))
+		f.id, f.typ, f.version, f.subject, f.code, f.reason,
+		storableText(r.Via, maxRejectedFieldBytes), storableText(r.Token, maxRejectedFieldBytes))
 	if err != nil {
 		return fmt.Errorf("record rejection %s: %w", r.Code, err)
 	}
