@@ -90,8 +90,10 @@ func init() {
 			summary: "relay lag, the last rejected events, delivery keys per status and the worker's readiness", run: runStatus},
 
 		{name: "deliveries", group: groupDeliveries,
-			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]"},
-			summary:  "list running delivery workflows (one per subscription and subject key) with status, queue and head", run: runDeliveries},
+			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]",
+				"deliveries --log [--status S] [--subscription ID] [--app A] [--type T] [--subject K] [--since TIME] [--until TIME] [--limit N] [--page-token TOKEN]"},
+			summary: "list running delivery workflows (one per subscription and subject key) with status, queue and head; " +
+				"with --log, deliveries from the event log (also of completed keys) with a total", run: runDeliveries},
 		{name: "inspect", group: groupDeliveries, synopsis: []string{"inspect WORKFLOW-ID | --subscription ID --subject K"},
 			summary: "show one delivery workflow's state: head, last error, queue, counters, outcomes", run: runInspect},
 		{name: "redeliver", group: groupDeliveries,
