@@ -24,7 +24,7 @@ const (
 	// DeliveryTotalCap bounds the count of a listing: beyond it the total
 	// says "at least" (TotalExact false), so counting never reads more than
 	// this many index entries.
-	DeliveryTotalCap = 100000
+	DeliveryTotalCap = 10000
 )
 
 // OutcomeStatuses are the statuses of outcome rows, in the order listings
