@@ -63,6 +63,9 @@ func init() {
 				"apps secret show APP [--actor A]", "apps secret rotate APP [--overlap 24h] [--reason R] [--actor A]"},
 			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
 				"create, list and revoke their tokens for the publishing API; show and rotate their Standard Webhooks secrets", run: runApps},
+		{name: "tokens", group: groupSetup,
+			synopsis: []string{"tokens create --operator --name N [--actor A]", "tokens list", "tokens revoke --operator NAME|ID [--actor A]"},
+			summary:  "create, list and revoke operator tokens of the operations API (they see and act on every app)", run: runTokens},
 		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]"},
 			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables", run: runDB},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
