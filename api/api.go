@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -58,6 +59,11 @@ type Options struct {
 	// refill interval. Zero or less means the defaults.
 	AuthFailureBurst  int
 	AuthFailureRefill time.Duration
+	// Temporal lists running keys (GET /v1/ops/keys, in Namespace) and
+	// runs the keys' Updates for the operations API; without it those
+	// answer 500.
+	Temporal  TemporalClient
+	Namespace string
 }
 
 // Handler serves the publishing API.
@@ -75,11 +81,15 @@ type Handler struct {
 	failures *failureLimiter
 	inFlight *inFlight
 	now      func() time.Time
+
+	temporal  TemporalClient
+	namespace string
 }
 
 // New returns the API handler, publishing to st.
 func New(st *store.Store, opts Options) *Handler {
-	h := &Handler{store: st, maxBody: opts.MaxBodyBytes, maxEvents: opts.MaxBatchEvents, log: opts.Logger, rejected: opts.Rejected}
+	h := &Handler{store: st, maxBody: opts.MaxBodyBytes, maxEvents: opts.MaxBatchEvents, log: opts.Logger, rejected: opts.Rejected,
+		temporal: opts.Temporal, namespace: opts.Namespace}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}
@@ -110,10 +120,31 @@ func New(st *store.Store, opts Options) *Handler {
 	return h
 }
 
-// ServeHTTP answers POST /v1/events; anything else is a problem (404, 405).
+// ServeHTTP answers POST /v1/events and the operations API under
+// /v1/ops/; anything else is a problem (404, 405).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, OpsPrefix) {
+		if want := opsMethod(r.URL.EscapedPath()); r.Method != want {
+			w.Header().Set("Allow", want)
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "this path of the operations API accepts "+want+" only"))
+			return
+		}
+		cred, ok := h.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if !h.inFlight.acquire(cred.ID) {
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, newProblem(http.StatusTooManyRequests, CodeTokenBusy,
+				fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)))
+			return
+		}
+		defer h.inFlight.release(cred.ID)
+		h.serveOps(w, r, cred)
+		return
+	}
 	if r.URL.Path != EventsPath {
-		writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "the API serves POST "+EventsPath+" only"))
+		writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "the API serves POST "+EventsPath+" and the operations API under "+OpsPrefix+" only"))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -123,6 +154,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	cred, ok := h.authenticate(w, r)
 	if !ok {
+		return
+	}
+	if cred.Operator {
+		h.reject("", true, CodeForbidden)
+		writeProblem(w, newProblem(http.StatusForbidden, CodeForbidden,
+			"an operator token publishes nothing: publish with an app's token (starter apps token create APP)"))
 		return
 	}
 	if !h.inFlight.acquire(cred.ID) {

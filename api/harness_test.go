@@ -73,6 +73,42 @@ func (s *server) token(app, name string) string {
 	return created.Token
 }
 
+// operatorToken creates an operator token named name and returns it.
+func (s *server) operatorToken(name string) string {
+	s.t.Helper()
+	var created struct {
+		Token    string `json:"token"`
+		Operator bool   `json:"operator"`
+	}
+	if err := json.Unmarshal([]byte(s.starter("tokens", "create", "--operator", "--name", name, "--json")), &created); err != nil {
+		s.t.Fatal(err)
+	}
+	if !strings.HasPrefix(created.Token, "hrld_") || !created.Operator {
+		s.t.Fatalf("created operator token: %+v", created)
+	}
+	return created.Token
+}
+
+// get sends GET path (with its query) with token.
+func (s *server) get(path, token string) answer {
+	s.t.Helper()
+	return s.do(http.MethodGet, path, token, "", nil)
+}
+
+// action sends POST path with a JSON body and token.
+func (s *server) action(path, token, body string) answer {
+	s.t.Helper()
+	return s.do(http.MethodPost, path, token, "application/json", strings.NewReader(body))
+}
+
+// wantStatus fails t unless a has status.
+func wantStatus(t *testing.T, a answer, status int) {
+	t.Helper()
+	if a.status != status {
+		t.Fatalf("status %d, want %d: %s", a.status, status, a.body)
+	}
+}
+
 // answer is one response of the API, its body read.
 type answer struct {
 	status int
@@ -115,11 +151,18 @@ func (s *server) do(method, path, token, contentType string, body io.Reader) ans
 
 // problem is the part of a problem+json answer the tests look at.
 type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Code     string `json:"code"`
-	Detail   string `json:"detail"`
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+	// Parameter names the query parameter of a bad_parameter problem.
+	Parameter string `json:"parameter"`
+	// Result is a key's answer to an action that changed nothing.
+	Result *struct {
+		Changed bool   `json:"changed"`
+		Reason  string `json:"reason"`
+	} `json:"result"`
 	Errors   []struct{ Pointer, Message string }
 	Events   []eventProblem `json:"events"`
 	Accepted []accepted     `json:"accepted"`

@@ -6,6 +6,7 @@ import (
 
 	"herald/manifest"
 	"herald/publish"
+	"herald/workflows"
 )
 
 // Problem codes of the API beyond the publisher's rejection codes (docs/design.md#publishing).
@@ -41,6 +42,11 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Code is the rejection code (docs/design.md#publishing) or one of the API's own codes.
 	Code string `json:"code"`
+	// Parameter names the query parameter a bad_parameter problem refuses.
+	Parameter string `json:"parameter,omitempty"`
+	// Result is a key's answer to an action that changed nothing
+	// (nothing_to_do), as its Workflow Update gave it.
+	Result *workflows.OpResult `json:"result,omitempty"`
 	// Errors lists the schema violations of a data_invalid event.
 	Errors []manifest.DataError `json:"errors,omitempty"`
 	// Events lists each refused event of the request, by position.

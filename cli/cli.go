@@ -64,6 +64,9 @@ func init() {
 				"apps secret show APP [--actor A]", "apps secret rotate APP [--overlap 24h] [--reason R] [--actor A]"},
 			summary: "apply manifests (files or directories), diff, list, show and remove apps; " +
 				"create, list and revoke their tokens for the publishing API; show and rotate their Standard Webhooks secrets", run: runApps},
+		{name: "tokens", group: groupSetup,
+			synopsis: []string{"tokens create --operator --name N [--actor A]", "tokens list", "tokens revoke --operator NAME|ID [--actor A]"},
+			summary:  "create, list and revoke operator tokens of the operations API (they see and act on every app)", run: runTokens},
 		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]"},
 			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables", run: runDB},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
@@ -91,8 +94,10 @@ func init() {
 			summary: "relay lag, the last rejected events and the total per app, delivery keys per status and the worker's readiness", run: runStatus},
 
 		{name: "deliveries", group: groupDeliveries,
-			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]"},
-			summary:  "list running delivery workflows (one per subscription and subject key) with status, queue and head", run: runDeliveries},
+			synopsis: []string{"deliveries [--status S] [--subscription ID] [--app A] [--type T] [--limit N] [--page-token TOKEN]",
+				"deliveries --log [--status S] [--subscription ID] [--app A] [--type T] [--subject K] [--since TIME] [--until TIME] [--limit N] [--page-token TOKEN]"},
+			summary: "list running delivery workflows (one per subscription and subject key) with status, queue and head; " +
+				"with --log, deliveries from the event log (also of completed keys) with a total", run: runDeliveries},
 		{name: "inspect", group: groupDeliveries, synopsis: []string{"inspect WORKFLOW-ID | --subscription ID --subject K"},
 			summary: "show one delivery workflow's state: head, last error, queue, counters, outcomes", run: runInspect},
 		{name: "redeliver", group: groupDeliveries,

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"herald/manifest"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -105,18 +106,27 @@ type deliveriesJSON struct {
 func runDeliveries(inv *invocation, args []string) error {
 	fs := inv.newFlags("deliveries")
 	var f deliveryFilter
-	fs.StringVar(&f.Status, "status", "", "only keys in this status: "+strings.Join(deliveryStatuses, ", "))
+	fs.StringVar(&f.Status, "status", "", "only keys in this status: "+strings.Join(deliveryStatuses, ", ")+
+		"; or deliveries of the log in this status: "+strings.Join(store.OutcomeStatuses, ", "))
 	fs.StringVar(&f.Subscription, "subscription", "", "only keys of this subscription id")
 	fs.StringVar(&f.App, "app", "", "only keys of subscriptions of this subscriber app")
 	fs.StringVar(&f.EventType, "type", "", "only keys of subscriptions to this event type (e.g. contacts.person.updated)")
-	limit := fs.Int("limit", defaultDeliveriesLimit, fmt.Sprintf("at most this many keys, one page (1 to %d)", maxDeliveriesLimit))
+	limit := fs.Int("limit", defaultDeliveriesLimit, fmt.Sprintf("at most this many keys (the log: deliveries), one page (1 to %d; the log clamps to %d)", maxDeliveriesLimit, store.MaxDeliveryLimit))
 	pageToken := fs.String("page-token", "", "the next page of an earlier list, as it printed it (give the same filters)")
+	var lf logFlags
+	fs.BoolVar(&lf.log, "log", false, "list deliveries from the event log (outcome rows), not running keys; implied by --subject, --since, --until and the statuses "+strings.Join(logOnlyStatuses, ", "))
+	fs.StringVar(&lf.subject, "subject", "", "only deliveries of this subject key (the log)")
+	fs.StringVar(&lf.since, "since", "", "only deliveries queued at or after TIME: RFC 3339 or a duration back from now, e.g. 2h (the log)")
+	fs.StringVar(&lf.until, "until", "", "only deliveries queued before TIME (the log)")
 	rest, err := inv.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if err := wantArgs("deliveries", rest); err != nil {
 		return err
+	}
+	if lf.wanted(f.Status) {
+		return runDeliveriesLog(inv, f, lf, *limit, *pageToken)
 	}
 	if f.Status != "" && !slices.Contains(deliveryStatuses, f.Status) {
 		return usagef("deliveries", "deliveries: unknown --status %q (want one of %s)", f.Status, strings.Join(deliveryStatuses, ", "))

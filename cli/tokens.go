@@ -108,11 +108,15 @@ func runTokenList(inv *invocation, args []string) error {
 	}
 	t := newTable(inv.stdout, "APP", "NAME", "ID", "CREATED", "BY", "STATUS")
 	for _, k := range toks {
+		app := k.App
+		if k.Operator {
+			app = "(operator)"
+		}
 		status := "live"
 		if k.RevokedAt != nil {
 			status = "revoked " + formatTime(*k.RevokedAt) + " by " + k.RevokedBy
 		}
-		t.row(k.App, k.Name, k.ID, formatTime(k.CreatedAt), k.CreatedBy, status)
+		t.row(app, k.Name, k.ID, formatTime(k.CreatedAt), k.CreatedBy, status)
 	}
 	return t.flush()
 }

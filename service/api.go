@@ -42,7 +42,7 @@ func (s *Service) newAPI(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (HERALD_API_ADDR): %w", s.cfg.APIAddr, err)
 	}
 	h := api.New(st, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected,
-		TokenConcurrency: s.cfg.APITokenConcurrency})
+		TokenConcurrency: s.cfg.APITokenConcurrency, Temporal: s.Temporal, Namespace: s.cfg.TemporalNamespace})
 	s.api = &apiServer{listener: ln, server: api.NewServer(h), store: st}
 	return nil
 }

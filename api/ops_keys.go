@@ -1,0 +1,168 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"herald/manifest"
+	"herald/store"
+	"herald/workflows"
+)
+
+// KeyStatuses are the statuses GET /v1/ops/keys lists keys by.
+var KeyStatuses = []string{workflows.StatusFailed, workflows.StatusPaused, workflows.StatusRetrying, workflows.StatusUnreachable}
+
+// temporalCallTimeout bounds one visibility call.
+const temporalCallTimeout = 10 * time.Second
+
+// OpsKey is a running delivery key and its head, as the log holds it.
+type OpsKey struct {
+	WorkflowID   string    `json:"workflowId"`
+	Subscription string    `json:"subscription"`
+	Subject      string    `json:"subject"`
+	Status       string    `json:"status"`
+	StartedAt    time.Time `json:"startedAt"`
+	// Head is the key's oldest queued or failed event; absent when the log
+	// holds none for the key.
+	Head *store.KeyHead `json:"head,omitempty"`
+}
+
+// OpsKeys is the answer of GET /v1/ops/keys.
+type OpsKeys struct {
+	Status        string   `json:"status"`
+	Keys          []OpsKey `json:"keys"`
+	Limit         int      `json:"limit"`
+	NextPageToken string   `json:"nextPageToken,omitempty"`
+}
+
+// opsKeys lists the running keys in one status from Temporal's visibility
+// (which lags status changes by a second or so), limited to the
+// subscriptions in scope, each with its head from the log.
+func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	status := q.Get("status")
+	if !slices.Contains(KeyStatuses, status) {
+		badParameter(w, "status", "required: one of "+strings.Join(KeyStatuses, ", "))
+		return
+	}
+	app, sub := q.Get("app"), q.Get("subscription")
+	if app != "" && !manifest.ValidAppID(app) {
+		badParameter(w, "app", "not an app id")
+		return
+	}
+	if sub != "" && !validSubscription(sub) {
+		badParameter(w, "subscription", "not a subscription id (<subscriber-app>:<event-type>@<version>)")
+		return
+	}
+	limit, ok := limitParam(w, q, DefaultKeyLimit, MaxKeyLimit)
+	if !ok {
+		return
+	}
+	var token []byte
+	if t := q.Get("page_token"); t != "" {
+		var err error
+		if token, err = base64.RawURLEncoding.DecodeString(t); err != nil || len(token) == 0 {
+			badParameter(w, "page_token", "not a page token of this listing")
+			return
+		}
+	}
+	if h.temporal == nil {
+		h.fail(w, "list keys", errors.New("the API was started without a Temporal client"))
+		return
+	}
+	subs, err := h.store.ScopedSubscriptions(ctx, scope, app, sub)
+	if err != nil {
+		h.fail(w, "list keys", err)
+		return
+	}
+	out := OpsKeys{Status: status, Keys: []OpsKey{}, Limit: limit}
+	if len(subs) == 0 {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = quoteQuery(s.ID)
+	}
+	query := fmt.Sprintf("WorkflowType = %s AND ExecutionStatus = 'Running' AND %s = %s",
+		quoteQuery(workflows.DeliveryWorkflowType), workflows.SAStatus.GetName(), quoteQuery(status))
+	if scope != "" || app != "" || sub != "" {
+		query += fmt.Sprintf(" AND %s IN (%s)", workflows.SASubscription.GetName(), strings.Join(ids, ", "))
+	}
+	callCtx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
+	defer cancel()
+	resp, err := h.temporal.ListWorkflow(callCtx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: h.namespace, Query: query, PageSize: int32(limit), NextPageToken: token,
+	})
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) && len(token) > 0 {
+		badParameter(w, "page_token", "Temporal refused it: give the token of the last page, with the same filters")
+		return
+	}
+	if err != nil {
+		h.fail(w, "list keys", err)
+		return
+	}
+	var keySubs, keySubjects []string
+	for _, e := range resp.GetExecutions() {
+		fields := e.GetSearchAttributes().GetIndexedFields()
+		var subID string
+		if p := fields[workflows.SASubscription.GetName()]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &subID)
+		}
+		id := e.GetExecution().GetWorkflowId()
+		subject := strings.TrimPrefix(id, workflows.DeliveryID(subID, ""))
+		if subID == "" || !store.InScope(scope, subID) {
+			continue // not Herald's key, or visibility not yet updated
+		}
+		out.Keys = append(out.Keys, OpsKey{WorkflowID: id, Subscription: subID, Subject: subject, Status: status,
+			StartedAt: e.GetStartTime().AsTime()})
+		keySubs, keySubjects = append(keySubs, subID), append(keySubjects, subject)
+	}
+	heads, err := h.store.KeyHeads(ctx, keySubs, keySubjects)
+	if err != nil {
+		h.fail(w, "list keys", err)
+		return
+	}
+	for i := range out.Keys {
+		if hd, ok := heads[[2]string{out.Keys[i].Subscription, out.Keys[i].Subject}]; ok {
+			out.Keys[i].Head = &hd
+		}
+	}
+	slices.SortFunc(out.Keys, func(a, b OpsKey) int { return strings.Compare(a.WorkflowID, b.WorkflowID) })
+	if next := resp.GetNextPageToken(); len(next) > 0 {
+		out.NextPageToken = base64.RawURLEncoding.EncodeToString(next)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// quoteQuery quotes a string literal of a visibility query.
+func quoteQuery(s string) string {
+	return `"` + queryEscaper.Replace(s) + `"`
+}
+
+var queryEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
+// TemporalClient is what the operations API asks of Temporal: the
+// visibility list of workflows, the keys' Workflow Updates and the
+// redeliver signals of a replay (a client.Client).
+type TemporalClient interface {
+	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	SignalWithStartWorkflow(ctx context.Context, workflowID string, signalName string, signalArg any,
+		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+}
+
+var _ TemporalClient = client.Client(nil)

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"herald/store"
+	"herald/workflows"
+)
+
+// Bounds of a replay window over HTTP.
+const (
+	// MaxReplayEvents caps the events one replay request may queue again;
+	// a bigger window is refused (starter redeliver --since has no cap).
+	MaxReplayEvents = 10000
+	// replayIDsPerSignal is how many event ids one redeliver signal carries,
+	// as starter sends them (cli/redeliver.go).
+	replayIDsPerSignal = 500
+	// signalTimeout bounds one signal-with-start.
+	signalTimeout = 10 * time.Second
+)
+
+// ReplayRequest is the body of POST /v1/ops/subscriptions/replay.
+type ReplayRequest struct {
+	Subscription string `json:"subscription"`
+	// Since and Until (default now) bound when the events were received.
+	Since time.Time  `json:"since"`
+	Until *time.Time `json:"until,omitempty"`
+	// Subject limits the window to one key.
+	Subject string `json:"subject,omitempty"`
+	// DryRun lists what would be queued again and sends nothing.
+	DryRun bool   `json:"dryRun,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReplayKey is one key of a replay window.
+type ReplayKey struct {
+	Subject    string `json:"subject"`
+	WorkflowID string `json:"workflowId"`
+	Events     int    `json:"events"`
+	FirstSeq   int64  `json:"firstSeq"`
+	LastSeq    int64  `json:"lastSeq"`
+	Signals    int    `json:"signals"`
+	// Result is "queued", "dry-run", "error" or "skipped" (not tried after
+	// an error), as starter redeliver --since reports it.
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// ReplayResult is the answer of a replay window.
+type ReplayResult struct {
+	Subscription string      `json:"subscription"`
+	Subject      string      `json:"subject,omitempty"`
+	Since        time.Time   `json:"since"`
+	Until        time.Time   `json:"until"`
+	DryRun       bool        `json:"dryRun"`
+	Events       int         `json:"events"`
+	Queued       int         `json:"queued"`
+	Keys         []ReplayKey `json:"keys"`
+}
+
+// replay queues again, per subject key in key order, every event of the
+// subscription received in [since, until), in sequence order, as `starter
+// redeliver --subscription S --since TIME` does: one redeliver
+// signal-with-start per 500 events of a key, with the token's name as
+// actor. With dryRun it sends nothing and lists what it would.
+func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.TokenCredential, req ReplayRequest) {
+	sub, ok := h.ownSubscription(ctx, w, cred, req.Subscription)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	until := now
+	if req.Until != nil {
+		until = *req.Until
+	}
+	switch {
+	case req.Since.IsZero():
+		badParameter(w, "since", "required: an RFC 3339 time")
+		return
+	case req.Since.After(now):
+		badParameter(w, "since", "is in the future")
+		return
+	case !req.Since.Before(until):
+		badParameter(w, "until", "must be after since")
+		return
+	case req.Subject != "" && !validSubjectKey(req.Subject):
+		badParameter(w, "subject", "not a subject key (1 to 200 bytes of printable UTF-8)")
+		return
+	case sub.State == store.StateCancelled:
+		writeProblem(w, newProblem(http.StatusConflict, CodeNothingToDo, "subscription "+sub.ID+" is cancelled: nothing is delivered to it any more"))
+		return
+	}
+	keys, err := h.store.WindowEvents(ctx, sub.ID, req.Subject, req.Since, until)
+	if err != nil {
+		h.fail(w, "replay", err)
+		return
+	}
+	out := ReplayResult{Subscription: sub.ID, Subject: req.Subject, Since: req.Since, Until: until, DryRun: req.DryRun,
+		Keys: make([]ReplayKey, len(keys))}
+	for i, k := range keys {
+		out.Events += len(k.Events)
+		out.Keys[i] = ReplayKey{Subject: k.Subject, WorkflowID: workflows.DeliveryID(sub.ID, k.Subject), Events: len(k.Events),
+			FirstSeq: k.Events[0].Seq, LastSeq: k.Events[len(k.Events)-1].Seq, Result: "skipped"}
+	}
+	switch {
+	case out.Events == 0:
+		writeProblem(w, newProblem(http.StatusConflict, CodeNothingToDo,
+			fmt.Sprintf("no events of %s were received in the window: nothing to replay", sub.ID)))
+		return
+	case out.Events > MaxReplayEvents:
+		badParameter(w, "since", fmt.Sprintf("the window holds %d events, more than %d: replay it in smaller windows, or with starter redeliver --since",
+			out.Events, MaxReplayEvents))
+		return
+	case req.DryRun:
+		for i := range out.Keys {
+			out.Keys[i].Result = "dry-run"
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	if h.temporal == nil {
+		h.fail(w, "replay", errors.New("the API was started without a Temporal client"))
+		return
+	}
+	for i, k := range keys {
+		r := &out.Keys[i]
+		params := workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: k.Subject}
+		for start := 0; start < len(k.Events) && r.Error == ""; start += replayIDsPerSignal {
+			chunk := k.Events[start:min(start+replayIDsPerSignal, len(k.Events))]
+			ids := make([]string, len(chunk))
+			for j, e := range chunk {
+				ids[j] = e.ID
+			}
+			payload := workflows.RedeliverSignal{EventIDs: ids, Actor: cred.Name, Reason: req.Reason}
+			if err := h.signalWithStart(ctx, r.WorkflowID, payload, params); err != nil {
+				// The key's later events are not sent: they would be
+				// queued without the ones before them.
+				r.Result, r.Error = "error", err.Error()
+				break
+			}
+			r.Signals++
+			out.Queued += len(chunk)
+		}
+		if r.Result == "error" {
+			break // Temporal is most likely unreachable: the rest stay skipped
+		}
+		r.Result = "queued"
+	}
+	if out.Queued < out.Events {
+		h.log.Warn("api: replay stopped early", zap.String("subscription", sub.ID),
+			zap.Int("events", out.Events), zap.Int("queued", out.Queued))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// signalWithStart sends a redeliver signal to a key's workflow, starting it
+// first when it is not running, as starter does (cli/temporal.go).
+func (h *Handler) signalWithStart(ctx context.Context, id string, payload any, params workflows.Params) error {
+	ctx, cancel := context.WithTimeout(ctx, signalTimeout)
+	defer cancel()
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+	_, err := h.temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalRedeliver, payload, opts, workflows.DeliveryWorkflowType, params)
+	return err
+}

@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Bounds of a listing of deliveries (docs/operations-api.md#listings).
+const (
+	DefaultDeliveryLimit = 100
+	// MaxDeliveryLimit is the largest page; a bigger limit is clamped.
+	MaxDeliveryLimit = 1000
+	// DeliveryTotalCap bounds the count of a listing: beyond it the total
+	// says "at least" (TotalExact false), so counting never reads more than
+	// this many index entries.
+	DeliveryTotalCap = 10000
+)
+
+// OutcomeStatuses are the statuses of outcome rows, in the order listings
+// name them.
+var OutcomeStatuses = []string{EventQueued, EventDelivered, EventFailed, EventCancelled, EventExpired, EventFiltered}
+
+// ErrBadPageToken is returned for a page token that is not one a listing
+// printed, or one printed for other filters.
+var ErrBadPageToken = errors.New("not a page token of this listing")
+
+// DeliveryFilter selects outcome rows (deliveries) from the log. Empty
+// fields do not filter.
+type DeliveryFilter struct {
+	// Scope limits the listing to what an app's token may see: its
+	// subscriptions and the subscriptions to the event types it publishes.
+	Scope string
+	// App is the subscriber app.
+	App          string
+	Subscription string
+	EventType    string
+	Subject      string
+	// Statuses are outcome statuses (OutcomeStatuses); none means all.
+	Statuses []string
+	// Since and Until bound when the event was queued for the
+	// subscription: Since <= queuedAt < Until; zero is unbounded.
+	Since, Until time.Time
+	// Limit is the page size: DefaultDeliveryLimit when zero or less,
+	// clamped to MaxDeliveryLimit.
+	Limit int
+	// PageToken continues an earlier listing with the same filters.
+	PageToken string
+}
+
+// Delivery is one outcome row of the log, with its subscription's app and
+// event type.
+type Delivery struct {
+	Subscription string     `db:"subscription_id" json:"subscription"`
+	App          string     `db:"app" json:"app"`
+	EventType    string     `db:"type" json:"eventType"`
+	Version      int        `db:"version" json:"version"`
+	EventID      string     `db:"event_id" json:"eventId"`
+	Seq          int64      `db:"event_seq" json:"seq"`
+	Subject      string     `db:"subject" json:"subject"`
+	Status       string     `db:"status" json:"status"`
+	Attempts     int        `db:"attempts" json:"attempts"`
+	Code         string     `db:"code" json:"code,omitempty"`
+	LastCode     string     `db:"last_code" json:"lastCode,omitempty"`
+	LastError    string     `db:"last_error" json:"lastError,omitempty"`
+	QueuedAt     time.Time  `db:"queued_at" json:"queuedAt"`
+	UpdatedAt    time.Time  `db:"updated_at" json:"updatedAt"`
+	DeliveredAt  *time.Time `db:"delivered_at" json:"deliveredAt,omitempty"`
+}
+
+// DeliveryPage is one page of a listing.
+type DeliveryPage struct {
+	Deliveries []Delivery
+	// Total counts every row the filters match (all pages), up to
+	// DeliveryTotalCap; TotalExact is false when there are more.
+	Total      int
+	TotalExact bool
+	// NextPageToken lists the next page; empty on the last one.
+	NextPageToken string
+}
+
+// cursor is where a page ended: the last row's sort key.
+type cursor struct {
+	QueuedAt     time.Time `json:"t"`
+	Subscription string    `json:"s"`
+	EventID      string    `json:"e"`
+	// Filters is the fingerprint of the listing's filters, so a token is
+	// refused with other filters rather than giving a wrong page.
+	Filters string `json:"f"`
+}
+
+// normalized checks the filter and fills in its defaults: an unknown status
+// or a bad range is an error naming the field.
+func (f DeliveryFilter) normalized() (DeliveryFilter, error) {
+	for _, st := range f.Statuses {
+		if !slices.Contains(OutcomeStatuses, st) {
+			return f, fmt.Errorf("status %q is not one of %s", st, strings.Join(OutcomeStatuses, ", "))
+		}
+	}
+	if len(f.Statuses) == 0 {
+		f.Statuses = OutcomeStatuses
+	}
+	f.Statuses = slices.Clone(f.Statuses)
+	slices.Sort(f.Statuses)
+	f.Statuses = slices.Compact(f.Statuses)
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return f, fmt.Errorf("since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	if f.Limit <= 0 {
+		f.Limit = DefaultDeliveryLimit
+	}
+	f.Limit = min(f.Limit, MaxDeliveryLimit)
+	for _, s := range []string{f.Scope, f.App, f.Subscription, f.EventType, f.Subject} {
+		if !queryableText(s) {
+			return f, errors.New("a filter is not valid UTF-8 text")
+		}
+	}
+	return f, nil
+}
+
+// fingerprint identifies the filters (not the page) of a listing.
+func (f DeliveryFilter) fingerprint() string {
+	b, _ := json.Marshal([]any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses,
+		f.Since.UnixNano(), f.Until.UnixNano()})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// ValidatePageToken reports whether token could continue a listing (its
+// form only; ListDeliveries also checks it was made for the same filters).
+func ValidatePageToken(token string) error {
+	_, err := decodeCursor(token)
+	return err
+}
+
+func decodeCursor(token string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Filters == "" || c.QueuedAt.IsZero() || !IsUUID(c.EventID) {
+		return cursor{}, ErrBadPageToken
+	}
+	return c, nil
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// deliveryColumns are the columns of a Delivery, from outcomes o and
+// subscriptions s.
+const deliveryColumns = `o.subscription_id, s.app, s.type, s.version, o.event_id::text AS event_id, o.event_seq,
+	o.subject, o.status, o.attempts, COALESCE(o.code, '') AS code, COALESCE(o.last_code, '') AS last_code,
+	COALESCE(o.last_error, '') AS last_error, o.queued_at, o.updated_at, o.delivered_at`
+
+// ListDeliveries lists the outcome rows matching f, newest queued first
+// (ties by subscription and event id), one page at a time, with the total
+// the filters match. It reads the log, so it finds deliveries whose key's
+// workflow has long completed. A bad filter fails with a message naming it;
+// a page token of another listing with an error wrapping ErrBadPageToken.
+func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error) {
+	f, err := f.normalized()
+	if err != nil {
+		return DeliveryPage{}, err
+	}
+	fp := f.fingerprint()
+	// The keyset: rows strictly after the cursor in (queued_at, subscription,
+	// event id) descending order. With no token, a cursor past every row.
+	after := cursor{QueuedAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), EventID: uuid.Max.String()}
+	if f.PageToken != "" {
+		c, err := decodeCursor(f.PageToken)
+		if err != nil {
+			return DeliveryPage{}, err
+		}
+		if c.Filters != fp {
+			return DeliveryPage{}, fmt.Errorf("page token of a listing with other filters: %w", ErrBadPageToken)
+		}
+		after = c
+	}
+	since, until := f.Since, f.Until
+	if since.IsZero() {
+		since = time.Unix(0, 0)
+	}
+	if until.IsZero() {
+		until = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	// The subscriptions in scope are few (a table of declarations, not of
+	// events): the outcome rows are read per subscription and status,
+	// newest first through outcomes_list, or per subject key through
+	// outcomes_list_subject, and merged.
+	const subs = `SELECT id, app, type, version FROM subscriptions
+		WHERE ($1 = '' OR app = $1 OR split_part(type, '.', 1) = $1)
+		  AND ($2 = '' OR app = $2) AND ($3 = '' OR id = $3) AND ($4 = '' OR type = $4)`
+	const rowFilter = `o.queued_at >= $7 AND o.queued_at < $8`
+	const keyset = `(o.queued_at, o.subscription_id, o.event_id) < ($9, $10, $11::uuid)`
+	var list, count string
+	if f.Subject == "" {
+		list = `WITH s AS (` + subs + `)
+			SELECT ` + deliveryColumns + `
+			  FROM s CROSS JOIN unnest($6::text[]) AS st(status)
+			 CROSS JOIN LATERAL (
+			       SELECT * FROM outcomes o
+			        WHERE o.subscription_id = s.id AND o.status = st.status AND ` + rowFilter + `
+			          AND o.queued_at <= $9 AND ` + keyset + ` AND $5::text = ''
+			        ORDER BY o.queued_at DESC, o.event_id DESC
+			        LIMIT $12) o
+			 ORDER BY o.queued_at DESC, o.subscription_id DESC, o.event_id DESC
+			 LIMIT $12`
+		count = `WITH s AS (` + subs + `)
+			SELECT count(*) FROM (
+			       SELECT 1 FROM s CROSS JOIN unnest($6::text[]) AS st(status)
+			         JOIN outcomes o ON o.subscription_id = s.id AND o.status = st.status
+			        WHERE ` + rowFilter + ` AND ($5 = '' OR o.subject = $5)
+			        LIMIT $9) c`
+	} else {
+		list = `WITH s AS (` + subs + `)
+			SELECT ` + deliveryColumns + `
+			  FROM outcomes o JOIN s ON s.id = o.subscription_id
+			 WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND ` + rowFilter + `
+			   AND o.queued_at <= $9 AND ` + keyset + `
+			 ORDER BY o.queued_at DESC, o.subscription_id DESC, o.event_id DESC
+			 LIMIT $12`
+		count = `WITH s AS (` + subs + `)
+			SELECT count(*) FROM (
+			       SELECT 1 FROM outcomes o JOIN s ON s.id = o.subscription_id
+			        WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND ` + rowFilter + `
+			        LIMIT $9) c`
+	}
+	args := []any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses, since, until}
+	var page DeliveryPage
+	// One snapshot, so the total and the page agree.
+	err = pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, list, append(args, after.QueuedAt, after.Subscription, after.EventID, f.Limit+1)...)
+		if err != nil {
+			return err
+		}
+		if page.Deliveries, err = pgx.CollectRows(rows, pgx.RowToStructByName[Delivery]); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, count, append(args, DeliveryTotalCap+1)...).Scan(&page.Total); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return DeliveryPage{}, fmt.Errorf("list deliveries: %w", err)
+	}
+	page.TotalExact = page.Total <= DeliveryTotalCap
+	page.Total = min(page.Total, DeliveryTotalCap)
+	if len(page.Deliveries) > f.Limit {
+		page.Deliveries = page.Deliveries[:f.Limit]
+		last := page.Deliveries[f.Limit-1]
+		page.NextPageToken = cursor{QueuedAt: last.QueuedAt, Subscription: last.Subscription, EventID: last.EventID, Filters: fp}.encode()
+	}
+	if page.Deliveries == nil {
+		page.Deliveries = []Delivery{}
+	}
+	return page, nil
+}
