@@ -62,15 +62,22 @@ var placeholder = regexp.MustCompile(`^@?[A-Z][A-Z0-9-]*(\|[A-Z][A-Z0-9-]*)*(\.\
 
 const synopsisEventID = "7c0e7c1e-6d3a-4b5e-9d53-2f0c1a9b8e11"
 
+// synopsisPageToken is well formed for both listings: base64url for
+// `deliveries`, and a cursor (time, subscription, event, filters) for
+// `deliveries --log`.
+const synopsisPageToken = "eyJ0IjoiMjAyNi0xMi0wMVQwMDowMDowMFoiLCJzIjoiYmlsbGluZzpjb250YWN0cy5wZXJzb24udXBkYXRlZEAxIiwiZSI6IjdjMGU3YzFlLTZkM2EtNGI1ZS05ZDUzLTJmMGMxYTliOGUxMSIsImYiOiIwMTIzNDU2Nzg5YWIifQ"
+
 // flagSamples are the values put in for a placeholder after a flag (first
 // "flag PLACEHOLDER", then the flag alone).
 var flagSamples = map[string]string{
 	"--runtime-role": "herald_runtime", "--actor": "alice", "--reason": "why", "--name": "ci",
 	"--app": "contacts", "--type": "contacts.person.updated", "--version": "1", "--subject": "person-42",
 	"--data JSON": `{"id":"42","name":"Ada"}`, "--data @FILE": "@person.json", "--id": synopsisEventID,
-	"--status": "failed", "--subscription": "billing:contacts.person.updated@1", "--page-token": "dG9rZW4",
+	"--status": "failed", "--subscription": "billing:contacts.person.updated@1", "--page-token": synopsisPageToken,
 	"--event": synopsisEventID, "--since": "2h", "--until": "1h", "--target": "billing", "--action": "app.applied",
 	"--limit": "10", "--out": "keys", "--keys": "keys",
+	// a bool flag before the positional NAME|ID of tokens revoke
+	"--operator NAME|ID": "ci",
 }
 
 // argSamples are the values put in for a positional placeholder (first
