@@ -123,7 +123,10 @@ type Report struct {
 const (
 	SystemCeiling = "ceiling"
 	SystemBatched = "batched"
-	SystemHerald  = "herald"
+	// SystemFloor is the per-key floor (floor.go), on shapes of one event
+	// per key.
+	SystemFloor  = "floor"
+	SystemHerald = "herald"
 	// SystemAlone and SystemNeighbours are the noisy-neighbour comparison:
 	// the healthy subscriptions on Herald alone, then beside neighbours.
 	SystemAlone      = "herald alone"
@@ -145,6 +148,8 @@ type Measurement struct {
 	Ratio float64 `json:"ratioToCeiling,omitempty"`
 	// RatioBatched is Herald's PerSecond over the batched ceiling's.
 	RatioBatched float64 `json:"ratioToBatchedCeiling,omitempty"`
+	// RatioFloor is Herald's PerSecond over the per-key floor's.
+	RatioFloor float64 `json:"ratioToFloor,omitempty"`
 	// LatencyMS is publish→delivery: from the return of Publish (Herald) or
 	// SignalWithStartWorkflow (ceiling) to the sink's first receipt.
 	LatencyMS  Latency `json:"latencyMs"`
@@ -224,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c, bc Measurement
+		var c, bc, fl Measurement
 		if !cfg.HeraldOnly {
 			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
@@ -236,6 +241,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				rep.Measurements = append(rep.Measurements, bc)
 			}
+			if hasFloor(sh) {
+				if fl, err = b.floor(ctx, sh); err != nil {
+					return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
+				}
+				rep.Measurements = append(rep.Measurements, fl)
+			}
 		}
 		h, err := b.herald(ctx, sh)
 		if err != nil {
@@ -246,6 +257,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if sh.Rate == 0 && bc.PerSecond > 0 {
 			h.RatioBatched = h.PerSecond / bc.PerSecond
+		}
+		if fl.PerSecond > 0 {
+			h.RatioFloor = h.PerSecond / fl.PerSecond
 		}
 		rep.Measurements = append(rep.Measurements, h)
 	}

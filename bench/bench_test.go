@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func TestSmoke(t *testing.T) {
 		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
 		Shapes: []Shape{
 			{Name: "A", Keys: 2, EventsPerKey: 6, Subscriptions: 1},
+			{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 2}, // one event per key: the floor too
 			{Name: "D", Keys: 3, EventsPerKey: 2, Subscriptions: 3},
 		},
 		Steady:       Shape{Name: "steady", Keys: 4, EventsPerKey: 2, Subscriptions: 1, Rate: 10},
@@ -44,9 +46,10 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 9; got != want {
-		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, D, steady)", got, want)
+	if got, want := len(rep.Measurements), 13; got != want {
+		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, C, D, steady; the floor for C)", got, want)
 	}
+	floors := 0
 	for _, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
 		if m.Deliveries != m.Shape.Deliveries() || m.Delivered != m.Deliveries {
@@ -58,6 +61,21 @@ func TestSmoke(t *testing.T) {
 		}
 		if m.System == SystemHerald && m.WorkerPeakRSSMB <= 0 {
 			t.Errorf("%s: no worker peak RSS", name)
+		}
+		if m.System == SystemFloor {
+			// Started eagerly with the event in its input: no signal, one
+			// local activity per event, and Herald's ratio to it is set.
+			floors++
+			if m.Shape.Name != "C" {
+				t.Errorf("%s: the floor runs only on shapes of one event per key", name)
+			}
+			if a := m.Actions; a == nil || a.Workflows == 0 || a.Signals != 0 || a.LocalActivities != a.Workflows || a.Activities != 0 {
+				t.Errorf("%s: want one local activity per workflow and no signal or activity: %+v", name, a)
+			}
+			continue
+		}
+		if m.System == SystemHerald && m.Shape.Name == "C" && m.RatioFloor <= 0 {
+			t.Errorf("%s: no ratio to the floor", name)
 		}
 		if m.Actions == nil || m.Actions.Workflows == 0 || m.Actions.Signals == 0 {
 			t.Errorf("%s: no Temporal actions counted: %+v", name, m.Actions)
@@ -73,10 +91,17 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
+	if floors != 1 {
+		t.Errorf("%d floor measurements, want 1 (shape C)", floors)
+	}
+
 	dir := t.TempDir()
 	var table bytes.Buffer
 	if err := writeTables(&table, rep); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "| × floor |") {
+		t.Errorf("the results table has no × floor column:\n%s", table.String())
 	}
 	suite := &Suite{Runs: []*Report{rep}}
 	if err := writeJSON(filepath.Join(dir, "r.json"), suite); err != nil {

@@ -192,6 +192,7 @@ func startCeilingWorker(c client.Client, pollers int) (worker.Worker, error) {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 		Timeout:   30 * time.Second,
 	}}
+	w.RegisterWorkflowWithOptions((&floorWorkflow{acts: acts}).Run, workflow.RegisterOptions{Name: FloorWorkflowType})
 	// Registered with a prefix, the methods Post and PostBatch become
 	// CeilingActivityName and BatchedActivityName.
 	w.RegisterActivityWithOptions(acts, activity.RegisterOptions{Name: ceilingActivityPrefix})

@@ -20,10 +20,14 @@ func writeTables(w io.Writer, rep *Report) error {
 	if batched {
 		header = append(header, "× batched")
 	}
+	floor := hasSystem(rep, SystemFloor)
+	if floor {
+		header = append(header, "× floor")
+	}
 	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
 	for _, m := range rep.Measurements {
-		ratio, ratioBatched, rss := "", "", ""
-		if m.System != SystemCeiling && m.System != SystemBatched {
+		ratio, ratioBatched, ratioFloor, rss := "", "", "", ""
+		if !isReference(m.System) {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
@@ -31,12 +35,18 @@ func writeTables(w io.Writer, rep *Report) error {
 			if m.RatioBatched > 0 {
 				ratioBatched = fmt.Sprintf("%.2f×", m.RatioBatched)
 			}
+			if m.RatioFloor > 0 {
+				ratioFloor = fmt.Sprintf("%.2f×", m.RatioFloor)
+			}
 		}
 		row := []string{m.Shape.Name, m.System, m.Shape.String(),
 			fmt.Sprintf("%d/%d", m.Delivered, m.Deliveries), fmt.Sprintf("%.1f", m.Seconds),
 			fmt.Sprintf("%.1f", m.PerSecond), ratio}
 		if batched {
 			row = append(row, ratioBatched)
+		}
+		if floor {
+			row = append(row, ratioFloor)
 		}
 		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
@@ -304,27 +314,34 @@ func writeSuite(w io.Writer, suite *Suite) error {
 // Herald's throughput, of Herald's ratio and latency percentiles, and the
 // total of lost, out of order and duplicate deliveries.
 func summaryRows(suite *Suite) [][]string {
-	batched := false
+	batched, floor := false, false
 	for _, rep := range suite.Runs {
 		batched = batched || hasSystem(rep, SystemBatched)
+		floor = floor || hasSystem(rep, SystemFloor)
 	}
 	header := []string{"server", "shape", "load", "runs", "ceiling deliveries/s"}
 	if batched {
 		header = append(header, "batched deliveries/s")
 	}
+	if floor {
+		header = append(header, "floor deliveries/s")
+	}
 	header = append(header, "Herald deliveries/s", "× ceiling")
 	if batched {
 		header = append(header, "× batched")
+	}
+	if floor {
+		header = append(header, "× floor")
 	}
 	rows := [][]string{append(header, "Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates")}
 	type key struct{ server, shape string }
 	var order []key
 	type acc struct {
-		shape                              Shape
-		runs                               int
-		ceiling, batched, herald, p50, p99 []float64
-		ratio, ratioBatched                []float64
-		lost, ooo, dups                    int
+		shape                                     Shape
+		runs                                      int
+		ceiling, batched, floor, herald, p50, p99 []float64
+		ratio, ratioBatched, ratioFloor           []float64
+		lost, ooo, dups                           int
 	}
 	accs := map[key]*acc{}
 	for _, rep := range suite.Runs {
@@ -344,6 +361,8 @@ func summaryRows(suite *Suite) [][]string {
 				a.ceiling = append(a.ceiling, m.PerSecond)
 			case SystemBatched:
 				a.batched = append(a.batched, m.PerSecond)
+			case SystemFloor:
+				a.floor = append(a.floor, m.PerSecond)
 			case SystemHerald:
 				a.runs++
 				a.herald = append(a.herald, m.PerSecond)
@@ -354,6 +373,9 @@ func summaryRows(suite *Suite) [][]string {
 				}
 				if m.RatioBatched > 0 {
 					a.ratioBatched = append(a.ratioBatched, m.RatioBatched)
+				}
+				if m.RatioFloor > 0 {
+					a.ratioFloor = append(a.ratioFloor, m.RatioFloor)
 				}
 			}
 		}
@@ -370,14 +392,26 @@ func summaryRows(suite *Suite) [][]string {
 		if batched {
 			row = append(row, cell(a.batched, "%.1f"))
 		}
+		if floor {
+			row = append(row, cell(a.floor, "%.1f"))
+		}
 		row = append(row, cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"))
 		if batched {
 			row = append(row, cell(a.ratioBatched, "%.2f×"))
+		}
+		if floor {
+			row = append(row, cell(a.ratioFloor, "%.2f×"))
 		}
 		rows = append(rows, append(row, cell(a.p50, "%.0f"), cell(a.p99, "%.0f"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)))
 	}
 	return rows
+}
+
+// isReference reports whether system is one Herald is measured against
+// (a ceiling or the floor) rather than Herald itself.
+func isReference(system string) bool {
+	return system == SystemCeiling || system == SystemBatched || system == SystemFloor
 }
 
 // median of vs (the mean of the middle two for an even count).
