@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, sh := range all {
 		var c, bc, fl Measurement
-		if !cfg.HeraldOnly {
+		if !cfg.HeraldOnly && !sh.FloorOnly {
 			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 			}
@@ -241,12 +241,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 				rep.Measurements = append(rep.Measurements, bc)
 			}
-			if hasFloor(sh) {
-				if fl, err = b.floor(ctx, sh); err != nil {
-					return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
-				}
-				rep.Measurements = append(rep.Measurements, fl)
+		}
+		if !cfg.HeraldOnly && hasFloor(sh) {
+			if fl, err = b.floor(ctx, sh); err != nil {
+				return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
 			}
+			rep.Measurements = append(rep.Measurements, fl)
 		}
 		h, err := b.herald(ctx, sh)
 		if err != nil {
