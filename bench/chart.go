@@ -90,7 +90,8 @@ func drawChart(rep *Report) *image.RGBA {
 	return c.img
 }
 
-// pairs returns the Herald measurements of burst shapes with their ceilings.
+// pairs returns the Herald measurements of burst shapes with their ceilings
+// (not of shapes measured against the floor only).
 func pairs(rep *Report) (herald, ceiling []Measurement) {
 	ceil := map[string]Measurement{}
 	for _, m := range rep.Measurements {
@@ -99,7 +100,7 @@ func pairs(rep *Report) (herald, ceiling []Measurement) {
 		}
 	}
 	for _, m := range rep.Measurements {
-		if m.System == SystemHerald && m.Shape.Rate == 0 {
+		if m.System == SystemHerald && m.Shape.Rate == 0 && !m.Shape.FloorOnly {
 			herald = append(herald, m)
 			ceiling = append(ceiling, ceil[m.Shape.Name])
 		}
@@ -153,7 +154,7 @@ func drawLatencies(c canvas, rep *Report, x0, x1 int) {
 		if m.System == SystemHerald {
 			ms = append(ms, m)
 			hi = math.Max(hi, m.LatencyMS.P99)
-		} else {
+		} else if m.System == SystemCeiling {
 			ceil[m.Shape.Name] = m
 		}
 	}
