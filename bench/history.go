@@ -29,6 +29,14 @@ type Actions struct {
 	Timers                 int `json:"timers"`
 	SearchAttributeUpserts int `json:"searchAttributeUpserts"`
 	HistoryEvents          int `json:"historyEvents"`
+	// Starts counts runs started (the run read, so 1 a workflow unless it
+	// was started over) and Updates the Workflow Updates accepted.
+	Starts  int `json:"starts"`
+	Updates int `json:"updates"`
+	// LocalActivityBatches counts the workflow tasks that recorded local
+	// activities: what a server that bills actions counts for them (all of
+	// one workflow task's local activities are one action).
+	LocalActivityBatches int `json:"localActivityBatches"`
 	// Mean milliseconds: publish → the signal in the history (for Herald the
 	// relay plus SignalWithStart; for the ceiling 0, as its publish time is
 	// when SignalWithStart returned), workflow task scheduled → started
@@ -42,6 +50,18 @@ type Actions struct {
 	// Error says why some history could not be read; the counts then cover
 	// fewer workflows.
 	Error string `json:"error,omitempty"`
+}
+
+// Billable is the actions a server that bills per action would count:
+// starts, signals, updates, activities scheduled, local-activity batches,
+// timers and search-attribute upserts (Temporal Cloud's list; a
+// SignalWithStart that starts a workflow is counted as its start and its
+// signal).
+func (a *Actions) Billable() int {
+	if a == nil {
+		return 0
+	}
+	return a.Starts + a.Signals + a.Updates + a.Activities + a.LocalActivityBatches + a.Timers + a.SearchAttributeUpserts
 }
 
 // PerEvent divides a count by the events sampled.
@@ -103,6 +123,7 @@ func countActions(ctx context.Context, c client.Client, workflowIDs []string, ev
 	a.Signals, a.WorkflowTasks, a.Activities, a.Timers = c2.Signals, c2.WorkflowTasks, c2.Activities, c2.Timers
 	a.LocalActivities = c2.LocalActivities
 	a.SearchAttributeUpserts, a.HistoryEvents = c2.SearchAttributeUpserts, c2.HistoryEvents
+	a.Starts, a.Updates, a.LocalActivityBatches = c2.Starts, c2.Updates, c2.LocalActivityBatches
 	a.SignalDelayMS, a.WorkflowTaskWaitMS, a.WorkflowTaskRunMS = t.signalDelay.ms(), t.wftWait.ms(), t.wftRun.ms()
 	a.ActivityWaitMS, a.ActivityRunMS = t.activityWait.ms(), t.activityRun.ms()
 	return a
@@ -117,9 +138,14 @@ func (t *historyTally) add(events []*historypb.HistoryEvent, published func(stri
 	since := func(ev *historypb.HistoryEvent, earlier int64) time.Duration {
 		return ev.GetEventTime().AsTime().Sub(at[earlier])
 	}
+	batches := map[int64]bool{} // workflow tasks that recorded a local activity
 	for _, ev := range events {
 		t.counts.HistoryEvents++
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			t.counts.Starts++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			t.counts.Updates++
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			t.counts.Signals++
 			attrs := ev.GetWorkflowExecutionSignaledEventAttributes()
@@ -140,8 +166,12 @@ func (t *historyTally) add(events []*historypb.HistoryEvent, published func(stri
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			t.activityRun.add(since(ev, ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId()))
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+			if attrs := ev.GetMarkerRecordedEventAttributes(); attrs.GetMarkerName() == "LocalActivity" {
 				t.counts.LocalActivities++
+				if task := attrs.GetWorkflowTaskCompletedEventId(); !batches[task] {
+					batches[task] = true
+					t.counts.LocalActivityBatches++
+				}
 			}
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			t.counts.Timers++

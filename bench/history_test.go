@@ -125,8 +125,14 @@ func TestHistoryTally(t *testing.T) {
 				actStarted(8, 70, 7, 1),
 				actCompleted(9, 75, 8),
 				localMarker(t, 10, 80, 5, "Deliver", map[string]any{"outcome": "delivered"}),
+				// a second local activity of the same workflow task: one batch
+				localMarker(t, 11, 80, 5, "Record", nil),
+				ev(12, 90, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED),
+				ev(13, 90, enumspb.EVENT_TYPE_TIMER_STARTED),
+				localMarker(t, 14, 95, 12, "Record", nil),
 			},
-			want: Actions{Signals: 1, WorkflowTasks: 1, Activities: 1, LocalActivities: 1, SearchAttributeUpserts: 1, HistoryEvents: 10,
+			want: Actions{Signals: 1, WorkflowTasks: 1, Activities: 1, LocalActivities: 3, SearchAttributeUpserts: 1, HistoryEvents: 14,
+				Starts: 1, Updates: 1, Timers: 1, LocalActivityBatches: 2,
 				SignalDelayMS: 10, WorkflowTaskWaitMS: 30, WorkflowTaskRunMS: 10, ActivityWaitMS: 20, ActivityRunMS: 5},
 		},
 		{
@@ -149,6 +155,12 @@ func TestHistoryTally(t *testing.T) {
 			got.ActivityWaitMS, got.ActivityRunMS = h.activityWait.ms(), h.activityRun.ms()
 			if got != tt.want {
 				t.Errorf("tally = %+v\nwant    %+v", got, tt.want)
+			}
+			// starts, signals, updates, activities, LA batches, timers, upserts
+			want := tt.want.Starts + tt.want.Signals + tt.want.Updates + tt.want.Activities +
+				tt.want.LocalActivityBatches + tt.want.Timers + tt.want.SearchAttributeUpserts
+			if b := got.Billable(); b != want {
+				t.Errorf("billable actions = %d, want %d", b, want)
 			}
 		})
 	}

@@ -53,7 +53,8 @@ func writeTables(w io.Writer, rep *Report) error {
 			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
-		"local activities/event", "SA upserts/event", "history events/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
+		"local activities/event", "SA upserts/event", "history events/event", "starts/event", "updates/event",
+		"timers/event", "LA batches/event", "billable actions/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
 	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "postgres", "bench", "load avg before→after"}}
 	for _, m := range rep.Measurements {
@@ -62,7 +63,10 @@ func writeTables(w io.Writer, rep *Report) error {
 				fmt.Sprintf("%.2f", a.PerEvent(a.Signals)), fmt.Sprintf("%.2f", a.PerEvent(a.WorkflowTasks)),
 				fmt.Sprintf("%.2f", a.PerEvent(a.Activities)), fmt.Sprintf("%.2f", a.PerEvent(a.LocalActivities)),
 				fmt.Sprintf("%.2f", a.PerEvent(a.SearchAttributeUpserts)),
-				fmt.Sprintf("%.2f", a.PerEvent(a.HistoryEvents)), fmt.Sprintf("%.0f", a.SignalDelayMS),
+				fmt.Sprintf("%.2f", a.PerEvent(a.HistoryEvents)), fmt.Sprintf("%.2f", a.PerEvent(a.Starts)),
+				fmt.Sprintf("%.2f", a.PerEvent(a.Updates)), fmt.Sprintf("%.2f", a.PerEvent(a.Timers)),
+				fmt.Sprintf("%.2f", a.PerEvent(a.LocalActivityBatches)), fmt.Sprintf("%.2f", a.PerEvent(a.Billable())),
+				fmt.Sprintf("%.0f", a.SignalDelayMS),
 				fmt.Sprintf("%.0f", a.WorkflowTaskWaitMS), fmt.Sprintf("%.0f", a.WorkflowTaskRunMS),
 				fmt.Sprintf("%.0f", a.ActivityWaitMS), fmt.Sprintf("%.0f", a.ActivityRunMS)})
 		}

@@ -15,7 +15,8 @@ func TestReportOutputs(t *testing.T) {
 	rep := &Report{Started: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, Measurements: []Measurement{
 		{Shape: StandardShapes[0], System: SystemCeiling, Deliveries: 1000, Delivered: 1000, Seconds: 10, PerSecond: 100,
 			LatencyMS: Latency{P50: 40, P95: 90, P99: 120}, CPUSeconds: map[string]float64{"temporal": 5},
-			Actions: &Actions{Workflows: 1, Events: 50, Signals: 50, WorkflowTasks: 60, Activities: 50, HistoryEvents: 500, SignalDelayMS: 3}},
+			Actions: &Actions{Workflows: 1, Events: 50, Signals: 50, WorkflowTasks: 60, Activities: 50, HistoryEvents: 500, SignalDelayMS: 3,
+				Starts: 1, Timers: 2}},
 		{Shape: StandardShapes[0], System: SystemHerald, Deliveries: 1000, Delivered: 998, Seconds: 2, PerSecond: 499, Ratio: 4.99,
 			Lost: 2, LatencyMS: Latency{P50: 700, P95: 1500, P99: 1900}, WorkerPeakRSSMB: 61.5,
 			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2}},
@@ -36,7 +37,8 @@ func TestReportOutputs(t *testing.T) {
 		"| 998/1000 ",
 		"| 4.99× ",
 		"| 62 ", // rss rounded
-		"| 1.00          | 1.20                 | 1.00             | 0.00                   | 0.00             | 10.00                | 3                 |",
+		// ... history events, starts, updates, timers, LA batches, billable (1 + 50 + 50 + 2 = 103 / 50), publish→signal
+		"| 1.00          | 1.20                 | 1.00             | 0.00                   | 0.00             | 10.00                | 0.02         | 0.00          | 0.04         | 0.00             | 2.06                   | 3                 |",
 		"| 2.0 ", // worker CPU ms per delivery: 1996ms / 998
 		"50 keys × 12 @ 20/s",
 		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | activity | 880           | 1                | 10        |            |",
