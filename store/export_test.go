@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,3 +23,16 @@ func KeyStripe(subject string) int32 { return keyStripe(subject) }
 
 // KeyStripeCount is the number of stripes of one type and version.
 const KeyStripeCount = keyStripeCount
+
+// InsertEventsTxWithoutNotify is InsertEventsTx without waking the relay.
+func InsertEventsTxWithoutNotify(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	return insertEventsTx(ctx, tx, evs, false)
+}
+
+// InsertEventRowsOnly inserts evs' rows with InsertEventsTx's statement but
+// neither locks their ordering keys nor notifies: plain INSERTs of the same
+// rows.
+func InsertEventRowsOnly(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
+	_, err := insertEventRows(ctx, tx, evs, make([]InsertedEvent, len(evs)))
+	return err
+}
