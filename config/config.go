@@ -72,6 +72,9 @@ type Worker struct {
 	// RelayMaxAttempts is the failed signals after which the relay gives
 	// up on an event, code relay_failed (default 10).
 	RelayMaxAttempts int `env:"HERALD_RELAY_MAX_ATTEMPTS"`
+	// RelayPollInterval is how long the idle relay leader waits for a
+	// wake-up before it looks for new events anyway (default 100ms).
+	RelayPollInterval time.Duration `env:"HERALD_RELAY_POLL_INTERVAL"`
 	// TrustIncomingTrace makes a publisher's traceparent the parent of its
 	// events' publish spans, and lets tracestate reach subscribers (default
 	// false: the publisher's span is only linked).
@@ -167,7 +170,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	w = w.WithDefaults()
 	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
 		w.APIDBConns < 0 || w.APITokenConcurrency < 0 ||
-		w.Retention < 0 || w.RetentionEvery < 0 {
+		w.Retention < 0 || w.RetentionEvery < 0 || w.RelayPollInterval < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
 	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
@@ -207,6 +210,9 @@ func (w Worker) WithDefaults() Worker {
 	}
 	if w.RelayMaxAttempts == 0 {
 		w.RelayMaxAttempts = relay.DefaultMaxAttempts
+	}
+	if w.RelayPollInterval == 0 {
+		w.RelayPollInterval = relay.DefaultIdlePoll
 	}
 	if w.APIDBConns == 0 {
 		w.APIDBConns = DefaultAPIDBConns

@@ -23,7 +23,7 @@ func TestLoadWorker(t *testing.T) {
 	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
 		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
 		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 ||
-		w.APIDBConns != 4 || w.APITokenConcurrency != 8 {
+		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.RelayPollInterval != 100*time.Millisecond {
 		t.Fatalf("defaults: %+v", w)
 	}
 	set := map[string]string{
@@ -31,6 +31,7 @@ func TestLoadWorker(t *testing.T) {
 		"HERALD_RETRY_SCHEDULE": "1s, 2m", "HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1",
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
 		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
+		"HERALD_RELAY_POLL_INTERVAL": "250ms",
 	}
 	w, err = LoadWorker(env(set))
 	if err != nil {
@@ -39,7 +40,7 @@ func TestLoadWorker(t *testing.T) {
 	p := w.DeliveryParams()
 	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
 		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" ||
-		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 {
+		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 || w.RelayPollInterval != 250*time.Millisecond {
 		t.Fatalf("parsed: %+v params %+v", w, p)
 	}
 }

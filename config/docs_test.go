@@ -158,6 +158,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_API_TOKEN_CONCURRENCY": strconv.Itoa(w.APITokenConcurrency),
 		"HERALD_WORKFLOW_CACHE_SIZE":   strconv.Itoa(w.WorkflowCacheSize),
 		"HERALD_RELAY_MAX_ATTEMPTS":    strconv.Itoa(w.RelayMaxAttempts),
+		"HERALD_RELAY_POLL_INTERVAL":   short(w.RelayPollInterval),
 		"HERALD_TRUST_INCOMING_TRACE":  strconv.FormatBool(w.TrustIncomingTrace),
 		"HERALD_HTTP_ADDR":             w.HTTPAddr,
 		"HERALD_LOG_LEVEL":             w.LogLevel,

@@ -481,7 +481,11 @@ func TestConcurrentPublishersOfOneKey(t *testing.T) {
 	// tests publish at the same time in schemas of their own.
 	waitCtx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 	defer cancel()
-	if _, err := testkit.WaitNotification(waitCtx, listener, testkit.PIDs(e.ctx, e.store.Pool)); err != nil {
+	schema, err := testkit.Schema(e.ctx, e.store.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkit.WaitWakeUp(waitCtx, listener, schema); err != nil {
 		t.Errorf("no notification on %s from the publishing connections: %v", store.NotifyChannel, err)
 	}
 

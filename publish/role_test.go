@@ -9,11 +9,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herald/internal/testkit"
 	"herald/publish"
 	"herald/store"
 )
@@ -118,6 +120,17 @@ func TestPublisherRole(t *testing.T) {
 	t.Cleanup(st.Close)
 	p := publish.New(st, publish.Options{})
 
+	// Publishing does not notify the relay (migration 0027): the relay's
+	// poll finds the events.
+	listener, err := e.store.Pool.Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(e.ctx, "LISTEN "+store.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+
 	// It publishes for its app, with the request's app named or left empty.
 	tx, err := st.Pool.Begin(e.ctx)
 	if err != nil {
@@ -138,8 +151,14 @@ func TestPublisherRole(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 		t.Errorf("the key's stripe while the publishing transaction is open: %v, want lock_not_available (55P03)", err)
 	}
+	pid := tx.Conn().PgConn().PID()
 	if err := tx.Commit(e.ctx); err != nil {
 		t.Fatal(err)
+	}
+	quiet, cancelQuiet := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	defer cancelQuiet()
+	if n, err := testkit.WaitNotification(quiet, listener.Conn(), map[uint32]bool{pid: true}); err == nil {
+		t.Errorf("herald_publish notified the relay (%+v): its commit would wait for every notifying transaction's", n)
 	}
 	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'contacts' AND state = 'accepted'`); n != 2 {
 		t.Fatalf("%d contacts events accepted, want 2", n)

@@ -28,6 +28,11 @@ type Signaler interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 }
 
+// DefaultIdlePoll is how long an idle relay leader waits for a wake-up
+// before it looks for new events anyway: the most a PublishTx event waits
+// for dispatch (HERALD_RELAY_POLL_INTERVAL).
+const DefaultIdlePoll = 100 * time.Millisecond
+
 // Relay is the outbox relay. One relay per database is the leader (a lease
 // row only Herald's roles may take, store.Leader); others stand by, so two
 // worker replicas never dispatch concurrently and never reorder a key.
@@ -39,8 +44,16 @@ type Relay struct {
 	Params workflows.Params
 	// BatchSize caps the events read per round (default 1000).
 	BatchSize int
-	// PollInterval is the fallback wake-up when no notification arrives (default 1s).
+	// PollInterval is the pause after a failed round or lease attempt
+	// (default 1s).
 	PollInterval time.Duration
+	// IdlePoll is how long the leader waits for a wake-up before it looks
+	// for new events anyway (default DefaultIdlePoll;
+	// HERALD_RELAY_POLL_INTERVAL). Publishing transactions do not notify
+	// (store/wake.go): events committed by PublishTx, a publisher role or a
+	// key workflow's operational event wait at most this long, and events
+	// backing off come due within it.
+	IdlePoll time.Duration
 	// Parallel caps the signals in flight at once (default 64).
 	Parallel int
 	// MaxEventsPerSignal caps the events of one key in one signal (default 500).
@@ -102,6 +115,9 @@ func (r *Relay) defaults() {
 	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = time.Second
+	}
+	if r.IdlePoll <= 0 {
+		r.IdlePoll = DefaultIdlePoll
 	}
 	if r.Parallel <= 0 {
 		r.Parallel = 64
@@ -201,9 +217,10 @@ func (r *Relay) lead(ctx context.Context) error {
 		if round.Events == r.BatchSize {
 			continue // more is waiting; failed keys back off
 		}
-		// Events backing off come due without a notification: the poll
-		// interval bounds how late their next try is.
-		if err := lock.WaitForEvents(ctx, r.PollInterval); err != nil {
+		// Events committed in other transactions than Herald's own, and
+		// events backing off, come due without a wake-up: the idle poll
+		// bounds how late they are dispatched.
+		if err := lock.WaitForEvents(ctx, r.IdlePoll); err != nil {
 			return err
 		}
 	}

@@ -157,6 +157,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		Observer: s.Metrics,
 		// Each failed signal and each event given up on is counted.
 		MaxAttempts: cfg.RelayMaxAttempts,
+		IdlePoll:    cfg.RelayPollInterval,
 		OnRound:     func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)

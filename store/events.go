@@ -71,7 +71,9 @@ type InsertedEvent struct {
 
 // InsertEvents appends evs to the event log in a transaction of its own, in
 // the order given, and returns one InsertedEvent per input, in the same order.
-// It is InsertEventsTx in a transaction that commits when it succeeds.
+// It is InsertEventsTx in a transaction that commits when it succeeds; when
+// it inserted anything it then wakes the relay (WakeRelay), outside the
+// transaction.
 func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -84,6 +86,12 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, ins := range out {
+		if !ins.Duplicate && !ins.Conflict {
+			s.WakeRelay()
+			break
+		}
 	}
 	return out, nil
 }
@@ -119,15 +127,17 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 // source app is not inserted again: the same content hash reports Duplicate
 // with the stored seq (also within one call), a different one reports
 // Conflict. Ids are unique per source app: another app's event with the id
-// is no obstacle. A notification on
-// NotifyChannel, delivered at commit, wakes the relay when anything was
-// inserted.
+// is no obstacle. It does not notify the relay: a NOTIFY would make the
+// commit of tx wait for every other notifying transaction's (wake.go); the
+// relay finds the events at its next poll, or sooner when a publish of
+// InsertEvents wakes it.
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
-	return insertEventsTx(ctx, tx, evs, true)
+	return insertEventsTx(ctx, tx, evs, false)
 }
 
-// insertEventsTx is InsertEventsTx, notifying the relay or not (a benchmark
-// measures what notifying costs concurrent publishers).
+// insertEventsTx is InsertEventsTx, notifying the relay inside tx or not:
+// Herald no longer does (wake.go); BenchmarkConcurrentPublish measures what
+// it cost.
 func insertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, notify bool) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil

@@ -24,9 +24,10 @@ func KeyStripe(subject string) int32 { return keyStripe(subject) }
 // KeyStripeCount is the number of stripes of one type and version.
 const KeyStripeCount = keyStripeCount
 
-// InsertEventsTxWithoutNotify is InsertEventsTx without waking the relay.
-func InsertEventsTxWithoutNotify(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
-	return insertEventsTx(ctx, tx, evs, false)
+// InsertEventsTxNotifying is InsertEventsTx as it was until issue 29: with
+// a pg_notify inside tx.
+func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	return insertEventsTx(ctx, tx, evs, true)
 }
 
 // InsertEventRowsOnly inserts evs' rows with InsertEventsTx's statement but

@@ -124,11 +124,15 @@ func TestBucketBurstRefillAndReservation(t *testing.T) {
 	if elapsed := time.Since(start); g.Granted || g.Wait < 240*time.Millisecond-elapsed || g.Wait > 250*time.Millisecond {
 		t.Fatalf("fifth acquire without waiting, %v after the first: %+v, want refused with a wait of about 250ms less that", elapsed, g)
 	}
-	// Willing to wait: granted with the wait, and the next one queues behind.
+	// Willing to wait: granted with the wait, and the next one queues behind:
+	// its slot is 250ms after the first's, and its wait that less the time
+	// between the two acquires (long on a loaded machine under -race).
+	before := time.Now()
 	g1 := acquire(t, s, time.Minute, time.Second)
 	g2 := acquire(t, s, time.Minute, time.Second)
-	if !g1.Granted || !g2.Granted || g2.Wait-g1.Wait < 240*time.Millisecond || g2.Wait-g1.Wait > 260*time.Millisecond {
-		t.Fatalf("reservations %+v then %+v, want the second 250ms after the first", g1, g2)
+	between := time.Since(before)
+	if gap := g2.Wait - g1.Wait; !g1.Granted || !g2.Granted || gap < 240*time.Millisecond-between || gap > 260*time.Millisecond {
+		t.Fatalf("reservations %+v then %+v (%v apart at most), want the second's slot 250ms after the first's", g1, g2, between)
 	}
 	if g := acquire(t, s, time.Minute, 400*time.Millisecond); g.Granted {
 		t.Fatalf("a third reservation, about 750ms ahead, was granted within 400ms: %+v", g)

@@ -19,35 +19,44 @@ import (
 const publishers = 64
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, three ways on
-// the same schema one after the other: as Herald publishes (ordering-key
-// stripe locks, the INSERT, pg_notify to wake the relay), the same without
-// pg_notify, and plain INSERTs of the same rows (neither locks nor notify).
-// PostgreSQL serialises the commits of notifying transactions through one
-// lock, so the first against the second is what notifying costs; each
-// against the third is publishing against the floor of writing the rows.
+// committing transactions of one event with a key of its own, four ways on
+// the same schema one after the other:
+//
+//   - publish-tx: as PublishTx writes inside a caller's transaction
+//     (InsertEventsTx: the ordering-key stripe locks and the INSERT);
+//   - own-tx: as the HTTP API and starter publish do (InsertEvents: the same
+//     in a transaction of its own, then a wake-up of the relay after commit);
+//   - notify-in-tx: InsertEventsTx as it was until issue 29, with pg_notify
+//     inside the transaction, whose commits PostgreSQL serialises;
+//   - plain-insert: the same rows' INSERTs, neither locks nor notify.
+//
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
 // as in production) and off. Every op is one event; each case reports
-// events/s, and the parent prints the ratios of the run.
+// events/s, and the parent prints the ratios to plain INSERTs.
 //
 //	go test ./store -run '^$' -bench ConcurrentPublish -benchtime 3000x
 //
 // The PostgreSQL `make test` starts runs with fsync=off, where a WAL flush
 // costs nothing; measure on a server with fsync on for production figures.
 func BenchmarkConcurrentPublish(b *testing.B) {
+	var s *store.Store
 	modes := []struct {
 		name   string
-		insert func(context.Context, pgx.Tx, []store.NewEvent) error
+		insert func(context.Context, []store.NewEvent) error
 	}{
-		{"herald", func(ctx context.Context, tx pgx.Tx, evs []store.NewEvent) error {
-			_, err := store.InsertEventsTx(ctx, tx, evs)
+		{"publish-tx", func(ctx context.Context, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTx(ctx, tx, evs); return err })
+		}},
+		{"own-tx", func(ctx context.Context, evs []store.NewEvent) error {
+			_, err := s.InsertEvents(ctx, evs)
 			return err
 		}},
-		{"no-notify", func(ctx context.Context, tx pgx.Tx, evs []store.NewEvent) error {
-			_, err := store.InsertEventsTxWithoutNotify(ctx, tx, evs)
-			return err
+		{"notify-in-tx", func(ctx context.Context, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxNotifying(ctx, tx, evs); return err })
 		}},
-		{"plain-insert", store.InsertEventRowsOnly},
+		{"plain-insert", func(ctx context.Context, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { return store.InsertEventRowsOnly(ctx, tx, evs) })
+		}},
 	}
 	rates := map[string]float64{}
 	for _, syncCommit := range []string{"on", "off"} {
@@ -60,7 +69,7 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		q.Set("synchronous_commit", syncCommit) // a run-time parameter of every connection
 		u.RawQuery = q.Encode()
 		ctx := context.Background()
-		s, err := store.Open(ctx, u.String(), store.Options{MaxConns: publishers})
+		s, err = store.Open(ctx, u.String(), store.Options{MaxConns: publishers})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -87,8 +96,7 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 								return
 							}
 							ev := newEvent("contacts.person.updated", fmt.Sprintf("%s-%d-%d", mode.name, w, i), "h")
-							err := s.WithTx(ctx, func(tx pgx.Tx) error { return mode.insert(ctx, tx, []store.NewEvent{ev}) })
-							if err != nil {
+							if err := mode.insert(ctx, []store.NewEvent{ev}); err != nil {
 								errs <- err
 								return
 							}
@@ -111,11 +119,15 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	}
 	for _, syncCommit := range []string{"on", "off"} {
 		prefix := "synchronous_commit=" + syncCommit + "/"
-		herald, quiet, plain := rates[prefix+"herald"], rates[prefix+"no-notify"], rates[prefix+"plain-insert"]
-		if herald == 0 || quiet == 0 || plain == 0 {
+		plain := rates[prefix+"plain-insert"]
+		if plain == 0 {
 			continue
 		}
-		fmt.Printf("%d publishers, synchronous_commit=%s: herald %.0f events/s, without pg_notify %.0f (herald %.2f× of it), plain INSERTs %.0f (herald %.2f×, without pg_notify %.2f×)\n",
-			publishers, syncCommit, herald, quiet, herald/quiet, plain, herald/plain, quiet/plain)
+		line := fmt.Sprintf("%d publishers, synchronous_commit=%s, events/s (× plain INSERTs):", publishers, syncCommit)
+		for _, mode := range modes {
+			r := rates[prefix+mode.name]
+			line += fmt.Sprintf(" %s %.0f (%.2f×)", mode.name, r, r/plain)
+		}
+		fmt.Println(line)
 	}
 }

@@ -19,6 +19,9 @@ var ErrNotFound = errors.New("not found")
 // Store wraps a pgx pool. It is safe for concurrent use.
 type Store struct {
 	Pool *pgxpool.Pool
+
+	// wake sends the relay's wake-ups after publishes (wake.go).
+	wake wake
 }
 
 // Options tune the connection pool.
@@ -49,7 +52,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 // Close releases every connection.
-func (s *Store) Close() { s.Pool.Close() }
+func (s *Store) Close() {
+	s.closeWake()
+	s.Pool.Close()
+}
 
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.Pool.Ping(ctx) }

@@ -8,19 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PIDs are the backend process ids of pool's idle connections: call it once
-// the connections that should have sent a notification are back in the pool.
-// A NOTIFY channel is database-wide, so tests running at the same time in
-// other schemas notify on it too; only these backends' notifications count.
-func PIDs(ctx context.Context, pool *pgxpool.Pool) map[uint32]bool {
-	own := map[uint32]bool{}
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		own[c.Conn().PgConn().PID()] = true
-		c.Release()
-	}
-	return own
-}
-
 // WaitNotification waits until listener receives a notification sent by one
 // of the backends in from, skipping any other; it returns ctx's error when
 // none comes.
@@ -34,4 +21,26 @@ func WaitNotification(ctx context.Context, listener *pgx.Conn, from map[uint32]b
 			return n, nil
 		}
 	}
+}
+
+// WaitWakeUp waits until listener receives a relay wake-up of the given
+// schema (store.WakeRelay's payload), skipping any other; it returns ctx's
+// error when none comes.
+func WaitWakeUp(ctx context.Context, listener *pgx.Conn, schema string) (*pgconn.Notification, error) {
+	for {
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n.Payload == schema {
+			return n, nil
+		}
+	}
+}
+
+// Schema is the current schema of pool's connections.
+func Schema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var schema string
+	err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema)
+	return schema, err
 }

@@ -1,0 +1,92 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/internal/testkit"
+	"herald/publish"
+	"herald/relay"
+)
+
+// TestPublishTxEventIsDispatchedByThePoll: a PublishTx commit wakes no one
+// (no publishing transaction notifies), so the relay finds the event at its
+// idle poll, well before its error pause, here 1 minute.
+func TestPublishTxEventIsDispatchedByThePoll(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	tmp := &fakeTemporal{}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	r := &relay.Relay{Store: st, Temporal: tmp, PollInterval: time.Minute, IdlePoll: 100 * time.Millisecond}
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead", r.IsLeader)
+	// Let the leader go idle: it now waits for a wake-up or its poll.
+	time.Sleep(300 * time.Millisecond)
+
+	tx, err := st.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := p.PublishTx(ctx, tx, publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1,
+		Subject: "polled", Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "the PublishTx event to be signalled", func() bool {
+		return len(tmp.bySeq()) == 2 // billing and crm subscribe
+	})
+	// The idle poll is 100 ms; the bound leaves room for a loaded machine
+	// but not for the one-minute pause a missing poll would fall back to.
+	if waited := time.Since(committed); waited > 10*time.Second {
+		t.Errorf("dispatched %v after the commit, want within the idle poll", waited)
+	}
+}
+
+// TestWakeRelayFoldsABurst: a burst of wake-ups costs a notification or
+// two, never one per publish, and sends at least one.
+func TestWakeRelayFoldsABurst(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema, err := testkit.Schema(ctx, st.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, st.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN herald_events"); err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		st.WakeRelay()
+	}
+	got := 0
+	for {
+		waitCtx, waitCancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := testkit.WaitWakeUp(waitCtx, listener, schema)
+		waitCancel()
+		if err != nil {
+			break
+		}
+		got++
+	}
+	if got < 1 || got > 10 {
+		t.Errorf("%d notifications for 1000 wake-ups, want 1 to 10", got)
+	}
+	// After Close, a wake-up is a no-op rather than a panic or a leak.
+	st.Close()
+	st.WakeRelay()
+}
