@@ -72,3 +72,34 @@ func TestEventIDsPerSourceApp(t *testing.T) {
 		t.Errorf("outcomes of contacts' event: %+v, %v; want billing's", out, err)
 	}
 }
+
+// TestEnvelopesCarryTheSourceApp: two apps publish events with the same
+// id; each app's look-up of the id finds its own body, never the other's,
+// and an app with no event of the id finds nothing.
+func TestEnvelopesCarryTheSourceApp(t *testing.T) {
+	t.Parallel()
+	s, _ := outcomeFixture(t) // contacts.person.updated
+	ctx := context.Background()
+	mustApply(t, s, mkManifest("mallory", nil))
+	genuine := newEvent("contacts.person.updated", "p9", "genuine")
+	squat := newEvent("mallory.thing.happened", "x", "squat")
+	squat.ID = genuine.ID
+	squat.Envelope = []byte(`{"id":"` + genuine.ID + `","source":"app:mallory"}`)
+	for _, ev := range []store.NewEvent{squat, genuine} {
+		if ins, err := s.InsertEvents(ctx, []store.NewEvent{ev}); err != nil || ins[0].Conflict || ins[0].Duplicate {
+			t.Fatalf("insert %s: %+v, %v", ev.Type, ins, err)
+		}
+	}
+	for app, want := range map[string][]byte{"contacts": genuine.Envelope, "mallory": squat.Envelope} {
+		got, err := s.Envelopes(ctx, app, []string{genuine.ID, "not-a-uuid"})
+		if err != nil {
+			t.Fatalf("Envelopes(%s): %v", app, err)
+		}
+		if len(got) != 1 || string(got[genuine.ID]) != string(want) {
+			t.Errorf("Envelopes(%s) = %q, want only %s's body %q", app, got, app, want)
+		}
+	}
+	if got, err := s.Envelopes(ctx, "billing", []string{genuine.ID}); err != nil || len(got) != 0 {
+		t.Errorf("Envelopes(billing) = %q, %v; want nothing", got, err)
+	}
+}
