@@ -57,7 +57,7 @@ func TestEventIDsPerSourceApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Events[next.ID]; got.Seq != ins[0].Seq || got.Type != "contacts.person.updated" {
+	if got := b.Events[next.ID]; got.Seq != ins[0].Seq || got.Type != "contacts.person.updated" || got.SourceApp != "contacts" {
 		t.Fatalf("delivery batch of billing's subscription: %+v, want contacts' event (seq %d)", got, ins[0].Seq)
 	}
 	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
