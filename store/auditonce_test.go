@@ -65,6 +65,16 @@ func TestRuntimeRoleCannotPreEmptAOnceKey(t *testing.T) {
 		TargetType: store.TargetDelivery, TargetID: wf, ErrorCode: "attempts_exhausted", OnceKey: key,
 		Metadata: map[string]any{"seq": float64(1), "attempts": float64(3), "eventId": ev.ID},
 	}
+	// The trigger that computes the digest stays on for the runtime role.
+	for _, sql := range []string{
+		`ALTER TABLE audit DISABLE TRIGGER audit_once_digest`,
+		`DROP TRIGGER audit_once_digest ON audit`,
+		`CREATE OR REPLACE FUNCTION herald_audit_once_digest() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`,
+		`SET session_replication_role = replica`,
+	} {
+		_, err := rt.Pool.Exec(ctx, sql)
+		wantRefused(t, sql, err)
+	}
 	planted := []string{writerDigest(t, genuine), "0000", ""}
 	for i, digest := range planted {
 		if _, err := rt.Pool.Exec(ctx, `
