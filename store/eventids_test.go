@@ -11,8 +11,8 @@ import (
 // TestEventIDsPerSourceApp: one app cannot take the id another app will
 // publish next. The second app's event with the id is accepted (not
 // id_conflict); each app's own idempotency holds; look-ups by id alone say
-// the id is ambiguous, by app find each; a subscription's delivery batch
-// and outcomes see only the event of its type.
+// the id is ambiguous (the event, its outcomes), by app find each; a
+// subscription's delivery batch and outcomes see only the event of its type.
 func TestEventIDsPerSourceApp(t *testing.T) {
 	t.Parallel()
 	s, evs := outcomeFixture(t) // contacts.person.updated events; billing subscribes
@@ -64,6 +64,9 @@ func TestEventIDsPerSourceApp(t *testing.T) {
 		{SubscriptionID: billingPersonSub, EventID: next.ID, Seq: ins[0].Seq, Subject: "p9"},
 	}); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := s.EventOutcomes(ctx, next.ID); !errors.Is(err, store.ErrAmbiguousEvent) {
+		t.Errorf("EventOutcomes of an id two apps use: %+v, %v; want ErrAmbiguousEvent", out, err)
 	}
 	if out, err := s.EventOutcomesOf(ctx, next.ID, "mallory.thing.happened", 1); err != nil || len(out) != 0 {
 		t.Errorf("outcomes of mallory's event: %+v, %v; want none", out, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -534,8 +535,22 @@ type EventOutcome struct {
 
 // EventOutcomes lists an event's outcome for every subscription it was
 // handed to, by subscription id. Ids are unique per source app only: when
-// another app's event may share the id, ask EventOutcomesOf.
+// events of several apps have the id it fails with an error wrapping
+// ErrAmbiguousEvent rather than mix their outcomes; ask EventOutcomesOf.
 func (s *Store) EventOutcomes(ctx context.Context, eventID string) ([]EventOutcome, error) {
+	u, err := uuid.Parse(eventID)
+	if err != nil {
+		return nil, fmt.Errorf("event %q: %w", eventID, ErrNotFound)
+	}
+	var apps []string
+	if err := s.Pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(DISTINCT source_app ORDER BY source_app), '{}')
+		  FROM events WHERE id = $1 AND state <> 'rejected'`, u.String()).Scan(&apps); err != nil {
+		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
+	}
+	if len(apps) > 1 {
+		return nil, fmt.Errorf("event id %s names events of apps %s: %w", eventID, strings.Join(apps, ", "), ErrAmbiguousEvent)
+	}
 	return s.EventOutcomesOf(ctx, eventID, "", 0)
 }
 
