@@ -279,7 +279,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		postStart := time.Now()
 		r := a.Poster.Post(ctx, PostRequest{
 			URL: batch.Target.URL(), Body: stored.Envelope, SubscriptionID: in.SubscriptionID,
-			SubscriberApp: batch.Target.App, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
+			SubscriberApp: batch.Target.App, SourceApp: stored.SourceApp, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
 			TraceContext: stored.TraceContext,
 		})
 		a.release(ctx, batch.Target.App, lease)

@@ -23,6 +23,7 @@ import (
 
 	"herald/internal/tracing"
 	"herald/netguard"
+	"herald/signing"
 	"herald/store"
 )
 
@@ -104,8 +105,11 @@ type PostRequest struct {
 	Body           []byte
 	SubscriptionID string
 	SubscriberApp  string
-	EventID        string
-	Attempt        int
+	// SourceApp is the app that published the event: with EventID it names
+	// the event (ids are unique per source app) and makes the webhook-id.
+	SourceApp string
+	EventID   string
+	Attempt   int
 	// Timeout bounds the attempt (default DefaultPostTimeout).
 	Timeout time.Duration
 	// TraceContext is the event's stored W3C trace context: the parent of
@@ -192,6 +196,9 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	req.Header.Set("Herald-Subscription", r.SubscriptionID)
 	req.Header.Set("Herald-Attempt", strconv.Itoa(r.Attempt))
 	req.Header.Set("Herald-Event-Id", r.EventID)
+	if r.SourceApp != "" {
+		req.Header.Set("Herald-Event-Source", "app:"+r.SourceApp)
+	}
 	req.Header.Set("User-Agent", "Herald")
 	// traceparent of the attempt's span; nothing when it has no valid trace
 	// context. Its tracestate only when incoming trace context is trusted
@@ -217,17 +224,22 @@ func (p *Poster) post(ctx context.Context, r PostRequest) PostResult {
 	return classifyResponse(resp, body, time.Now())
 }
 
-// signWebhook sets the Standard Webhooks headers: webhook-id,
-// webhook-timestamp and webhook-signature with the app's v1 entries and the
-// v1a one, as configured. Nothing is set when neither is.
+// signWebhook sets the Standard Webhooks headers: webhook-id
+// ("<source app>:<event id>", signing.WebhookID), webhook-timestamp and
+// webhook-signature with the app's v1 entries and the v1a one, as
+// configured. Nothing is set when neither is.
 func (p *Poster) signWebhook(ctx context.Context, h http.Header, r PostRequest) error {
 	if p.Webhook == nil && p.Symmetric == nil {
 		return nil
 	}
-	id, ts := r.EventID, strconv.FormatInt(time.Now().Unix(), 10)
+	id, err := signing.WebhookID(r.SourceApp, r.EventID)
+	if err != nil {
+		return err
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	var sigs []string
 	if p.Webhook != nil {
-		wh, err := p.Webhook.SignWebhook(r.EventID, r.Body)
+		wh, err := p.Webhook.SignWebhook(id, r.Body)
 		if err != nil {
 			return fmt.Errorf("sign webhook headers: %w", err)
 		}

@@ -79,6 +79,7 @@ func request(url string) activities.PostRequest {
 		Body:           []byte(`{"specversion":"1.0","id":"e-1"}`),
 		SubscriptionID: "billing:contacts.person.updated@1",
 		SubscriberApp:  "billing",
+		SourceApp:      "contacts",
 		EventID:        "e-1",
 		Attempt:        1,
 		Timeout:        5 * time.Second,
@@ -110,7 +111,7 @@ func TestPostSendsSignedRequest(t *testing.T) {
 	req := activities.PostRequest{
 		URL: srv.URL + "/hooks/herald", Body: body,
 		SubscriptionID: "billing:contacts.person.updated@1", SubscriberApp: "billing",
-		EventID: "e-7", Attempt: 3, Timeout: 5 * time.Second,
+		SourceApp: "contacts", EventID: "e-7", Attempt: 3, Timeout: 5 * time.Second,
 	}
 	res := p.Post(context.Background(), req)
 	if !res.Delivered() || res.Code != "" || res.Status != http.StatusNoContent || res.Message != "" {
@@ -132,6 +133,7 @@ func TestPostSendsSignedRequest(t *testing.T) {
 		"Herald-Subscription": "billing:contacts.person.updated@1",
 		"Herald-Attempt":      "3",
 		"Herald-Event-Id":     "e-7",
+		"Herald-Event-Source": "app:contacts",
 		"User-Agent":          "Herald",
 	} {
 		if v := s.header.Get(name); v != want {

@@ -97,9 +97,7 @@ func TestStockGoLibraryVerifiesEveryDelivery(t *testing.T) {
 	var verdicts, failed []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var ev struct {
-			ID string `json:"id"`
-		}
+		var ev cloudEventID
 		_ = json.Unmarshal(body, &ev)
 		mu.Lock()
 		defer mu.Unlock()
@@ -118,7 +116,7 @@ func TestStockGoLibraryVerifiesEveryDelivery(t *testing.T) {
 		if foreign.Verify(body, r.Header) == nil {
 			failed = append(failed, ev.ID+": verifies with another app's secret")
 		}
-		if r.Header.Get("webhook-id") != ev.ID {
+		if r.Header.Get("webhook-id") != ev.webhookID() {
 			failed = append(failed, ev.ID+": webhook-id is "+r.Header.Get("webhook-id"))
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -56,3 +56,25 @@ func TestSignWebhookVerifiesIndependently(t *testing.T) {
 		t.Fatal("another key verified")
 	}
 }
+
+// TestWebhookID: the webhook-id names the source app and the event id, so
+// two apps' events with one id differ; parts that would break the signed
+// content ('.') or the form (':', spaces, control characters, empty) are
+// refused.
+func TestWebhookID(t *testing.T) {
+	const id = "0b9b7d5e-4a52-4d5e-9c1a-6f1f3c2b1a00"
+	a, err := signing.WebhookID("contacts", id)
+	if err != nil || a != "contacts:"+id {
+		t.Fatalf("WebhookID(contacts) = %q, %v", a, err)
+	}
+	b, err := signing.WebhookID("audit-log", id)
+	if err != nil || b != "audit-log:"+id || a == b {
+		t.Fatalf("WebhookID(audit-log) = %q, %v; want it to differ from %q", b, err, a)
+	}
+	for _, bad := range [][2]string{{"", id}, {"contacts", ""}, {"con.tacts", id}, {"contacts", id + ".1"},
+		{"a:b", id}, {"contacts", "x y"}, {"contacts", "x\n"}, {"contacts\x7f", id}} {
+		if got, err := signing.WebhookID(bad[0], bad[1]); err == nil {
+			t.Errorf("WebhookID(%q, %q) = %q, want an error", bad[0], bad[1], got)
+		}
+	}
+}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,45 +151,27 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 		}
 		meta = b
 	}
-	var code, once, digest *string
+	var code, once *string
 	if e.ErrorCode != "" {
 		code = &e.ErrorCode
 	}
 	if e.OnceKey != "" {
-		d, err := onceDigest(e, meta)
-		if err != nil {
-			return false, err
-		}
-		once, digest = &e.OnceKey, &d
+		once = &e.OnceKey
 	}
-	// A once key names a row together with its content's digest: the same
-	// row written before (a retry) makes this one redundant, while a row of
-	// other content under the key (planted by another writer, or a bug) is
-	// no obstacle and does not silence the real one.
+	// A once key names a row together with its content's digest, which the
+	// database computes (migration 0024): the same row written before (a
+	// retry) makes this one redundant, while a row of other content under
+	// the key (planted by another writer, or a bug) is no obstacle and does
+	// not silence the real one.
 	tag, err := q.Exec(ctx, `
-		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata, once_key, once_digest)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
+		INSERT INTO audit (action, outcome, actor, target_type, target_id, error_code, metadata, once_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)
 		ON CONFLICT (once_key, once_digest) WHERE once_key IS NOT NULL DO NOTHING`,
-		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta), once, digest)
+		e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, code, string(meta), once)
 	if err != nil {
 		return false, fmt.Errorf("append audit %s: %w", e.Action, err)
 	}
 	return tag.RowsAffected() == 1 || once == nil, nil
-}
-
-// onceDigest is the SHA-256 of the content of e's row (meta is its encoded
-// metadata), which its once key names it with.
-func onceDigest(e AuditEntry, meta []byte) (string, error) {
-	var m any
-	if err := json.Unmarshal(meta, &m); err != nil { // as jsonb will compare it: keys sorted
-		return "", fmt.Errorf("append audit %s: metadata: %w", e.Action, err)
-	}
-	b, err := json.Marshal([]any{e.Action, e.Outcome, e.Actor, e.TargetType, e.TargetID, e.ErrorCode, m})
-	if err != nil {
-		return "", fmt.Errorf("append audit %s: digest: %w", e.Action, err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // Audit appends e to the audit trail in its own statement.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,13 +100,15 @@ func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch
 // its outcome for the batch's subscription ("" when there is none: the event
 // was never handed to that subscription).
 type BatchEvent struct {
-	ID       string `db:"id"`
-	Seq      int64  `db:"seq"`
-	Type     string `db:"type"`
-	Version  int    `db:"version"`
-	Subject  string `db:"subject"`
-	Envelope []byte `db:"envelope"`
-	Outcome  string `db:"outcome"`
+	ID  string `db:"id"`
+	Seq int64  `db:"seq"`
+	// SourceApp is the app that published it (ids are unique per source app).
+	SourceApp string `db:"source_app"`
+	Type      string `db:"type"`
+	Version   int    `db:"version"`
+	Subject   string `db:"subject"`
+	Envelope  []byte `db:"envelope"`
+	Outcome   string `db:"outcome"`
 	// DeliveredBy names the local execution that delivered it, if one did.
 	DeliveredBy string `db:"delivered_by"`
 	// TraceContext is the event's stored trace context (nil without one).
@@ -136,7 +139,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
-		       e.trace_context, COALESCE(o.delivered_by, '')
+		       e.trace_context, COALESCE(o.delivered_by, ''), e.source_app
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
 		  LEFT JOIN events e ON e.id = ANY($2::uuid[]) AND e.state <> 'rejected'
@@ -152,18 +155,18 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 	for rows.Next() {
 		found = true
 		var t Target
-		var id, typ, subject, outcome, by *string
+		var id, typ, subject, outcome, by, source *string
 		var seq *int64
 		var version *int32
 		var env []byte
 		var tc TraceContext
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by, &source); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t
 		if id != nil {
-			b.Events[*id] = BatchEvent{ID: *id, Seq: *seq, Type: *typ, Version: int(*version),
+			b.Events[*id] = BatchEvent{ID: *id, Seq: *seq, SourceApp: *source, Type: *typ, Version: int(*version),
 				Subject: *subject, Envelope: env, Outcome: *outcome, TraceContext: tc, DeliveredBy: *by}
 		}
 	}
@@ -532,8 +535,22 @@ type EventOutcome struct {
 
 // EventOutcomes lists an event's outcome for every subscription it was
 // handed to, by subscription id. Ids are unique per source app only: when
-// another app's event may share the id, ask EventOutcomesOf.
+// events of several apps have the id it fails with an error wrapping
+// ErrAmbiguousEvent rather than mix their outcomes; ask EventOutcomesOf.
 func (s *Store) EventOutcomes(ctx context.Context, eventID string) ([]EventOutcome, error) {
+	u, err := uuid.Parse(eventID)
+	if err != nil {
+		return nil, fmt.Errorf("event %q: %w", eventID, ErrNotFound)
+	}
+	var apps []string
+	if err := s.Pool.QueryRow(ctx, `
+		SELECT coalesce(array_agg(DISTINCT source_app ORDER BY source_app), '{}')
+		  FROM events WHERE id = $1 AND state <> 'rejected'`, u.String()).Scan(&apps); err != nil {
+		return nil, fmt.Errorf("outcomes of event %s: %w", eventID, err)
+	}
+	if len(apps) > 1 {
+		return nil, fmt.Errorf("event id %s names events of apps %s: %w", eventID, strings.Join(apps, ", "), ErrAmbiguousEvent)
+	}
 	return s.EventOutcomesOf(ctx, eventID, "", 0)
 }
 

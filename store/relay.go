@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,13 +146,18 @@ func (s *Store) RelayLag(ctx context.Context) (Lag, error) {
 	return l, nil
 }
 
-// Envelopes returns the stored CloudEvent bodies of the given event ids;
-// ids not found (purged by retention) are absent from the map.
-func (s *Store) Envelopes(ctx context.Context, ids []string) (map[string][]byte, error) {
+// Envelopes returns the stored CloudEvent bodies of the given event ids of
+// source app app; ids not found (purged by retention, another app's, or not
+// UUIDs) are absent from the map. Ids are unique per source app only
+// (migration 0018), so the app is part of every look-up: one app's id never
+// fetches another app's body.
+func (s *Store) Envelopes(ctx context.Context, app string, ids []string) (map[string][]byte, error) {
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !IsUUID(id) })
 	rows, err := s.Pool.Query(ctx, `
-		SELECT id::text, envelope FROM events WHERE id = ANY($1::uuid[]) AND state <> 'rejected'`, ids)
+		SELECT id::text, envelope FROM events
+		 WHERE id = ANY($2::uuid[]) AND source_app = $1 AND state <> 'rejected'`, app, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read envelopes: %w", err)
+		return nil, fmt.Errorf("read envelopes of %s: %w", app, err)
 	}
 	defer rows.Close()
 	out := make(map[string][]byte, len(ids))
@@ -159,7 +165,7 @@ func (s *Store) Envelopes(ctx context.Context, ids []string) (map[string][]byte,
 		var id string
 		var env []byte
 		if err := rows.Scan(&id, &env); err != nil {
-			return nil, fmt.Errorf("read envelopes: %w", err)
+			return nil, fmt.Errorf("read envelopes of %s: %w", app, err)
 		}
 		out[id] = env
 	}

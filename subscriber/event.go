@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,15 @@ type Event struct {
 	Attempt      int    // attempt number, from 1
 	EventID      string // event_id; equals ID
 	Audience     string // the configured audience the delivery was for
+}
+
+// DedupKey is the key to deduplicate the event on: "<publisher>:<id>",
+// the same as the webhook-id header Herald sends it with
+// (docs/design.md#the-http-contract-of-a-delivery). Ids are unique per
+// publishing app only, so the id alone could take one app's event for a
+// duplicate of another's. A source without the "app:" prefix is kept whole.
+func (e Event) DedupKey() string {
+	return strings.TrimPrefix(e.Source, "app:") + ":" + e.ID
 }
 
 // DecodeData unmarshals the event's data into v. A failure is returned as a

@@ -57,3 +57,19 @@ func TestDecodeDataWithoutData(t *testing.T) {
 		t.Fatalf("DecodeData of an event without data: %v, want a RejectError", err)
 	}
 }
+
+// TestDedupKey: two apps' events with one id have different keys, each the
+// webhook-id Herald sends ("<publisher>:<id>").
+func TestDedupKey(t *testing.T) {
+	a, err := decodeEvent([]byte(`{"specversion":"1.0","id":"e1","source":"app:contacts","type":"contacts.person.updated"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := decodeEvent([]byte(`{"specversion":"1.0","id":"e1","source":"app:billing","type":"billing.invoice.paid"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.DedupKey() != "contacts:e1" || b.DedupKey() != "billing:e1" {
+		t.Errorf("dedup keys %q and %q, want contacts:e1 and billing:e1", a.DedupKey(), b.DedupKey())
+	}
+}

@@ -5,7 +5,8 @@
 // Usage: node receiver.js SECRETS_FILE
 // SECRETS_FILE holds a JSON array of whsec_ secrets, re-read on every
 // request; a delivery passes when EVERY listed secret verifies it (so during
-// a rotation both the old and the new one must). The receiver prints
+// a rotation both the old and the new one must) and its webhook-id is
+// "<source app>:<event id>" of the body. The receiver prints
 // "listening PORT" once, then one line per delivery: "ok ID" or
 // "fail ID REASON", and answers 204 or 401.
 "use strict";
@@ -34,6 +35,13 @@ const server = http.createServer((req, res) => {
       for (const s of secrets) {
         // The library reads the three webhook-* headers itself.
         new Webhook(s).verify(body, req.headers);
+      }
+      // webhook-id is "<source app>:<event id>": unique across apps, so
+      // deduplicating on it never drops another app's event.
+      const ev = JSON.parse(body);
+      const want = `${String(ev.source).replace(/^app:/, "")}:${ev.id}`;
+      if (reason === "" && id !== want) {
+        reason = `webhook-id ${id} is not ${want}`;
       }
     } catch (e) {
       reason = String(e && e.message ? e.message : e).replace(/\s+/g, " ");

@@ -172,6 +172,7 @@ func (rv *receiver) logRefusal(r *http.Request, f subscriber.Failure) {
 		zap.String("reason", f.Message),
 		zap.String("subscription", r.Header.Get("Herald-Subscription")),
 		zap.String("eventId", r.Header.Get("Herald-Event-Id")),
+		zap.String("eventSource", r.Header.Get("Herald-Event-Source")),
 	)
 }
 
