@@ -189,13 +189,14 @@ func (h *Handler) runningKey(ctx context.Context, id string) (running bool, stat
 	if err != nil {
 		return false, "", "", fmt.Errorf("key %s: %w", id, err)
 	}
-	for _, e := range resp.GetExecutions() {
-		if p := e.GetSearchAttributes().GetIndexedFields()[workflows.SAStatus.GetName()]; p != nil {
-			_ = converter.GetDefaultDataConverter().FromPayload(p, &status)
-		}
-		return true, status, e.GetExecution().GetRunId(), nil
+	if len(resp.GetExecutions()) == 0 {
+		return false, "", "", nil
 	}
-	return false, "", "", nil
+	e := resp.GetExecutions()[0]
+	if p := e.GetSearchAttributes().GetIndexedFields()[workflows.SAStatus.GetName()]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &status)
+	}
+	return true, status, e.GetExecution().GetRunId(), nil
 }
 
 // eventView is an event's page's data.
