@@ -260,7 +260,7 @@ func (c *console) signedIn(w http.ResponseWriter, r *http.Request) (store.TokenC
 func (c *console) signInPage(w http.ResponseWriter, r *http.Request, status int, problem string) {
 	nonce := randomID()
 	setCookie(w, r, signInCookie, nonce, signInFormTTL)
-	c.render(w, r, status, "sign-in", view{Title: "Sign in", Data: struct{ CSRF, Problem string }{c.sessions.signInField(nonce), problem}})
+	c.render(w, r, nil, status, "sign-in", view{Title: "Sign in", Data: struct{ CSRF, Problem string }{c.sessions.signInField(nonce), problem}})
 }
 
 // signIn checks the form's CSRF field and token, and starts a session.
@@ -326,14 +326,13 @@ type pageCtx struct {
 }
 
 // render writes page with v, adding the signed-in header when pc is set.
-func (c *console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view, pc ...*pageCtx) {
-	if len(pc) > 0 && pc[0] != nil {
-		p := pc[0]
-		who := "operator token " + strconv.Quote(p.cred.Name) + " (every app)"
-		if !p.cred.Operator {
-			who = "token " + strconv.Quote(p.cred.Name) + " of app " + p.cred.App
+func (c *console) render(w http.ResponseWriter, r *http.Request, pc *pageCtx, status int, page string, v view) {
+	if pc != nil {
+		who := "operator token " + strconv.Quote(pc.cred.Name) + " (every app)"
+		if !pc.cred.Operator {
+			who = "token " + strconv.Quote(pc.cred.Name) + " of app " + pc.cred.App
 		}
-		v.Who, v.SignOutCSRF = who, c.sessions.signOutField(p.sess)
+		v.Who, v.SignOutCSRF = who, c.sessions.signOutField(pc.sess)
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].Execute(&buf, v); err != nil {
@@ -349,10 +348,10 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, status int, pag
 
 // errorPage renders an error page with status.
 func (c *console) errorPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, status int, title, detail string) {
-	c.render(w, r, status, "error", view{Title: title, Data: struct {
+	c.render(w, r, pc, status, "error", view{Title: title, Data: struct {
 		Status int
 		Detail string
-	}{status, detail}}, pc)
+	}{status, detail}})
 }
 
 // notFound is the 404 page of an unknown id, or one out of the token's

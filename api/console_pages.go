@@ -42,7 +42,7 @@ func (c *console) appsPage(w http.ResponseWriter, r *http.Request, pc *pageCtx) 
 		}
 	}
 	slices.SortFunc(v.Subscriptions, func(a, b store.Subscription) int { return strings.Compare(a.ID, b.ID) })
-	c.render(w, r, http.StatusOK, "apps", view{Title: "Apps", Data: v}, pc)
+	c.render(w, r, pc, http.StatusOK, "apps", view{Title: "Apps", Data: v})
 }
 
 // appsView is the apps page's data: the apps in scope and every
@@ -58,7 +58,7 @@ func (c *console) appPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, a
 		c.readFailed(w, r, pc, "App "+app, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "app", view{Title: "App " + app, Data: apps[0]}, pc)
+	c.render(w, r, pc, http.StatusOK, "app", view{Title: "App " + app, Data: apps[0]})
 }
 
 // keysView is the keys page's data.
@@ -85,7 +85,7 @@ func (c *console) keysPage(w http.ResponseWriter, r *http.Request, pc *pageCtx) 
 	if keys.NextPageToken != "" {
 		v.Next = nextPage("/keys", q, keys.NextPageToken)
 	}
-	c.render(w, r, http.StatusOK, "keys", view{Title: "Keys " + keys.Status, Data: v}, pc)
+	c.render(w, r, pc, http.StatusOK, "keys", view{Title: "Keys " + keys.Status, Data: v})
 }
 
 // nextPage links the console's page path with the query q and page_token
@@ -154,7 +154,7 @@ func (c *console) keyPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, i
 		c.readFailed(w, r, pc, what, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "key", view{Title: "Key " + subject + " of " + sub, Data: v}, pc)
+	c.render(w, r, pc, http.StatusOK, "key", view{Title: "Key " + subject + " of " + sub, Data: v})
 }
 
 // splitDeliveryID is the subscription and subject key of a delivery
@@ -213,7 +213,7 @@ func (c *console) eventPage(w http.ResponseWriter, r *http.Request, pc *pageCtx,
 		c.readFailed(w, r, pc, "Event "+id, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "event", view{Title: "Event " + ev.ID, Data: eventView{OpsEvent: ev, App: app}}, pc)
+	c.render(w, r, pc, http.StatusOK, "event", view{Title: "Event " + ev.ID, Data: eventView{OpsEvent: ev, App: app}})
 }
 
 // deliveriesView is the deliveries page's data: the listing and the
@@ -245,7 +245,7 @@ func (c *console) deliveriesPage(w http.ResponseWriter, r *http.Request, pc *pag
 	if page.NextPageToken != "" {
 		v.Next = nextPage("/deliveries", q, page.NextPageToken)
 	}
-	c.render(w, r, http.StatusOK, "deliveries", view{Title: "Deliveries", Data: v}, pc)
+	c.render(w, r, pc, http.StatusOK, "deliveries", view{Title: "Deliveries", Data: v})
 }
 
 func (c *console) auditPage(w http.ResponseWriter, r *http.Request, pc *pageCtx) {
@@ -256,5 +256,5 @@ func (c *console) auditPage(w http.ResponseWriter, r *http.Request, pc *pageCtx)
 		c.readFailed(w, r, pc, "Target "+target, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "audit", view{Title: "Audit trail of " + target, Data: trail}, pc)
+	c.render(w, r, pc, http.StatusOK, "audit", view{Title: "Audit trail of " + target, Data: trail})
 }
