@@ -32,6 +32,9 @@ const consoleCSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-a
 //go:embed console
 var consoleFiles embed.FS
 
+//go:embed console/style.css
+var consoleCSS []byte
+
 // console serves the read-only console.
 type console struct {
 	h        *Handler
@@ -40,7 +43,6 @@ type console struct {
 	// without a trailing slash; empty: keys are not linked.
 	temporalUI string
 	pages      map[string]*template.Template
-	css        []byte
 }
 
 // consolePages are the console's page templates, each rendered inside
@@ -52,7 +54,7 @@ func newConsole(h *Handler, key []byte, temporalUI string) *console {
 		pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"time":    formatTime,
-		"timePtr": func(t *time.Time) string { return formatTimePtr(t) },
+		"timePtr": formatTimePtr,
 		"seg":     url.PathEscape,
 		"ui":      c.workflowURL,
 		"owner":   publisherOf,
@@ -62,11 +64,6 @@ func newConsole(h *Handler, key []byte, temporalUI string) *console {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(consoleFiles, "console/layout.html", "console/"+name+".html"))
 	}
-	css, err := consoleFiles.ReadFile("console/style.css")
-	if err != nil {
-		panic(err) // embedded at build time: cannot be missing
-	}
-	c.css = css
 	return c
 }
 
@@ -89,6 +86,7 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
+// formatTimePtr is formatTime of a time that may be missing ("").
 func formatTimePtr(t *time.Time) string {
 	if t == nil {
 		return ""
@@ -142,7 +140,7 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		hd.Set("Content-Type", "text/css; charset=utf-8")
 		hd.Set("Cache-Control", "max-age=3600")
-		_, _ = w.Write(c.css)
+		_, _ = w.Write(consoleCSS)
 		return
 	case "/sign-in":
 		if r.Method == http.MethodPost {
@@ -178,15 +176,16 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.h.inFlight.release(cred.ID)
+	pc := &pageCtx{cred: cred, sess: sess, scope: scopeOf(cred)}
+	// Split the escaped path, so that an escaped "/" (in a subject key)
+	// stays in its segment.
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	for i, p := range parts {
-		var err error
 		if parts[i], err = url.PathUnescape(p); err != nil {
-			c.notFound(w, r, &pageCtx{cred: cred, sess: sess}, "this page")
+			c.notFound(w, r, pc, "this page")
 			return
 		}
 	}
-	pc := &pageCtx{cred: cred, sess: sess, scope: scopeOf(cred)}
 	switch {
 	case path == "" || path == "/":
 		http.Redirect(w, r, ConsolePrefix+"/apps", http.StatusSeeOther)
