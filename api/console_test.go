@@ -10,6 +10,7 @@ import (
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 	"herald/store"
+	"herald/workflows"
 )
 
 // TestConsoleSignIn: the console asks for a token through a form with a
@@ -132,6 +133,18 @@ func TestConsoleScopes(t *testing.T) {
 	alEv := auditLog.get("/console/events/" + f.bad.ID)
 	wantPage(t, "audit-log's view of the event", alEv, http.StatusOK, system.AuditLogSub, "delivered")
 	wantNot(t, "audit-log's view of the event", alEv, system.BillingSub, "unknown customer")
+
+	// A subject key with a "/" keeps it in its key's page.
+	f.Publish("org/42", 2)
+	slashKey := keyPath(workflows.DeliveryID(system.BillingSub, "org/42"))
+	if !strings.Contains(slashKey, "org%2F42") {
+		t.Fatalf("key path %s", slashKey)
+	}
+	testkit.Eventually(t, 60*time.Second, "org/42's delivery on its key's page", func() bool {
+		p := billing.get(slashKey)
+		return p.status == http.StatusOK && strings.Contains(p.body, "<h1>Key org/42 of "+system.BillingSub+"</h1>") &&
+			strings.Contains(p.body, "state-delivered")
+	})
 
 	// The operator sees both deliveries of the event, and every app.
 	wantPage(t, "operator's event", ops.get("/console/events/"+f.bad.ID), http.StatusOK, system.BillingSub, system.AuditLogSub, "unknown customer")
