@@ -64,6 +64,14 @@ type Options struct {
 	// answer 500.
 	Temporal  TemporalClient
 	Namespace string
+	// ConsoleSessionKey signs the console's sessions and CSRF fields; the
+	// same on every replica (the service derives it from
+	// HERALD_SECRET_KEY). Empty: a random key, so sessions end with the
+	// process.
+	ConsoleSessionKey []byte
+	// TemporalUIURL is the Temporal UI's base URL the console links keys'
+	// workflows to (HERALD_TEMPORAL_UI_URL); empty: no links.
+	TemporalUIURL string
 }
 
 // Handler serves the publishing API.
@@ -84,6 +92,8 @@ type Handler struct {
 
 	temporal  TemporalClient
 	namespace string
+
+	console *console
 }
 
 // New returns the API handler, publishing to st.
@@ -117,12 +127,18 @@ func New(st *store.Store, opts Options) *Handler {
 	}
 	h.tokens, h.failures, h.inFlight, h.now = newTokenCache(ttl), newFailureLimiter(burst, refill), newInFlight(conc), time.Now
 	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
+	h.console = newConsole(h, opts.ConsoleSessionKey, opts.TemporalUIURL)
 	return h
 }
 
-// ServeHTTP answers POST /v1/events and the operations API under
-// /v1/ops/; anything else is a problem (404, 405).
+// ServeHTTP answers POST /v1/events, the operations API under /v1/ops/
+// and the console's pages under /console; anything else is a problem (404,
+// 405).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == ConsolePrefix || strings.HasPrefix(r.URL.Path, ConsolePrefix+"/") {
+		h.console.serve(w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, OpsPrefix) {
 		if want := opsMethod(r.URL.EscapedPath()); r.Method != want {
 			w.Header().Set("Allow", want)
@@ -144,7 +160,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path != EventsPath {
-		writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "the API serves POST "+EventsPath+" and the operations API under "+OpsPrefix+" only"))
+		writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "the API serves POST "+EventsPath+", the operations API under "+OpsPrefix+" and the console under "+ConsolePrefix+" only"))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -199,58 +215,80 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate finds the live token of the request's bearer credentials, or
-// answers 401 with a WWW-Authenticate challenge. A token seen live within
-// the cache TTL is taken without a query; any other attempt spends one of
-// the client address's failures first (refunded when it succeeds), and an
-// address with none left is answered 429 without a query.
+// answers 401 with a WWW-Authenticate challenge (429 when throttled).
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.TokenCredential, bool) {
 	token, given := bearer(r.Header.Get("Authorization"))
-	deny := func(detail string) (store.TokenCredential, bool) {
-		challenge := `Bearer realm="herald"`
-		if given {
-			challenge += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		h.reject("", true, CodeUnauthorized)
-		writeProblem(w, newProblem(http.StatusUnauthorized, CodeUnauthorized, detail))
+	cred, refused, err := h.credential(r, token, given)
+	if err != nil {
+		h.fail(w, "authenticate", err)
 		return store.TokenCredential{}, false
+	}
+	if refused != nil {
+		if refused.retryAfter > 0 {
+			w.Header().Set("Retry-After", retryAfter(refused.retryAfter))
+		} else {
+			challenge := `Bearer realm="herald"`
+			if given {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+		}
+		h.reject("", true, refused.code)
+		writeProblem(w, newProblem(refused.status, refused.code, refused.detail))
+		return store.TokenCredential{}, false
+	}
+	return cred, true
+}
+
+// authRefusal is why a presented token was not taken.
+type authRefusal struct {
+	status int
+	code   string
+	detail string
+	// retryAfter is set when the client address is throttled.
+	retryAfter time.Duration
+}
+
+// credential finds the live token token (given: one was presented). A
+// token seen live within the cache TTL is taken without a query; any other
+// attempt spends one of the client address's failures first (refunded when
+// it succeeds), and an address with none left is refused without a query.
+func (h *Handler) credential(r *http.Request, token string, given bool) (store.TokenCredential, *authRefusal, error) {
+	unauthorized := func(detail string) (store.TokenCredential, *authRefusal, error) {
+		return store.TokenCredential{}, &authRefusal{status: http.StatusUnauthorized, code: CodeUnauthorized, detail: detail}, nil
 	}
 	now := h.now()
 	key := sha256.Sum256([]byte(token))
 	hit, cachedHit := h.tokens.get(key, now)
 	if given && cachedHit && hit.found {
-		return hit.cred, true
+		return hit.cred, nil, nil
 	}
 	client := clientKey(r)
 	if wait := h.failures.take(client, now); wait > 0 {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		h.reject("", true, CodeAuthThrottled)
-		writeProblem(w, newProblem(http.StatusTooManyRequests, CodeAuthThrottled,
-			"too many failed authentications from this address; retry after the Retry-After seconds"))
-		return store.TokenCredential{}, false
+		return store.TokenCredential{}, &authRefusal{status: http.StatusTooManyRequests, code: CodeAuthThrottled,
+			detail: "too many failed authentications from this address; retry after the Retry-After seconds", retryAfter: wait}, nil
 	}
 	if !given {
-		return deny("send an app's token as Authorization: Bearer <token> (starter apps token create APP)")
+		return unauthorized("send an app's token as Authorization: Bearer <token> (starter apps token create APP)")
 	}
 	id, ok := tokenID(token)
 	if !ok {
-		return deny("the bearer token is not a Herald API token")
+		return unauthorized("the bearer token is not a Herald API token")
 	}
 	if cachedHit {
-		return deny("the bearer token is unknown or revoked")
+		return unauthorized("the bearer token is unknown or revoked")
 	}
 	cred, err := h.lookup(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !tokenMatches(token, cred.Hash)) {
 		h.tokens.put(key, store.TokenCredential{}, false, now)
-		return deny("the bearer token is unknown or revoked")
+		return unauthorized("the bearer token is unknown or revoked")
 	}
 	h.failures.refund(client, now)
 	if err != nil {
-		h.fail(w, "authenticate", err)
-		return store.TokenCredential{}, false
+		return store.TokenCredential{}, nil, err
 	}
 	h.tokens.put(key, cred, true, now)
-	return cred, true
+	return cred, nil, nil
 }
 
 // publish records the readable events of items as the token's app, and

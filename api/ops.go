@@ -126,22 +126,33 @@ type OpsApps struct {
 
 // opsApps lists the apps in scope with their subscriptions, or shows one.
 func (h *Handler) opsApps(w http.ResponseWriter, r *http.Request, scope, one string) {
-	ctx := r.Context()
-	if one != "" && scope != "" && one != scope {
-		notFound(w, "app "+strconv.Quote(one))
+	apps, err := h.appsInScope(r.Context(), scope, one)
+	if err != nil {
+		h.readFailed(w, "list apps", "app "+strconv.Quote(one), err)
 		return
+	}
+	if one != "" {
+		writeJSON(w, http.StatusOK, apps[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, OpsApps{Apps: apps})
+}
+
+// appsInScope lists the apps in scope with their subscriptions; with one,
+// only that app, or store.ErrNotFound.
+func (h *Handler) appsInScope(ctx context.Context, scope, one string) ([]OpsApp, error) {
+	if one != "" && scope != "" && one != scope {
+		return nil, store.ErrNotFound
 	}
 	apps, err := h.store.ListApps(ctx)
 	if err != nil {
-		h.fail(w, "list apps", err)
-		return
+		return nil, fmt.Errorf("list apps: %w", err)
 	}
 	subs, err := h.store.ScopedSubscriptions(ctx, scope, "", "")
 	if err != nil {
-		h.fail(w, "list subscriptions", err)
-		return
+		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
-	out := OpsApps{Apps: []OpsApp{}}
+	out := []OpsApp{}
 	for _, a := range apps {
 		if (scope != "" && a.ID != scope) || (one != "" && a.ID != one) {
 			continue
@@ -155,17 +166,12 @@ func (h *Handler) opsApps(w http.ResponseWriter, r *http.Request, scope, one str
 				oa.Subscribers = append(oa.Subscribers, s)
 			}
 		}
-		out.Apps = append(out.Apps, oa)
+		out = append(out, oa)
 	}
-	if one != "" {
-		if len(out.Apps) == 0 {
-			notFound(w, "app "+strconv.Quote(one))
-			return
-		}
-		writeJSON(w, http.StatusOK, out.Apps[0])
-		return
+	if one != "" && len(out) == 0 {
+		return nil, store.ErrNotFound
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // OpsEvent is the answer of GET /v1/ops/events/{id}: the event and its
@@ -187,29 +193,30 @@ type OpsEvent struct {
 
 // opsEvent shows one event with its deliveries.
 func (h *Handler) opsEvent(w http.ResponseWriter, r *http.Request, scope, id string) {
-	ctx := r.Context()
-	q := r.URL.Query()
-	app := q.Get("app")
-	if app != "" && !manifest.ValidAppID(app) {
-		badParameter(w, "app", "not an app id")
+	ev, err := h.eventInScope(r.Context(), scope, r.URL.Query().Get("app"), id)
+	if err != nil {
+		h.readFailed(w, "get event", "event "+strconv.Quote(id), err)
 		return
+	}
+	writeJSON(w, http.StatusOK, ev)
+}
+
+// eventInScope is the event id (of the source app app, when given) with
+// its deliveries in scope, or store.ErrNotFound, or a *paramError.
+func (h *Handler) eventInScope(ctx context.Context, scope, app, id string) (OpsEvent, error) {
+	if app != "" && !manifest.ValidAppID(app) {
+		return OpsEvent{}, &paramError{"app", "not an app id"}
 	}
 	ev, err := h.store.ScopedEvent(ctx, scope, app, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		notFound(w, "event "+strconv.Quote(id))
-		return
 	case errors.Is(err, store.ErrAmbiguousEvent):
-		badParameter(w, "app", "the event id names events of several apps (ids are unique per source app): give the source app")
-		return
+		return OpsEvent{}, &paramError{"app", "the event id names events of several apps (ids are unique per source app): give the source app"}
 	case err != nil:
-		h.fail(w, "get event", err)
-		return
+		return OpsEvent{}, err
 	}
 	outs, err := h.store.EventOutcomesOf(ctx, ev.ID, ev.Type, ev.Version)
 	if err != nil {
-		h.fail(w, "outcomes of event", err)
-		return
+		return OpsEvent{}, fmt.Errorf("outcomes of event: %w", err)
 	}
 	out := OpsEvent{ID: ev.ID, Seq: ev.Seq, SourceApp: ev.SourceApp, Type: ev.Type, Version: ev.Version,
 		Subject: ev.Subject, State: ev.State, ReceivedAt: ev.ReceivedAt, DispatchedAt: ev.DispatchedAt,
@@ -221,7 +228,7 @@ func (h *Handler) opsEvent(w http.ResponseWriter, r *http.Request, scope, id str
 			out.Deliveries = append(out.Deliveries, o)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // OpsDeliveries is the answer of GET /v1/ops/deliveries.
@@ -238,28 +245,33 @@ type OpsDeliveries struct {
 
 // opsDeliveries lists deliveries from the log with filters and a total.
 func (h *Handler) opsDeliveries(w http.ResponseWriter, r *http.Request, scope string) {
-	q := r.URL.Query()
+	page, err := h.deliveriesInScope(r.Context(), scope, r.URL.Query())
+	if err != nil {
+		h.readFailed(w, "list deliveries", "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// deliveriesInScope lists the deliveries in scope that the query's
+// filters (those of GET /v1/ops/deliveries) match, or a *paramError.
+func (h *Handler) deliveriesInScope(ctx context.Context, scope string, q url.Values) (OpsDeliveries, error) {
 	f := store.DeliveryFilter{Scope: scope, App: q.Get("app"), Subscription: q.Get("subscription"),
 		EventType: q.Get("type"), Subject: q.Get("subject"), PageToken: q.Get("page_token")}
 	switch {
 	case f.App != "" && !manifest.ValidAppID(f.App):
-		badParameter(w, "app", "not an app id")
-		return
+		return OpsDeliveries{}, &paramError{"app", "not an app id"}
 	case f.Subscription != "" && !validSubscription(f.Subscription):
-		badParameter(w, "subscription", "not a subscription id (<subscriber-app>:<event-type>@<version>)")
-		return
+		return OpsDeliveries{}, &paramError{"subscription", "not a subscription id (<subscriber-app>:<event-type>@<version>)"}
 	case f.EventType != "" && !validEventType(f.EventType):
-		badParameter(w, "type", "not an event type (<app>.<name>)")
-		return
+		return OpsDeliveries{}, &paramError{"type", "not an event type (<app>.<name>)"}
 	case f.Subject != "" && !validSubjectKey(f.Subject):
-		badParameter(w, "subject", "not a subject key (1 to 200 bytes of printable UTF-8)")
-		return
+		return OpsDeliveries{}, &paramError{"subject", "not a subject key (1 to 200 bytes of printable UTF-8)"}
 	}
 	if s := q.Get("status"); s != "" {
 		for _, st := range strings.Split(s, ",") {
 			if !slices.Contains(store.OutcomeStatuses, st) {
-				badParameter(w, "status", fmt.Sprintf("%q is not one of %s", st, strings.Join(store.OutcomeStatuses, ", ")))
-				return
+				return OpsDeliveries{}, &paramError{"status", fmt.Sprintf("%q is not one of %s", st, strings.Join(store.OutcomeStatuses, ", "))}
 			}
 			f.Statuses = append(f.Statuses, st)
 		}
@@ -271,54 +283,67 @@ func (h *Handler) opsDeliveries(w http.ResponseWriter, r *http.Request, scope st
 		if v := q.Get(p.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				badParameter(w, p.name, "not an RFC 3339 time (2006-01-02T15:04:05Z)")
-				return
+				return OpsDeliveries{}, &paramError{p.name, "not an RFC 3339 time (2006-01-02T15:04:05Z)"}
 			}
 			*p.into = t
 		}
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		badParameter(w, "until", "must be after since")
-		return
+		return OpsDeliveries{}, &paramError{"until", "must be after since"}
 	}
-	limit, ok := limitParam(w, q, store.DefaultDeliveryLimit, store.MaxDeliveryLimit)
-	if !ok {
-		return
+	limit, err := limitParam(q, store.DefaultDeliveryLimit, store.MaxDeliveryLimit)
+	if err != nil {
+		return OpsDeliveries{}, err
 	}
 	f.Limit = limit
 	if f.PageToken != "" && store.ValidatePageToken(f.PageToken) != nil {
-		badParameter(w, "page_token", "not a page token of this listing")
-		return
+		return OpsDeliveries{}, &paramError{"page_token", "not a page token of this listing"}
 	}
-	page, err := h.store.ListDeliveries(r.Context(), f)
+	page, err := h.store.ListDeliveries(ctx, f)
 	if errors.Is(err, store.ErrBadPageToken) {
-		badParameter(w, "page_token", "a page token of a listing with other filters: give the same filters")
-		return
+		return OpsDeliveries{}, &paramError{"page_token", "a page token of a listing with other filters: give the same filters"}
 	}
 	if err != nil {
-		h.fail(w, "list deliveries", err)
-		return
+		return OpsDeliveries{}, fmt.Errorf("list deliveries: %w", err)
 	}
-	writeJSON(w, http.StatusOK, OpsDeliveries{Deliveries: page.Deliveries, Total: page.Total, TotalExact: page.TotalExact,
-		Limit: limit, NextPageToken: page.NextPageToken})
+	return OpsDeliveries{Deliveries: page.Deliveries, Total: page.Total, TotalExact: page.TotalExact,
+		Limit: limit, NextPageToken: page.NextPageToken}, nil
+}
+
+// paramError is a query parameter a read refuses (400 bad_parameter).
+type paramError struct{ name, detail string }
+
+func (e *paramError) Error() string { return e.name + ": " + e.detail }
+
+// readFailed answers a read's error: 400 naming the parameter, 404 for
+// store.ErrNotFound (what names the missing thing), else 500.
+func (h *Handler) readFailed(w http.ResponseWriter, op, what string, err error) {
+	var bad *paramError
+	switch {
+	case errors.As(err, &bad):
+		badParameter(w, bad.name, bad.detail)
+	case errors.Is(err, store.ErrNotFound):
+		notFound(w, what)
+	default:
+		h.fail(w, op, err)
+	}
 }
 
 // limitParam reads the limit parameter: def when absent, clamped to max, a
-// number of at least 1.
-func limitParam(w http.ResponseWriter, q url.Values, def, max int) (int, bool) {
+// number of at least 1; else a *paramError.
+func limitParam(q url.Values, def, max int) (int, error) {
 	s := q.Get("limit")
 	if s == "" {
-		return def, true
+		return def, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") {
-			return max, true
+			return max, nil
 		}
-		badParameter(w, "limit", "must be a whole number of at least 1")
-		return 0, false
+		return 0, &paramError{"limit", "must be a whole number of at least 1"}
 	}
-	return min(n, max), true
+	return min(n, max), nil
 }
 
 // validSubscription reports whether s is a subscription id.
@@ -351,39 +376,44 @@ type OpsAudit struct {
 	Rows   []store.AuditRow `json:"rows"`
 }
 
-// opsAudit lists the audit trail of one target, newest first. An app
-// token may read the trail of its app, of a subscription in its scope, of
-// a key of one, and of an event it may see.
+// opsAudit lists the audit trail of one target, newest first.
 func (h *Handler) opsAudit(w http.ResponseWriter, r *http.Request, scope string) {
 	q := r.URL.Query()
-	target := q.Get("target")
-	if target == "" {
-		badParameter(w, "target", "required: an app, subscription, delivery workflow or event id")
+	trail, err := h.auditInScope(r.Context(), scope, q.Get("target"), q)
+	if err != nil {
+		h.readFailed(w, "audit", "target "+strconv.Quote(q.Get("target")), err)
 		return
+	}
+	writeJSON(w, http.StatusOK, trail)
+}
+
+// auditInScope is the audit trail of target, newest first, up to the
+// query's limit. An app token may read the trail of its app, of a
+// subscription in its scope, of a key of one, and of an event it may see;
+// another target is store.ErrNotFound.
+func (h *Handler) auditInScope(ctx context.Context, scope, target string, q url.Values) (OpsAudit, error) {
+	if target == "" {
+		return OpsAudit{}, &paramError{"target", "required: an app, subscription, delivery workflow or event id"}
 	}
 	if strings.ContainsRune(target, '*') {
-		badParameter(w, "target", "an exact target id; no wildcard")
-		return
+		return OpsAudit{}, &paramError{"target", "an exact target id; no wildcard"}
 	}
-	limit, ok := limitParam(w, q, store.DefaultAuditLimit, MaxAuditLimit)
-	if !ok {
-		return
-	}
-	visible, err := h.targetInScope(r.Context(), scope, target)
+	limit, err := limitParam(q, store.DefaultAuditLimit, MaxAuditLimit)
 	if err != nil {
-		h.fail(w, "audit", err)
-		return
+		return OpsAudit{}, err
+	}
+	visible, err := h.targetInScope(ctx, scope, target)
+	if err != nil {
+		return OpsAudit{}, fmt.Errorf("audit: %w", err)
 	}
 	if !visible {
-		notFound(w, "target "+strconv.Quote(target))
-		return
+		return OpsAudit{}, store.ErrNotFound
 	}
-	rows, err := h.store.ListAudit(r.Context(), store.AuditFilter{TargetID: target, Limit: limit})
+	rows, err := h.store.ListAudit(ctx, store.AuditFilter{TargetID: target, Limit: limit})
 	if err != nil {
-		h.fail(w, "audit", err)
-		return
+		return OpsAudit{}, fmt.Errorf("audit: %w", err)
 	}
-	writeJSON(w, http.StatusOK, OpsAudit{Target: target, Rows: nonNil(rows)})
+	return OpsAudit{Target: target, Rows: nonNil(rows)}, nil
 }
 
 // targetInScope reports whether an audit target id is the scope's to read.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -28,7 +29,10 @@ const temporalCallTimeout = 10 * time.Second
 
 // OpsKey is a running delivery key and its head, as the log holds it.
 type OpsKey struct {
-	WorkflowID   string    `json:"workflowId"`
+	WorkflowID string `json:"workflowId"`
+	// RunID is the run the console links to in the Temporal UI; not part
+	// of the API's answer.
+	RunID        string    `json:"-"`
 	Subscription string    `json:"subscription"`
 	Subject      string    `json:"subject"`
 	Status       string    `json:"status"`
@@ -46,51 +50,52 @@ type OpsKeys struct {
 	NextPageToken string   `json:"nextPageToken,omitempty"`
 }
 
-// opsKeys lists the running keys in one status from Temporal's visibility
-// (which lags status changes by a second or so), limited to the
-// subscriptions in scope, each with its head from the log.
+// opsKeys lists the running keys in one status.
 func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) {
-	ctx := r.Context()
-	q := r.URL.Query()
+	keys, err := h.keysInScope(r.Context(), scope, r.URL.Query())
+	if err != nil {
+		h.readFailed(w, "list keys", "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, keys)
+}
+
+// keysInScope lists the running keys in one status from Temporal's
+// visibility (which lags status changes by a second or so), limited to the
+// subscriptions in scope, each with its head from the log. The query holds
+// the filters of GET /v1/ops/keys; a bad one is a *paramError.
+func (h *Handler) keysInScope(ctx context.Context, scope string, q url.Values) (OpsKeys, error) {
 	status := q.Get("status")
 	if !slices.Contains(KeyStatuses, status) {
-		badParameter(w, "status", "required: one of "+strings.Join(KeyStatuses, ", "))
-		return
+		return OpsKeys{}, &paramError{"status", "required: one of " + strings.Join(KeyStatuses, ", ")}
 	}
 	app, sub := q.Get("app"), q.Get("subscription")
 	if app != "" && !manifest.ValidAppID(app) {
-		badParameter(w, "app", "not an app id")
-		return
+		return OpsKeys{}, &paramError{"app", "not an app id"}
 	}
 	if sub != "" && !validSubscription(sub) {
-		badParameter(w, "subscription", "not a subscription id (<subscriber-app>:<event-type>@<version>)")
-		return
+		return OpsKeys{}, &paramError{"subscription", "not a subscription id (<subscriber-app>:<event-type>@<version>)"}
 	}
-	limit, ok := limitParam(w, q, DefaultKeyLimit, MaxKeyLimit)
-	if !ok {
-		return
+	limit, err := limitParam(q, DefaultKeyLimit, MaxKeyLimit)
+	if err != nil {
+		return OpsKeys{}, err
 	}
 	var token []byte
 	if t := q.Get("page_token"); t != "" {
-		var err error
 		if token, err = base64.RawURLEncoding.DecodeString(t); err != nil || len(token) == 0 {
-			badParameter(w, "page_token", "not a page token of this listing")
-			return
+			return OpsKeys{}, &paramError{"page_token", "not a page token of this listing"}
 		}
 	}
 	if h.temporal == nil {
-		h.fail(w, "list keys", errors.New("the API was started without a Temporal client"))
-		return
+		return OpsKeys{}, errors.New("list keys: the API was started without a Temporal client")
 	}
 	subs, err := h.store.ScopedSubscriptions(ctx, scope, app, sub)
 	if err != nil {
-		h.fail(w, "list keys", err)
-		return
+		return OpsKeys{}, fmt.Errorf("list keys: %w", err)
 	}
 	out := OpsKeys{Status: status, Keys: []OpsKey{}, Limit: limit}
 	if len(subs) == 0 {
-		writeJSON(w, http.StatusOK, out)
-		return
+		return out, nil
 	}
 	ids := make([]string, len(subs))
 	for i, s := range subs {
@@ -108,12 +113,10 @@ func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) 
 	})
 	var invalid *serviceerror.InvalidArgument
 	if errors.As(err, &invalid) && len(token) > 0 {
-		badParameter(w, "page_token", "Temporal refused it: give the token of the last page, with the same filters")
-		return
+		return OpsKeys{}, &paramError{"page_token", "Temporal refused it: give the token of the last page, with the same filters"}
 	}
 	if err != nil {
-		h.fail(w, "list keys", err)
-		return
+		return OpsKeys{}, fmt.Errorf("list keys: %w", err)
 	}
 	var keySubs, keySubjects []string
 	for _, e := range resp.GetExecutions() {
@@ -127,14 +130,13 @@ func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) 
 		if subID == "" || !store.InScope(scope, subID) {
 			continue // not Herald's key, or visibility not yet updated
 		}
-		out.Keys = append(out.Keys, OpsKey{WorkflowID: id, Subscription: subID, Subject: subject, Status: status,
-			StartedAt: e.GetStartTime().AsTime()})
+		out.Keys = append(out.Keys, OpsKey{WorkflowID: id, RunID: e.GetExecution().GetRunId(), Subscription: subID,
+			Subject: subject, Status: status, StartedAt: e.GetStartTime().AsTime()})
 		keySubs, keySubjects = append(keySubs, subID), append(keySubjects, subject)
 	}
 	heads, err := h.store.KeyHeads(ctx, keySubs, keySubjects)
 	if err != nil {
-		h.fail(w, "list keys", err)
-		return
+		return OpsKeys{}, fmt.Errorf("list keys: %w", err)
 	}
 	for i := range out.Keys {
 		if hd, ok := heads[[2]string{out.Keys[i].Subscription, out.Keys[i].Subject}]; ok {
@@ -145,7 +147,7 @@ func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) 
 	if next := resp.GetNextPageToken(); len(next) > 0 {
 		out.NextPageToken = base64.RawURLEncoding.EncodeToString(next)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // quoteQuery quotes a string literal of a visibility query.

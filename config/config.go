@@ -62,6 +62,9 @@ type Worker struct {
 	APIDBConns int `env:"HERALD_API_DB_CONNS"`
 	// APITokenConcurrency caps the API requests in flight per token (default 8).
 	APITokenConcurrency int `env:"HERALD_API_TOKEN_CONCURRENCY"`
+	// TemporalUIURL is the Temporal UI's base URL, which the console links
+	// keys' workflows to; empty: no links.
+	TemporalUIURL string `env:"HERALD_TEMPORAL_UI_URL"`
 	// WorkflowCacheSize bounds the key workflows kept in the worker's memory (default 2000).
 	WorkflowCacheSize int    `env:"HERALD_WORKFLOW_CACHE_SIZE"`
 	Issuer            string `env:"HERALD_JWT_ISSUER"`
@@ -151,6 +154,12 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		w.NoV1A = true
 	default:
 		return w, fmt.Errorf("HERALD_SIGN_V1A: %q: want on or off", w.SignV1A)
+	}
+	if w.TemporalUIURL != "" {
+		u, err := url.Parse(w.TemporalUIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return w, fmt.Errorf("HERALD_TEMPORAL_UI_URL: %q: want the Temporal UI's base URL, http(s)://HOST[:PORT][/PATH]", w.TemporalUIURL)
+		}
 	}
 	if w.Proxy, err = netguard.ParseProxy(w.EgressProxy); err != nil {
 		return w, fmt.Errorf("HERALD_EGRESS_PROXY: %w", err)

@@ -31,7 +31,7 @@ func TestLoadWorker(t *testing.T) {
 		"HERALD_RETRY_SCHEDULE": "1s, 2m", "HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1",
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
 		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
-		"HERALD_RELAY_POLL_INTERVAL": "250ms",
+		"HERALD_RELAY_POLL_INTERVAL": "250ms", "HERALD_TEMPORAL_UI_URL": "https://temporal.example/ui",
 	}
 	w, err = LoadWorker(env(set))
 	if err != nil {
@@ -40,7 +40,8 @@ func TestLoadWorker(t *testing.T) {
 	p := w.DeliveryParams()
 	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
 		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" ||
-		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 || w.RelayPollInterval != 250*time.Millisecond {
+		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 || w.RelayPollInterval != 250*time.Millisecond ||
+		w.TemporalUIURL != "https://temporal.example/ui" {
 		t.Fatalf("parsed: %+v params %+v", w, p)
 	}
 }
@@ -66,6 +67,9 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "ten"}, "HERALD_RELAY_MAX_ATTEMPTS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_DB_CONNS": "-1"}, "negative"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_TOKEN_CONCURRENCY": "many"}, "HERALD_API_TOKEN_CONCURRENCY"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "localhost:8233"}, "HERALD_TEMPORAL_UI_URL"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "javascript:alert(1)"}, "HERALD_TEMPORAL_UI_URL"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "https://ui.example/?q=1"}, "HERALD_TEMPORAL_UI_URL"},
 	} {
 		if _, err := LoadWorker(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.env, err, tc.want)

@@ -93,6 +93,7 @@ echo $! >"$state/subscriber.pid"
 
 echo "== Herald worker on $worker_addr"
 HERALD_HTTP_ADDR=$worker_addr HERALD_API_ADDR=$api_addr HERALD_SIGNING_KEY="$state/keys" \
+  HERALD_TEMPORAL_UI_URL=${HERALD_TEMPORAL_UI_URL:-$ui_url} \
   HERALD_RETRY_SCHEDULE=${HERALD_RETRY_SCHEDULE:-1s,2s,4s} \
   "$bin/workers" >"$state/worker.log" 2>&1 &
 echo $! >"$state/worker.pid"
@@ -146,6 +147,7 @@ Herald is running.
   Temporal UI:   ${ui_url:-"(your Temporal's UI)"}  — list stuck keys with the query  HeraldStatus="failed"
   Worker:        http://$worker_addr/readyz  /metrics  /.well-known/jwks.json
   Publish API:   POST http://$api_addr/v1/events  (token of contacts in .dev/api-token; see api/openapi.yaml)
+  Console:       http://$api_addr/console  (read-only; sign in with .dev/api-token, or: starter tokens create --operator --name me)
   Logs:          .dev/worker.log  .dev/subscriber.log  (received events: .dev/received.ndjson)
 
 In another terminal:

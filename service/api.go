@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"herald/api"
+	"herald/signing"
 	"herald/store"
 )
 
@@ -27,8 +28,9 @@ type apiServer struct {
 }
 
 // newAPI listens on the API address when one is configured, and opens the
-// API's connection pool.
-func (s *Service) newAPI(ctx context.Context) error {
+// API's connection pool. The console's sessions are signed with a key
+// derived from the secret key, the same on every replica.
+func (s *Service) newAPI(ctx context.Context, box *signing.SecretBox) error {
 	if s.cfg.APIAddr == "" {
 		return nil
 	}
@@ -42,7 +44,8 @@ func (s *Service) newAPI(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (HERALD_API_ADDR): %w", s.cfg.APIAddr, err)
 	}
 	h := api.New(st, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected,
-		TokenConcurrency: s.cfg.APITokenConcurrency, Temporal: s.Temporal, Namespace: s.cfg.TemporalNamespace})
+		TokenConcurrency: s.cfg.APITokenConcurrency, Temporal: s.Temporal, Namespace: s.cfg.TemporalNamespace,
+		ConsoleSessionKey: box.DeriveKey("herald console sessions"), TemporalUIURL: s.cfg.TemporalUIURL})
 	s.api = &apiServer{listener: ln, server: api.NewServer(h), store: st}
 	return nil
 }

@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		}
 	}
 	s.server = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
-	if err := s.newAPI(ctx); err != nil {
+	if err := s.newAPI(ctx, box); err != nil {
 		if !given {
 			_ = s.listener.Close()
 		}

@@ -83,6 +83,9 @@ func Timestamp(unix int64) string { return strconv.FormatInt(unix, 10) }
 // of HERALD_SECRET_KEY.
 type SecretBox struct {
 	aead cipher.AEAD
+	// derive is the key HMAC'd to derive other keys (DeriveKey): never the
+	// encryption key itself.
+	derive []byte
 }
 
 // ErrNoSecretKey is returned when no secret encryption key is configured.
@@ -120,7 +123,19 @@ func NewSecretBox(key []byte) (*SecretBox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	return &SecretBox{aead: aead}, nil
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("herald derived keys v1"))
+	return &SecretBox{aead: aead, derive: mac.Sum(nil)}, nil
+}
+
+// DeriveKey is a 32-byte key for purpose, derived from the secret key
+// (HMAC-SHA256), so that a feature needing a key shared by every replica
+// (the console's sessions) needs no variable of its own, and reveals
+// nothing of the encryption key.
+func (b *SecretBox) DeriveKey(purpose string) []byte {
+	mac := hmac.New(sha256.New, b.derive)
+	mac.Write([]byte(purpose))
+	return mac.Sum(nil)
 }
 
 // Seal encrypts secret; ad binds the ciphertext to its owner (the app id),

@@ -1,6 +1,7 @@
 package signing_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"net/http"
 	"os"
@@ -120,4 +121,23 @@ func key(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestDeriveKey: a derived key is the same for the same secret key and
+// purpose (every replica derives the console's session key alike), and
+// differs for another purpose, another secret key, and from the key itself.
+func TestDeriveKey(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a, _ := signing.NewSecretBox(key)
+	b, _ := signing.LoadSecretBox(base64.StdEncoding.EncodeToString(key))
+	other, _ := signing.NewSecretBox([]byte("ffffffffffffffffffffffffffffffff"))
+	k := a.DeriveKey("herald console sessions")
+	if len(k) != 32 || !bytes.Equal(k, b.DeriveKey("herald console sessions")) {
+		t.Fatalf("derived keys differ for the same key and purpose: %x", k)
+	}
+	for name, d := range map[string][]byte{"another purpose": a.DeriveKey("other"), "another key": other.DeriveKey("herald console sessions"), "the key": key} {
+		if bytes.Equal(k, d) {
+			t.Errorf("the derived key equals that of %s", name)
+		}
+	}
 }
