@@ -285,6 +285,9 @@ type fakeStore struct {
 	dispatched []int64
 	// deliveredBy is the outcome rows' delivered_by.
 	deliveredBy map[string]string
+	// policy is the subscription's error policy; policyReads counts its reads.
+	policy      store.Policy
+	policyReads int
 }
 
 func (s *fakeStore) batches() int {
@@ -524,6 +527,22 @@ func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int6
 		}
 	}
 	return n, nil
+}
+
+func (s *fakeStore) SubscriptionPolicy(context.Context, string) (store.Policy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policyReads++
+	if s.policy.OnFailure == "" {
+		return store.Policy{OnFailure: activities.OnFailureHold, MaxAttempts: s.policy.MaxAttempts}, nil
+	}
+	return s.policy, nil
+}
+
+func (s *fakeStore) setPolicy(p store.Policy) {
+	s.mu.Lock()
+	s.policy = p
+	s.mu.Unlock()
 }
 
 func (s *fakeStore) ClearUnreachable(context.Context, string) (bool, error) { return false, nil }
