@@ -33,6 +33,7 @@ func (h *harness) statusUpserts() *[]string {
 func TestSkipPolicySettlesAndMovesOn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion) // the rows are read at the start
 	h.store.setPolicy(store.Policy{OnFailure: activities.OnFailureSkip, MaxAttempts: 3})
 	fixed := false
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
@@ -86,6 +87,7 @@ func TestSkipPolicySettlesAndMovesOn(t *testing.T) {
 func TestSkipPolicyIsReadWhenTheHeadFails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion) // the rows are read at the start
 	h.params.MaxRearms = workflows.NoRearms
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
 		if id == eventID(1) || id == eventID(3) {
@@ -129,6 +131,7 @@ func TestMaxAttemptsComesFromTheRow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
+			h.firstAttemptVersion(workflows.QueueFromLogVersion) // the rows are read at the start
 			h.params.MaxRearms = workflows.NoRearms
 			h.params.Attempts = tc.input
 			h.store.setPolicy(store.Policy{MaxAttempts: tc.row})
@@ -159,6 +162,7 @@ func TestMaxAttemptsComesFromTheRow(t *testing.T) {
 func TestExhaustedIsNotFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion) // the rows are read at the start
 	h.params.RetrySchedule = []time.Duration{time.Second}
 	h.params.MaxRearms = 1
 	statuses := h.statusUpserts()
@@ -189,6 +193,7 @@ func TestExhaustedIsNotFailed(t *testing.T) {
 func TestCountedFailureResetsUnreachableBackoff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion) // the rows are read at the start
 	h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
 		switch {
 		case nth < 5, nth == 6:
