@@ -76,7 +76,7 @@ type Signaler interface {
 type Observer interface {
 	Attempted(subscriptionID, app string, envelope []byte, attempt int, r PostResult)
 	// Settled counts n events of the subscription settled with outcome
-	// (delivered, failed, cancelled, expired).
+	// (delivered, failed, cancelled, expired, skipped).
 	Settled(subscriptionID, outcome string, n int)
 }
 

@@ -76,6 +76,9 @@ func TestSkipPolicySettlesAndMovesOn(t *testing.T) {
 	if n := len(h.store.auditsOf(workflows.AuditDeliveryFailed)); n != 0 {
 		t.Fatalf("%d delivery.failed rows: a skipped key is not held", n)
 	}
+	if n := h.settled.count(activities.SettledSkipped); n != 1 {
+		t.Fatalf("%d events counted skipped, want 1", n)
+	}
 	if got := h.store.outcome(eventID(1)); got != store.EventDelivered {
 		t.Fatalf("event 1 ends %q after its redelivery, want delivered", got)
 	}

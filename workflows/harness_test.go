@@ -44,6 +44,8 @@ type harness struct {
 	workflowID string
 	// versionSet: the test chose the FirstAttemptChange version.
 	versionSet bool
+	// settled counts the outcomes the activities report to their Observer.
+	settled *settledCounter
 }
 
 func newHarness(t *testing.T) *harness {
@@ -56,8 +58,9 @@ func newHarness(t *testing.T) *harness {
 	h.store = newFakeStore()
 	// A head refused by the app's limits waits 200 ms of real time, not
 	// 10 s: the wait is real even in the test environment.
+	h.settled = &settledCounter{n: map[string]int{}}
 	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env},
-		HeadWait: 200 * time.Millisecond}
+		HeadWait: 200 * time.Millisecond, Observer: h.settled}
 	// The worker's settings, for a workflow started without them.
 	workflows.Register(h.env, acts, func() (workflows.Params, error) {
 		h.settingsAsked++
@@ -569,6 +572,27 @@ func (s *fakeStore) auditsOf(action string) []store.AuditEntry {
 		}
 	}
 	return out
+}
+
+// settledCounter is the activities' Observer: it counts settled events by
+// outcome.
+type settledCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (*settledCounter) Attempted(string, string, []byte, int, activities.PostResult) {}
+
+func (c *settledCounter) Settled(_, outcome string, n int) {
+	c.mu.Lock()
+	c.n[outcome] += n
+	c.mu.Unlock()
+}
+
+func (c *settledCounter) count(outcome string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[outcome]
 }
 
 // envSignaler lets the real deliver activity report attempts to the workflow
