@@ -56,6 +56,8 @@ type Store interface {
 	TakeKeyLease(ctx context.Context, subscriptionID, subject, holder string, ttl time.Duration) (bool, time.Time, error)
 	ReleaseKeyLease(ctx context.Context, subscriptionID, subject, holder string) error
 	CancelQueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, status, code string) (int, error)
+	// SubscriptionPolicy reads a subscription's error policy.
+	SubscriptionPolicy(ctx context.Context, subscriptionID string) (store.Policy, error)
 }
 
 // Waker wakes the keys of an app that wait because it was unreachable; the
@@ -74,7 +76,7 @@ type Signaler interface {
 type Observer interface {
 	Attempted(subscriptionID, app string, envelope []byte, attempt int, r PostResult)
 	// Settled counts n events of the subscription settled with outcome
-	// (delivered, failed, cancelled, expired).
+	// (delivered, failed, cancelled, expired, skipped).
 	Settled(subscriptionID, outcome string, n int)
 }
 
@@ -498,7 +500,7 @@ func failureUpdate(in DeliverInput, ev Event, attempt int, r PostResult) Outcome
 	switch {
 	case IsTerminal(r.Code):
 		u.Status, u.Code = store.EventFailed, r.Code
-	case attempt >= len(in.RetrySchedule)+1:
+	case attempt >= in.maxAttempts():
 		u.Status, u.Code = store.EventFailed, CodeAttemptsExhausted
 	}
 	return u
@@ -543,7 +545,7 @@ func (a *Activities) warn(what, subscriptionID string, err error) {
 func (a *Activities) headFailure(ctx context.Context, in DeliverInput, ev Event, attempt int, r PostResult) error {
 	details := FailureDetails{EventID: ev.ID, Attempt: attempt, Code: r.Code, LastCode: r.Code, Error: r.Message}
 	msg := fmt.Sprintf("attempt %d: %s: %s", attempt, r.Code, r.Message)
-	if IsTerminal(r.Code) || attempt >= len(in.RetrySchedule)+1 {
+	if IsTerminal(r.Code) || attempt >= in.maxAttempts() {
 		if !IsTerminal(r.Code) {
 			details.Exhausted = true
 			details.Code = CodeAttemptsExhausted
@@ -669,7 +671,10 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	// The workflow decides cancellations and expiries and records them
 	// here; failures and deliveries were counted by Deliver.
 	for _, u := range outcomes {
-		if u.Status == store.EventCancelled || u.Status == store.EventExpired {
+		switch {
+		case u.Status == store.EventCancelled && u.Code == CodeSkippedAfterFailure:
+			a.settled(in.SubscriptionID, SettledSkipped, 1)
+		case u.Status == store.EventCancelled || u.Status == store.EventExpired:
 			a.settled(in.SubscriptionID, u.Status, 1)
 		}
 	}

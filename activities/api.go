@@ -118,8 +118,12 @@ type DeliverInput struct {
 	// NotBefore delays the first attempt of this execution (a retry delay
 	// carried over from a partial batch); the wait is a retry, not an attempt.
 	NotBefore time.Time `json:"notBefore,omitempty"`
-	// RetrySchedule holds the delay before each retry; len+1 attempts in all.
+	// RetrySchedule holds the delay before each retry; len+1 attempts in all,
+	// unless MaxAttempts says fewer.
 	RetrySchedule []time.Duration `json:"retrySchedule"`
+	// MaxAttempts, when set, is the subscription's own attempt count
+	// (manifest maxAttempts, at most len(RetrySchedule)+1).
+	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// Timeout bounds one HTTP attempt.
 	Timeout time.Duration `json:"timeout"`
 	// BatchTime is how long an execution keeps taking the next event of the

@@ -225,7 +225,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	ops := s.operatorToken("ops")
 	s.post(ops, "application/json", person("", "person-4", 4)) // 403: an operator token publishes nothing
 	opsPaths := []string{"/v1/ops/apps", "/v1/ops/apps/contacts", "/v1/ops/events/" + id, "/v1/ops/deliveries",
-		"/v1/ops/keys?status=failed", "/v1/ops/audit?target=contacts"}
+		"/v1/ops/keys?status=failed", "/v1/ops/keys?status=exhausted", "/v1/ops/audit?target=contacts"}
 	for _, p := range opsPaths {
 		wantStatus(t, s.get(p, token), http.StatusOK) // 200
 		wantStatus(t, s.get(p, ops), http.StatusOK)

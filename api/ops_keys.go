@@ -22,7 +22,7 @@ import (
 )
 
 // KeyStatuses are the statuses GET /v1/ops/keys lists keys by.
-var KeyStatuses = []string{workflows.StatusFailed, workflows.StatusPaused, workflows.StatusRetrying, workflows.StatusUnreachable}
+var KeyStatuses = []string{workflows.StatusFailed, workflows.StatusExhausted, workflows.StatusPaused, workflows.StatusRetrying, workflows.StatusUnreachable}
 
 // temporalCallTimeout bounds one visibility call.
 const temporalCallTimeout = 10 * time.Second

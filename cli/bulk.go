@@ -48,12 +48,12 @@ type bulkJSON struct {
 }
 
 // updateAllFailed runs the Update on every key of the subscription whose
-// HeraldStatus is failed and reports each key's answer. Safe to re-run: a
+// HeraldStatus is failed or exhausted and reports each key's answer. Safe to re-run: a
 // key that recovered meanwhile is no longer listed, or answers that there is
 // nothing to do. Exit 1 when an Update failed, else 0 when a key changed,
 // else 2.
 func updateAllFailed(inv *invocation, tc *temporalConn, req signalRequest) error {
-	query := deliveryFilter{Subscription: req.subscription, Status: workflows.StatusFailed}.query()
+	query := deliveryFilter{Subscription: req.subscription, AnyStatus: heldStatuses}.query()
 	keys, err := tc.listDeliveries(inv.ctx, query)
 	if err != nil {
 		return err

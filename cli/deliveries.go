@@ -39,13 +39,19 @@ const (
 // order status reports them.
 var deliveryStatuses = []string{
 	workflows.StatusIdle, workflows.StatusDelivering, workflows.StatusRetrying,
-	workflows.StatusUnreachable, workflows.StatusFailed, workflows.StatusBlocked, workflows.StatusPaused,
+	workflows.StatusUnreachable, workflows.StatusFailed, workflows.StatusExhausted, workflows.StatusBlocked, workflows.StatusPaused,
 }
+
+// heldStatuses are the statuses of a key held on a failed head: waiting to
+// re-arm itself, or with no automatic re-arm left.
+var heldStatuses = []string{workflows.StatusFailed, workflows.StatusExhausted}
 
 // deliveryFilter selects running delivery workflows by their search
 // attributes; empty fields do not filter.
 type deliveryFilter struct {
-	Status       string
+	Status string
+	// AnyStatus, when set, selects keys in any of these statuses.
+	AnyStatus    []string
 	Subscription string
 	App          string
 	EventType    string
@@ -66,6 +72,13 @@ func (f deliveryFilter) query() string {
 		if c.value != "" {
 			parts = append(parts, c.name+" = "+quoteQuery(c.value))
 		}
+	}
+	if len(f.AnyStatus) > 0 {
+		quoted := make([]string, len(f.AnyStatus))
+		for i, s := range f.AnyStatus {
+			quoted[i] = quoteQuery(s)
+		}
+		parts = append(parts, workflows.SAStatus.GetName()+" IN ("+strings.Join(quoted, ", ")+")")
 	}
 	return strings.Join(parts, " AND ")
 }

@@ -161,7 +161,7 @@ func TestBulkRecovery(t *testing.T) {
 	bulk := decode[bulkJSON](t, r.stdout)
 	if len(bulk.Keys) != 2 || bulk.Keys[0].Subject != "r-1" || bulk.Keys[1].Subject != "r-2" ||
 		bulk.Changed != 2 || bulk.Nothing != 0 || bulk.Gone != 0 || bulk.Errors != 0 || bulk.Update != "redeliver" ||
-		!strings.Contains(bulk.TemporalCommand, `AND HeraldStatus = "failed"' --name redeliver`) {
+		!strings.Contains(bulk.TemporalCommand, `AND HeraldStatus IN ("failed", "exhausted")' --name redeliver`) {
 		t.Fatalf("redeliver --all-failed --json = %+v", bulk)
 	}
 	for _, k := range bulk.Keys {

@@ -126,7 +126,7 @@ func printState(w io.Writer, id string, st workflows.State, now time.Time) {
 func recoveryHint(st workflows.State) string {
 	key := "--subscription " + shellQuote(st.Subscription) + " --subject " + shellQuote(st.Subject)
 	switch st.Status {
-	case workflows.StatusFailed, workflows.StatusUnreachable:
+	case workflows.StatusFailed, workflows.StatusExhausted, workflows.StatusUnreachable:
 		return "Recover: starter redeliver " + key + " --reason '...'   (retry the head with fresh attempts)\n" +
 			"     or: starter cancel " + key + " --reason '...'      (drop the head, deliver the rest)"
 	case workflows.StatusPaused:

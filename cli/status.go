@@ -138,6 +138,9 @@ func printKeys(w io.Writer, k keysJSON) {
 	if n := k.ByStatus[workflows.StatusFailed]; n > 0 {
 		fmt.Fprintf(w, "  %s held: starter deliveries --status failed\n", plural(int(n), "failed key"))
 	}
+	if n := k.ByStatus[workflows.StatusExhausted]; n > 0 {
+		fmt.Fprintf(w, "  %s held with no automatic re-arm left: starter deliveries --status exhausted\n", plural(int(n), "exhausted key"))
+	}
 }
 
 func printStatus(inv *invocation, lag store.Lag, rejected []store.RejectedEvent) {

@@ -255,7 +255,7 @@ func TestKeyExpiredIsDelivered(t *testing.T) {
 	s := system.Start(t, system.Config(func(cfg *config.Worker) { cfg.HoldExpiry = 3 * time.Second }))
 	ctx := context.Background()
 	app, err := s.Svc.Store.GetApp(ctx, store.HeraldApp)
-	if err != nil || len(app.Declarations) != 4 {
+	if err != nil || len(app.Declarations) != 5 {
 		t.Fatalf("the worker did not declare the app herald: %+v, %v", app, err)
 	}
 	s.Apply()

@@ -86,7 +86,7 @@ var (
 	manifestFields     = []string{"app", "endpoint", "deliveryPath", "events", "subscribes", "limits"}
 	limitsFields       = []string{"maxPerSecond", "maxInFlight"}
 	eventFields        = []string{"name", "version", "subject", "title", "description", "automation", "place", "dataSchema", "deprecated"}
-	subscriptionFields = []string{"type", "version", "filter"}
+	subscriptionFields = []string{"type", "version", "filter", "onFailure", "maxAttempts"}
 )
 
 // decode fills m from a JSON document, recording type and structure problems;
@@ -183,6 +183,17 @@ func decodeSubscription(raw json.RawMessage, field string, ps *problems) Subscri
 	sub.Type = decodeString(fields, "type", field, ps)
 	sub.Version = decodeVersion(fields, field, ps)
 	sub.Filter = decodeString(fields, "filter", field, ps)
+	sub.OnFailure = decodeString(fields, "onFailure", field, ps)
+	if v, ok := fields["maxAttempts"]; ok && !isNull(v) {
+		num, isNumber := decodeNumber(v)
+		i, err := strconv.Atoi(num.String())
+		if !isNumber || err != nil || i < 1 || i > MaxAttemptsLimit {
+			ps.add(joinField(field, "maxAttempts"), "must be an integer from 1 to %d, not %s",
+				MaxAttemptsLimit, truncate(string(compact(v)), 40))
+		} else {
+			sub.MaxAttempts = i
+		}
+	}
 	return sub
 }
 

@@ -72,7 +72,22 @@ type Subscription struct {
 	// Filter, when set, is a CEL expression over the CloudEvent (package
 	// filter); only events it matches are delivered to the subscription.
 	Filter string `json:"filter,omitempty"`
+	// OnFailure is what the subscription's keys do with an event that
+	// failed for good: OnFailureHold (the default, "") holds the key on it,
+	// OnFailureSkip settles it as skipped_after_failure and moves on.
+	OnFailure string `json:"onFailure,omitempty"`
+	// MaxAttempts, when set (1 to MaxAttemptsLimit), is how many attempts
+	// an event gets instead of the worker's retry schedule.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
 }
+
+// Error policies of a subscription (docs/design.md#error-policy).
+const (
+	OnFailureHold = "hold"
+	OnFailureSkip = "skip"
+	// MaxAttemptsLimit bounds a subscription's maxAttempts.
+	MaxAttemptsLimit = 20
+)
 
 // EventType is the full type of an event declared by app: "<app>.<name>".
 func EventType(app, name string) string { return app + "." + name }

@@ -285,6 +285,14 @@ func (m *Manifest) validateSubscribes(ps *problems) {
 				ps.add(field+".filter", "subscription to %s v%d: %v", sub.Type, sub.Version, err)
 			}
 		}
+		switch sub.OnFailure {
+		case "", OnFailureHold, OnFailureSkip:
+		default:
+			ps.add(field+".onFailure", "must be %q or %q, not %s", OnFailureHold, OnFailureSkip, quote(sub.OnFailure))
+		}
+		if sub.MaxAttempts < 0 || sub.MaxAttempts > MaxAttemptsLimit {
+			ps.add(field+".maxAttempts", "must be an integer from 1 to %d, not %d", MaxAttemptsLimit, sub.MaxAttempts)
+		}
 		if typeOK && versionOK {
 			k := key{sub.Type, sub.Version}
 			if first, dup := seen[k]; dup {

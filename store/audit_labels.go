@@ -27,6 +27,8 @@ var auditLabels = map[string]string{
 	ActionSubscriptionStateChanged:  "Subscription state changed",
 	ActionSubscriptionFilterChanged: "Subscription filter changed",
 	ActionSubscriptionFilterError:   "Subscription filter failed (events delivered)",
+	ActionSubscriptionPolicyChanged: "Subscription error policy changed",
+	ActionDeliverySkipped:           "Failed event skipped, key moved on",
 	ActionDeliveryFailed:            "Delivery failed, key held",
 	ActionDeliveryRedelivered:       "Delivery redelivered",
 	ActionDeliveryCancelled:         "Delivery cancelled",

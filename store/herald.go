@@ -290,6 +290,8 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 	switch {
 	case e.Action == ActionDeliveryFailed:
 		kind = TypeKeyFailed
+	case e.Action == ActionDeliverySkipped:
+		kind = TypeKeySkipped
 	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeRetentionExpired:
 		kind = TypeKeyExpired
 	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeSubscriptionRemoved:
@@ -335,6 +337,10 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 			data["lastError"] = truncateUTF8(s, maxLastErrorBytes)
 		}
 		now = failedAt
+	case TypeKeySkipped:
+		if !skippedData(data, e.Metadata, now) {
+			return nil
+		}
 	case TypeKeyExpired:
 		count := metaInt(e.Metadata["count"])
 		if count < 1 {

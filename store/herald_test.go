@@ -80,7 +80,7 @@ func heraldStore(t *testing.T) *store.Store {
 	t.Helper()
 	s := openSyncStore(t)
 	res, err := s.EnsureHeraldApp(context.Background())
-	if err != nil || res.Unchanged || res.DeclarationsAdded != 4 {
+	if err != nil || res.Unchanged || res.DeclarationsAdded != 5 {
 		t.Fatalf("ensure herald app: %+v, %v", res, err)
 	}
 	return s
@@ -102,13 +102,13 @@ func TestHeraldAppDeclaredOnce(t *testing.T) {
 	for _, d := range app.Declarations {
 		types = append(types, d.Type)
 	}
-	want := "herald.key.expired herald.key.failed herald.key.recovered herald.subscription.state_changed"
+	want := "herald.key.expired herald.key.failed herald.key.recovered herald.key.skipped herald.subscription.state_changed"
 	if strings.Join(types, " ") != want {
 		t.Fatalf("declarations %v, want %s", types, want)
 	}
 	// A user's apply of other apps leaves it alone.
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
-	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || app.RemovedAt != nil || len(app.Declarations) != 4 {
+	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || app.RemovedAt != nil || len(app.Declarations) != 5 {
 		t.Fatalf("herald app after a user apply: %+v, %v", app, err)
 	}
 }
@@ -131,7 +131,7 @@ func TestReservedAppRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"herald" is reserved`) {
 		t.Fatalf("parse a manifest named herald: %v", err)
 	}
-	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || len(app.Declarations) != 4 || app.RemovedAt != nil {
+	if app, err := s.GetApp(ctx, store.HeraldApp); err != nil || len(app.Declarations) != 5 || app.RemovedAt != nil {
 		t.Fatalf("herald app: %+v, %v", app, err)
 	}
 }

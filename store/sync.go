@@ -584,6 +584,9 @@ func syncSubscriptions(ctx context.Context, tx pgx.Tx, m *manifest.Manifest, act
 		if err := syncFilter(ctx, tx, id, sub.Filter, actor); err != nil {
 			return nil, err
 		}
+		if err := syncPolicy(ctx, tx, id, sub, actor); err != nil {
+			return nil, err
+		}
 	}
 	return restore, cancelSubscriptions(ctx, tx, m.App, wanted, actor, res)
 }

@@ -96,6 +96,8 @@ type StartInput struct {
 type StartResult struct {
 	Settings Params                 `json:"settings"`
 	Queue    activities.QueueResult `json:"queue"`
+	// Policy is the subscription's error policy (ErrorPolicyChange).
+	Policy ErrorPolicy `json:"policy,omitzero"`
 }
 
 // QueryState is the query that returns a State as JSON.
@@ -108,8 +110,11 @@ const (
 	StatusRetrying    = "retrying"
 	StatusUnreachable = "unreachable"
 	StatusFailed      = "failed"
-	StatusBlocked     = "blocked"
-	StatusPaused      = "paused"
+	// StatusExhausted is a failed key whose automatic re-arms are used up:
+	// only an operator (redeliver, cancel, resume) moves it on.
+	StatusExhausted = "exhausted"
+	StatusBlocked   = "blocked"
+	StatusPaused    = "paused"
 )
 
 // Search attributes, registered by the dev scripts and docker-compose.
@@ -188,8 +193,13 @@ type Params struct {
 	EventType      string `json:"eventType"`
 	SubjectKey     string `json:"subjectKey"`
 
-	// RetrySchedule holds the delay before each retry; len+1 attempts in all.
+	// RetrySchedule holds the delay before each retry; len+1 attempts in all,
+	// unless Attempts says fewer.
 	RetrySchedule []time.Duration `json:"retrySchedule,omitempty"`
+	// Attempts, when set, is the subscription's own attempt count
+	// (manifest maxAttempts, ErrorPolicyChange), read from its row at each
+	// run's start.
+	Attempts int `json:"attempts,omitempty"`
 	// DeliveryTimeout bounds one HTTP attempt.
 	DeliveryTimeout time.Duration `json:"deliveryTimeout,omitempty"`
 	// RearmCooldown is how long a failed key waits before re-arming itself.
@@ -281,7 +291,12 @@ func (p Params) WithDefaults() Params {
 }
 
 // MaxAttempts is the number of attempts a delivery gets: one more than retries.
-func (p Params) MaxAttempts() int { return len(p.RetrySchedule) + 1 }
+func (p Params) MaxAttempts() int {
+	if p.Attempts > 0 {
+		return min(p.Attempts, len(p.RetrySchedule)+1)
+	}
+	return len(p.RetrySchedule) + 1
+}
 
 // State is the result of QueryState.
 type State struct {
@@ -323,13 +338,15 @@ type Counters struct {
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
 	Rearms    int `json:"rearms"`
+	// Skipped counts events settled as skipped_after_failure.
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // Outcome is one final outcome of one event (the last 20 are kept).
 type Outcome struct {
 	EventID  string    `json:"eventId"`
 	Seq      int64     `json:"seq"`
-	Result   string    `json:"result"` // delivered, failed, cancelled, expired, rejected
+	Result   string    `json:"result"` // delivered, failed, skipped, cancelled, expired, rejected
 	Code     string    `json:"code,omitempty"`
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`

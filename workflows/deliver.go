@@ -31,6 +31,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		PriorAttempts:  head.Attempts,
 		NotBefore:      head.NotBefore,
 		RetrySchedule:  d.p.RetrySchedule,
+		MaxAttempts:    d.p.Attempts,
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
@@ -39,6 +40,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	}
 	d.inActivity = true
 	d.inflight = len(batch)
+	before := head.Attempts
 	// A first attempt runs as a local activity (once per head), unless the
 	// head waits for a retry delay or a local attempt of this run was slow.
 	local := d.firstAttempt && !d.localSlow && head.Attempts == 0 && head.NotBefore.IsZero() &&
@@ -69,6 +71,9 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	now := workflow.Now(ctx)
 	interrupted := d.interrupted
 	d.interrupted = false
+	if d.errorPolicy && countedFailure(before, res, err) {
+		d.Unreachable = 0 // the subscriber answered: its back-off starts over
+	}
 	switch {
 	case err != nil && temporal.IsCanceledError(err):
 		// Interrupted by an operator: the deferred action decides what next.
@@ -408,6 +413,10 @@ func (d *delivery) failed(ctx workflow.Context, err error, now time.Time) {
 
 // markFailed holds the key on its head: outcome failed, audited.
 func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Time) {
+	if d.errorPolicy && d.skips(ctx) {
+		d.skip(ctx, head)
+		return
+	}
 	head.Failed = true
 	head.FailedAt = now
 	head.NotBefore = time.Time{}
@@ -423,7 +432,7 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 	}}, d.auditEntry(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
 		"seq": head.Event.Seq, "attempts": head.Attempts, "lastCode": head.LastCode, "error": head.LastError,
 	}))
-	d.setStatus(ctx, StatusFailed)
+	d.setStatus(ctx, d.failedStatus())
 }
 
 // auditEntry builds one audit row about this key.

@@ -122,6 +122,10 @@ type delivery struct {
 	loadTried                time.Time
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
+	// errorPolicy: this run is at ErrorPolicyVersion; policy is its
+	// subscription's, read at the run's start (errorpolicy.go).
+	errorPolicy bool
+	policy      ErrorPolicy
 	// checkedHead is the failed head whose row this run has read.
 	checkedHead string
 	// claims are the signalled events not yet checked against the outcome
@@ -192,6 +196,7 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	version := workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, QueueFromLogVersion)
 	d.firstAttempt = version >= 1
 	d.fromLog = version >= QueueFromLogVersion
+	d.errorPolicy = workflow.GetVersion(ctx, ErrorPolicyChange, workflow.DefaultVersion, ErrorPolicyVersion) >= ErrorPolicyVersion
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -352,7 +357,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.checkedHead = head.Event.ID
 			d.recheckHead(ctx)
 		case head.Failed:
-			d.setStatus(ctx, StatusFailed)
+			d.setStatus(ctx, d.failedStatus())
 			var rearmAt time.Time
 			if d.canRearm() {
 				rearmAt = head.FailedAt.Add(d.p.RearmCooldown)
@@ -389,7 +394,7 @@ func (d *delivery) restingStatus() string {
 	case head == nil:
 		return StatusIdle
 	case head.Failed:
-		return StatusFailed
+		return d.failedStatus()
 	case d.WaitStatus != "" && !d.WaitUntil.IsZero():
 		return d.WaitStatus
 	case head.Attempts > 0:

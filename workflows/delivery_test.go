@@ -334,7 +334,7 @@ func TestRearmAfterCooldownAndCap(t *testing.T) {
 	if n := len(h.store.auditsOf(workflows.AuditDeliveryRearmed)); n != 3 {
 		t.Errorf("%d rearm audits, want 3", n)
 	}
-	if capped.Status != workflows.StatusFailed || capped.Counters.Rearms != 3 || capped.Head.NextAttemptAt != nil {
+	if capped.Status != workflows.StatusExhausted || capped.Counters.Rearms != 3 || capped.Head.NextAttemptAt != nil {
 		t.Errorf("state after the cap: %+v head %+v", capped, capped.Head)
 	}
 }

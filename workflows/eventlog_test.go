@@ -128,7 +128,7 @@ func TestHeldEventsExpire(t *testing.T) {
 	held := h.queryAt(2 * time.Hour)
 	partly := h.queryAt(3*time.Hour + time.Minute)
 	h.run()
-	if len(held.Queued) != 2 || held.Status != workflows.StatusFailed {
+	if len(held.Queued) != 2 || held.Status != workflows.StatusExhausted {
 		t.Fatalf("state before expiry %+v", held)
 	}
 	if partly.Head == nil || partly.Head.EventID != eventID(3) || partly.Counters.Cancelled != 2 {

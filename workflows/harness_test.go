@@ -44,6 +44,8 @@ type harness struct {
 	workflowID string
 	// versionSet: the test chose the FirstAttemptChange version.
 	versionSet bool
+	// settled counts the outcomes the activities report to their Observer.
+	settled *settledCounter
 }
 
 func newHarness(t *testing.T) *harness {
@@ -56,8 +58,9 @@ func newHarness(t *testing.T) *harness {
 	h.store = newFakeStore()
 	// A head refused by the app's limits waits 200 ms of real time, not
 	// 10 s: the wait is real even in the test environment.
+	h.settled = &settledCounter{n: map[string]int{}}
 	acts := &activities.Activities{Poster: h.sub, Store: h.store, Signaler: envSignaler{h.env},
-		HeadWait: 200 * time.Millisecond}
+		HeadWait: 200 * time.Millisecond, Observer: h.settled}
 	// The worker's settings, for a workflow started without them.
 	workflows.Register(h.env, acts, func() (workflows.Params, error) {
 		h.settingsAsked++
@@ -285,6 +288,9 @@ type fakeStore struct {
 	dispatched []int64
 	// deliveredBy is the outcome rows' delivered_by.
 	deliveredBy map[string]string
+	// policy is the subscription's error policy; policyReads counts its reads.
+	policy      store.Policy
+	policyReads int
 }
 
 func (s *fakeStore) batches() int {
@@ -526,6 +532,22 @@ func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int6
 	return n, nil
 }
 
+func (s *fakeStore) SubscriptionPolicy(context.Context, string) (store.Policy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policyReads++
+	if s.policy.OnFailure == "" {
+		return store.Policy{OnFailure: activities.OnFailureHold, MaxAttempts: s.policy.MaxAttempts}, nil
+	}
+	return s.policy, nil
+}
+
+func (s *fakeStore) setPolicy(p store.Policy) {
+	s.mu.Lock()
+	s.policy = p
+	s.mu.Unlock()
+}
+
 func (s *fakeStore) ClearUnreachable(context.Context, string) (bool, error) { return false, nil }
 
 func (s *fakeStore) setState(state, reason string) {
@@ -550,6 +572,27 @@ func (s *fakeStore) auditsOf(action string) []store.AuditEntry {
 		}
 	}
 	return out
+}
+
+// settledCounter is the activities' Observer: it counts settled events by
+// outcome.
+type settledCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (*settledCounter) Attempted(string, string, []byte, int, activities.PostResult) {}
+
+func (c *settledCounter) Settled(_, outcome string, n int) {
+	c.mu.Lock()
+	c.n[outcome] += n
+	c.mu.Unlock()
+}
+
+func (c *settledCounter) count(outcome string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[outcome]
 }
 
 // envSignaler lets the real deliver activity report attempts to the workflow

@@ -65,7 +65,7 @@ func TestUpdatesAnswerWhatChanged(t *testing.T) {
 	if bad.rejected == nil {
 		t.Errorf("cancel with eventId and all was not rejected: %+v", bad)
 	}
-	if r := cancel3.result; !r.Changed || !reflect.DeepEqual(r.Cancelled, ids(3)) || r.Status != workflows.StatusFailed || r.Queued != 2 {
+	if r := cancel3.result; !r.Changed || !reflect.DeepEqual(r.Cancelled, ids(3)) || r.Status != workflows.StatusExhausted || r.Queued != 2 {
 		t.Errorf("cancel of a queued event behind a failed head: %+v", r)
 	}
 	if r := redeliver.result; !r.Changed || !reflect.DeepEqual(r.Requeued, ids(1)) || r.Status != workflows.StatusDelivering {
@@ -178,7 +178,7 @@ func TestRearmBudget(t *testing.T) {
 		if n := len(h.sub.all()); n != 1 || len(h.store.auditsOf(workflows.AuditDeliveryRearmed)) != 0 {
 			t.Fatalf("%d attempts, re-arms %v: re-arming is off", n, h.store.auditsOf(workflows.AuditDeliveryRearmed))
 		}
-		if held.Status != workflows.StatusFailed || held.Head.NextAttemptAt != nil {
+		if held.Status != workflows.StatusExhausted || held.Head.NextAttemptAt != nil {
 			t.Fatalf("held state %+v head %+v", held, held.Head)
 		}
 	})

@@ -66,6 +66,9 @@ func (d *delivery) start(ctx workflow.Context) {
 	d.p.EventType, d.p.SubjectKey = identity.EventType, identity.SubjectKey
 	d.p.Carry = nil
 	d.p = d.p.WithDefaults()
+	if d.errorPolicy {
+		d.applyPolicy(res.Policy)
+	}
 	d.loadAll(ctx, res.Queue)
 }
 

@@ -52,6 +52,12 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 		w = w.WithDefaults()
 		q, err := acts.KeyQueue(ctx, activities.QueueInput{SubscriptionID: in.SubscriptionID,
 			SubjectKey: in.SubjectKey, Limit: w.MaxQueue})
-		return StartResult{Settings: w, Queue: q}, err
+		if err != nil {
+			return StartResult{}, err
+		}
+		// The subscription's error policy comes from its row, never from
+		// the workflow's input (ErrorPolicyChange).
+		pol, err := acts.ErrorPolicy(ctx, in.SubscriptionID)
+		return StartResult{Settings: w, Queue: q, Policy: pol}, err
 	}, activity.RegisterOptions{Name: StartActivity})
 }

@@ -28,7 +28,7 @@ func TestNewRunTakesWhatTheKeyOwes(t *testing.T) {
 	st := h.queryAt(time.Second)
 	redeliver := h.updateAt(2*time.Second, workflows.UpdateRedeliver, workflows.RedeliverSignal{Actor: "alice"})
 	h.run()
-	if st.Status != workflows.StatusFailed || st.Head == nil || st.Head.EventID != eventID(1) || len(st.Queued) != 2 {
+	if st.Status != workflows.StatusExhausted || st.Head == nil || st.Head.EventID != eventID(1) || len(st.Queued) != 2 {
 		t.Fatalf("the new run shows %q head %+v queued %+v; want the failed head 1 and 2, 3 behind", st.Status, st.Head, st.Queued)
 	}
 	if !redeliver.done || !redeliver.result.Changed {
