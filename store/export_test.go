@@ -22,3 +22,9 @@ func KeyStripe(subject string) int32 { return keyStripe(subject) }
 
 // KeyStripeCount is the number of stripes of one type and version.
 const KeyStripeCount = keyStripeCount
+
+// ListDeliveriesRead is ListDeliveries, also returning how many index
+// entries the page's merge read.
+func (s *Store) ListDeliveriesRead(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
+	return s.listDeliveries(ctx, f)
+}
