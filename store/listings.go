@@ -210,12 +210,6 @@ func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryP
 	var read int
 	// One snapshot, so the total and the page agree.
 	err = pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		// JIT compiling costs tens of milliseconds, more than a listing's
-		// queries take; the planner picks it on estimates of the unnested
-		// arrays (and of a subscriptions table too small to be analysed).
-		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
-			return err
-		}
 		var err error
 		if f.Subject != "" {
 			page.Deliveries, page.Total, err = listBySubject(ctx, tx, f, w, after)
@@ -243,6 +237,17 @@ func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryP
 // endOfTime is later than any row's time.
 var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// withoutJIT is a batch whose first statement turns JIT off for the
+// listing's transaction: compiling costs tens of milliseconds, more than a
+// listing's queries take, and the planner picks it on its estimates of the
+// unnested arrays (and of a subscriptions table too small for autovacuum to
+// analyse).
+func withoutJIT() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL jit = off`)
+	return b
+}
+
 // window bounds queued_at: since <= queued_at < until.
 type window struct{ since, until time.Time }
 
@@ -257,19 +262,19 @@ func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, a
 	const rows = `FROM outcomes o JOIN (` + scopedSubscriptions + `) s ON s.id = o.subscription_id
 		WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND o.queued_at >= $7 AND o.queued_at < $8`
 	args := []any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses, w.since, w.until}
-	r, err := tx.Query(ctx, `SELECT `+deliveryColumns+` `+rows+`
+	// One round trip: a loaded server answers each one late.
+	b := withoutJIT()
+	var ds []Delivery
+	var total int
+	b.Queue(`SELECT `+deliveryColumns+` `+rows+`
 		   AND o.queued_at <= $9 AND (o.queued_at, o.subscription_id COLLATE "C", o.event_id) < ($9, $10 COLLATE "C", $11::uuid)
 		 ORDER BY o.queued_at DESC, o.subscription_id COLLATE "C" DESC, o.event_id DESC
-		 LIMIT $12`, append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...)
-	if err != nil {
-		return nil, 0, err
-	}
-	ds, err := pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
-	if err != nil {
-		return nil, 0, err
-	}
-	var total int
-	err = tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 `+rows+` LIMIT $9) c`,
-		append(args, DeliveryTotalCap+1)...).Scan(&total)
+		 LIMIT $12`, append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...).Query(func(r pgx.Rows) (err error) {
+		ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
+		return err
+	})
+	b.Queue(`SELECT count(*) FROM (SELECT 1 `+rows+` LIMIT $9) c`,
+		append(args, DeliveryTotalCap+1)...).QueryRow(func(r pgx.Row) error { return r.Scan(&total) })
+	err := tx.SendBatch(ctx, b).Close()
 	return ds, total, err
 }

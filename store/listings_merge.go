@@ -76,12 +76,13 @@ func (b *branch) startAfter(c *cursor) {
 // f.Limit+1 of them, and counts them up to DeliveryTotalCap+1; read is how
 // many index entries the merge read.
 func listByBranches(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, after *cursor) (page []Delivery, total, read int, err error) {
-	r, err := tx.Query(ctx, `SELECT id FROM (`+scopedSubscriptions+`) s`, f.Scope, f.App, f.Subscription, f.EventType)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	subs, err := pgx.CollectRows(r, pgx.RowTo[string])
-	if err != nil || len(subs) == 0 {
+	q := withoutJIT()
+	var subs []string
+	q.Queue(`SELECT id FROM (`+scopedSubscriptions+`) s`, f.Scope, f.App, f.Subscription, f.EventType).Query(func(r pgx.Rows) (err error) {
+		subs, err = pgx.CollectRows(r, pgx.RowTo[string])
+		return err
+	})
+	if err := tx.SendBatch(ctx, q).Close(); err != nil || len(subs) == 0 {
 		return nil, 0, 0, err
 	}
 	need := f.Limit + 1
@@ -118,19 +119,24 @@ func listByBranches(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, 
 		slices.SortFunc(best, compareKeys)
 		best = best[:min(len(best), need)]
 	}
-	if page, err = fetchDeliveries(ctx, tx, best); err != nil {
-		return nil, 0, 0, err
-	}
+	// The page's rows and the count in one round trip.
+	q = &pgx.Batch{}
+	queueFetch(q, best, &page)
 	// Counting stops at the cap: a nested loop over the branches (OFFSET 0
 	// keeps the planner from joining them any other way), each an index-only
 	// range of outcomes_list.
-	err = tx.QueryRow(ctx, `SELECT count(*) FROM (
+	q.Queue(`SELECT count(*) FROM (
 		SELECT 1 FROM unnest($1::text[], $2::text[]) AS b(sub, status)
 		 CROSS JOIN LATERAL (SELECT 1 FROM outcomes o
 		        WHERE o.subscription_id = b.sub AND o.status = b.status AND o.queued_at >= $3 AND o.queued_at < $4
 		       OFFSET 0) o
-		 LIMIT $5) c`, branchSubs, branchStatuses, w.since, w.until, DeliveryTotalCap+1).Scan(&total)
-	return page, total, read, err
+		 LIMIT $5) c`, branchSubs, branchStatuses, w.since, w.until, DeliveryTotalCap+1).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&total)
+	})
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return nil, 0, 0, err
+	}
+	return page, total, read, nil
 }
 
 // readBranches reads the next batch of each branch's keys, moves each
@@ -176,28 +182,26 @@ func readBranches(ctx context.Context, tx pgx.Tx, bs []*branch, w window, need i
 	return keys, nil
 }
 
-// fetchDeliveries reads the rows of keys, in the keys' order.
-func fetchDeliveries(ctx context.Context, tx pgx.Tx, keys []listKey) ([]Delivery, error) {
+// queueFetch queues the read of the rows of keys into *ds, in the keys'
+// order.
+func queueFetch(b *pgx.Batch, keys []listKey, ds *[]Delivery) {
 	if len(keys) == 0 {
-		return nil, nil
+		return
 	}
 	subs, ids := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		subs[i], ids[i] = k.Subscription, k.EventID
 	}
-	r, err := tx.Query(ctx, `SELECT `+deliveryColumns+`
+	b.Queue(`SELECT `+deliveryColumns+`
 		  FROM unnest($1::text[], $2::uuid[]) AS k(sub, id)
 		  JOIN outcomes o ON o.subscription_id = k.sub AND o.event_id = k.id
-		  JOIN subscriptions s ON s.id = o.subscription_id`, subs, ids)
-	if err != nil {
-		return nil, err
-	}
-	ds, err := pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(ds, func(a, b Delivery) int {
-		return compareKeys(listKey{a.QueuedAt, a.Subscription, a.EventID}, listKey{b.QueuedAt, b.Subscription, b.EventID})
+		  JOIN subscriptions s ON s.id = o.subscription_id`, subs, ids).Query(func(r pgx.Rows) (err error) {
+		if *ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery]); err != nil {
+			return err
+		}
+		slices.SortFunc(*ds, func(a, b Delivery) int {
+			return compareKeys(listKey{a.QueuedAt, a.Subscription, a.EventID}, listKey{b.QueuedAt, b.Subscription, b.EventID})
+		})
+		return nil
 	})
-	return ds, nil
 }
