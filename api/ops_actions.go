@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
+	"herald/keyops"
 	"herald/store"
 	"herald/workflows"
 )
@@ -35,10 +33,6 @@ var KeyActions = []string{workflows.UpdateRedeliver, workflows.UpdateCancel, wor
 
 // maxActionBody caps an action's request body.
 const maxActionBody = 16 << 10
-
-// updateTimeout bounds one Update, as `starter` does (cli/update.go): the
-// key answers once the action is applied, after the attempt under way.
-const updateTimeout = time.Minute
 
 // KeyAction is the body of POST /v1/ops/keys/{action}.
 type KeyAction struct {
@@ -173,15 +167,17 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 		return
 	}
 	id := workflows.DeliveryID(sub.ID, a.Subject)
-	res, err := h.update(ctx, id, action, payload)
-	var rejected *temporal.ApplicationError
+	// The same Update, answered the same way, as `starter
+	// redeliver|cancel|pause|resume` sends.
+	res, err := keyops.Update(ctx, h.temporal, id, action, payload)
+	var rejected *keyops.RejectedError
 	var missing *serviceerror.NotFound
 	switch {
 	case errors.As(err, &missing):
 		notFound(w, "the key's workflow "+id+" (it runs while the key holds events)")
 		return
 	case errors.As(err, &rejected):
-		writeProblem(w, newProblem(http.StatusBadRequest, CodeBadRequest, "the key refused the request: "+rejected.Message()))
+		writeProblem(w, newProblem(http.StatusBadRequest, CodeBadRequest, "the key refused the request: "+rejected.Msg))
 		return
 	case err != nil:
 		h.fail(w, "key action", fmt.Errorf("%s %s: %w", action, id, err))
@@ -194,25 +190,6 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// update runs an operator Update on the current run of a key's workflow and
-// waits for its answer: the same Update, answered the same way, as `starter
-// redeliver|cancel|pause|resume` sends (cli/update.go). A refusal by the
-// workflow's validator comes back as a *temporal.ApplicationError.
-func (h *Handler) update(ctx context.Context, id, name string, payload any) (workflows.OpResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
-	handle, err := h.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: name, Args: []any{payload},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return workflows.OpResult{}, err
-	}
-	var res workflows.OpResult
-	err = handle.Get(ctx, &res)
-	return res, err
 }
 
 // subscriptionAction pauses or resumes a subscription, as `starter

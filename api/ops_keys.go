@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"herald/keyops"
 	"herald/manifest"
 	"herald/store"
 	"herald/workflows"
@@ -162,9 +163,8 @@ var queryEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 // redeliver signals of a replay (a client.Client).
 type TemporalClient interface {
 	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
-	SignalWithStartWorkflow(ctx context.Context, workflowID string, signalName string, signalArg any,
-		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+	keyops.Updater
+	keyops.SignalStarter
 }
 
 var _ TemporalClient = client.Client(nil)

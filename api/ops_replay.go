@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"herald/keyops"
 	"herald/store"
 	"herald/workflows"
 )
@@ -161,12 +161,9 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 }
 
 // signalWithStart sends a redeliver signal to a key's workflow, starting it
-// first when it is not running, as starter does (cli/temporal.go).
+// first when it is not running, as starter does.
 func (h *Handler) signalWithStart(ctx context.Context, id string, payload any, params workflows.Params) error {
 	ctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
-	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	_, err := h.temporal.SignalWithStartWorkflow(ctx, id, workflows.SignalRedeliver, payload, opts, workflows.DeliveryWorkflowType, params)
-	return err
+	return keyops.SignalWithStart(ctx, h.temporal, id, workflows.SignalRedeliver, payload, params)
 }

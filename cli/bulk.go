@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"herald/keyops"
 	"herald/workflows"
 )
 
@@ -105,8 +106,8 @@ func updateAllFailed(inv *invocation, tc *temporalConn, req signalRequest) error
 // bulkOne runs the Update of a bulk command on one listed key.
 func bulkOne(ctx context.Context, tc *temporalConn, k deliveryKey, name string, payload any) keyResult {
 	r := keyResult{WorkflowID: k.WorkflowID, Subject: k.Subject}
-	res, err := tc.update(ctx, k.WorkflowID, name, payload)
-	var rejected *rejectedError
+	res, err := keyops.Update(ctx, tc, k.WorkflowID, name, payload)
+	var rejected *keyops.RejectedError
 	switch {
 	case err == nil && res.Changed:
 		r.Result, r.Answer = bulkChanged, &res
@@ -115,7 +116,7 @@ func bulkOne(ctx context.Context, tc *temporalConn, k deliveryKey, name string, 
 	case isNotFound(err):
 		r.Result = bulkGone
 	case errors.As(err, &rejected):
-		r.Result, r.Error = bulkError, "rejected: "+rejected.msg
+		r.Result, r.Error = bulkError, "rejected: "+rejected.Msg
 	case isDeadline(err):
 		r.Result, r.Error = bulkError, "no answer in time (is a Herald worker running?)"
 	default:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/keyops"
 	"herald/workflows"
 )
 
@@ -200,15 +201,15 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	out := opJSON{WorkflowID: id, Update: req.op.name, Payload: payload,
 		TemporalCommand: tc.updateCommand(id, req.op.name, payload),
 		SignalCommand:   tc.signalCommand(id, req.op.name, payload)}
-	res, err := tc.update(inv.ctx, id, req.op.name, payload)
-	var rejected *rejectedError
+	res, err := keyops.Update(inv.ctx, tc, id, req.op.name, payload)
+	var rejected *keyops.RejectedError
 	switch {
-	case errors.As(err, &rejected) && rejected.unknownUpdate():
+	case errors.As(err, &rejected) && rejected.UnknownUpdate():
 		return fmt.Errorf("%s %s: the workflow took no %s update (%s): a run started by an operator takes updates "+
 			"once it has its settings, one of an older Herald never; try again, or send the signal (no answer): %s",
-			req.op.name, id, req.op.name, rejected.msg, out.SignalCommand)
+			req.op.name, id, req.op.name, rejected.Msg, out.SignalCommand)
 	case errors.As(err, &rejected):
-		out.Rejected = rejected.msg
+		out.Rejected = rejected.Msg
 	case err != nil:
 		return temporalError(req.op.name+" (update)", id, err)
 	default:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/keyops"
 	"herald/store"
 	"herald/workflows"
 )
@@ -218,10 +219,10 @@ func redeliverTo(inv *invocation, tc *temporalConn, sub store.Subscription, ev s
 		WorkflowID: id, Update: req.op.name, Payload: payload,
 		TemporalCommand: tc.updateWithStartCommand(id, req.op.name, payload, params),
 		SignalCommand:   tc.signalWithStartCommand(id, req.op.name, payload, params)}}
-	res, err := tc.updateWithStart(inv.ctx, id, req.op.name, payload, params)
-	var rejected *rejectedError
+	res, err := keyops.UpdateWithStart(inv.ctx, tc, id, req.op.name, payload, params)
+	var rejected *keyops.RejectedError
 	switch {
-	case errors.As(err, &rejected) && rejected.unknownUpdate():
+	case errors.As(err, &rejected) && rejected.UnknownUpdate():
 		// A workflow started without settings asks the worker for them
 		// before it takes Updates, and a new run rejects an Update that
 		// arrives first. The start went through, and the rejected Update
@@ -232,7 +233,7 @@ func redeliverTo(inv *invocation, tc *temporalConn, sub store.Subscription, ev s
 		}
 		out.SignalledAfterStart = true
 	case errors.As(err, &rejected):
-		out.Rejected = rejected.msg
+		out.Rejected = rejected.Msg
 	case err != nil:
 		return out, temporalError(req.op.name+" (update-with-start)", id, err)
 	default:

@@ -14,6 +14,7 @@ import (
 
 	"herald/config"
 	"herald/internal/tracing"
+	"herald/keyops"
 	"herald/workflows"
 )
 
@@ -178,10 +179,7 @@ func (tc *temporalConn) temporalFlags() string {
 func (tc *temporalConn) signalWithStart(ctx context.Context, id, name string, payload any, params workflows.Params) error {
 	ctx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
 	defer cancel()
-	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	_, err := tc.SignalWithStartWorkflow(ctx, id, name, payload, opts, workflows.DeliveryWorkflowType, params)
-	return err
+	return keyops.SignalWithStart(ctx, tc, id, name, payload, params)
 }
 
 // signalWithStartCommand is the temporal CLI command line that does the same

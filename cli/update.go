@@ -1,95 +1,6 @@
 package cli
 
-import (
-	"context"
-	"errors"
-	"strings"
-	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-
-	"herald/workflows"
-)
-
-// updateTimeout bounds one operator Update. The key answers once the action
-// is applied, and an action that touches the delivery in flight waits for
-// the attempt under way (at most the delivery timeout, 30 s by default).
-const updateTimeout = time.Minute
-
-// rejectedError is an Update the workflow refused: its validator found the
-// request malformed, or the workflow has no handler of that name. Nothing
-// was applied and nothing was written to the workflow's history.
-type rejectedError struct{ msg string }
-
-func (e *rejectedError) Error() string { return e.msg }
-
-// unknownUpdate reports whether the workflow rejected the Update because it
-// has no handler of that name (yet, or at all).
-func (e *rejectedError) unknownUpdate() bool { return strings.HasPrefix(e.msg, "unknown update") }
-
-// updateOutcome reads the answer of an Update: the OpResult, or a
-// rejectedError when the workflow refused the request.
-func updateOutcome(ctx context.Context, h client.WorkflowUpdateHandle) (workflows.OpResult, error) {
-	var res workflows.OpResult
-	err := h.Get(ctx, &res)
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return res, &rejectedError{msg: appErr.Message()}
-	}
-	return res, err
-}
-
-// update runs an operator Update on the current run of a key's workflow and
-// waits for its answer.
-func (tc *temporalConn) update(ctx context.Context, id, name string, payload any) (workflows.OpResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
-	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: name, Args: []any{payload},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return workflows.OpResult{}, rejection(err)
-	}
-	return updateOutcome(ctx, h)
-}
-
-// updateWithStart runs an operator Update on a key's workflow, starting the
-// workflow with params first when it is not running (Update-With-Start with
-// the conflict policy USE_EXISTING), and waits for the answer.
-func (tc *temporalConn) updateWithStart(ctx context.Context, id, name string, payload any, params workflows.Params) (workflows.OpResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
-	defer cancel()
-	start := tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: id, TaskQueue: workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    workflows.StartAttributes(params),
-		StaticSummary:            workflows.Summary(params),
-	}, workflows.DeliveryWorkflowType, params)
-	h, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName: name, Args: []any{payload},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err != nil {
-		return workflows.OpResult{}, rejection(err)
-	}
-	return updateOutcome(ctx, h)
-}
-
-// rejection turns an error that carries the workflow's refusal into a
-// rejectedError; other errors pass through.
-func rejection(err error) error {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return &rejectedError{msg: appErr.Message()}
-	}
-	return err
-}
+import "herald/workflows"
 
 // updateCommand is the temporal CLI command line that runs the same Update.
 func (tc *temporalConn) updateCommand(id, name string, payload any) string {
@@ -98,7 +9,7 @@ func (tc *temporalConn) updateCommand(id, name string, payload any) string {
 }
 
 // updateWithStartCommand is the temporal CLI command line that does the
-// same Update-With-Start as updateWithStart.
+// same Update-With-Start as keyops.UpdateWithStart.
 func (tc *temporalConn) updateWithStartCommand(id, name string, payload any, params workflows.Params) string {
 	return "temporal workflow execute-update-with-start" + tc.temporalFlags() +
 		" --workflow-id " + shellQuote(id) + " --type " + workflows.DeliveryWorkflowType +

@@ -37,3 +37,9 @@ func InsertEventRowsOnly(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 	_, err := insertEventRows(ctx, tx, evs, make([]InsertedEvent, len(evs)))
 	return err
 }
+
+// ListDeliveriesRead is ListDeliveries, also returning how many index
+// entries the page's merge read.
+func (s *Store) ListDeliveriesRead(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
+	return s.listDeliveries(ctx, f)
+}

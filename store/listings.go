@@ -163,97 +163,63 @@ const deliveryColumns = `o.subscription_id, s.app, s.type, s.version, o.event_id
 	o.subject, o.status, o.attempts, COALESCE(o.code, '') AS code, COALESCE(o.last_code, '') AS last_code,
 	COALESCE(o.last_error, '') AS last_error, o.queued_at, o.updated_at, o.delivered_at`
 
+// scopedSubscriptions selects the subscriptions a filter keeps ($1 scope,
+// $2 app, $3 subscription, $4 event type).
+const scopedSubscriptions = `SELECT id, app, type, version FROM subscriptions
+	WHERE ($1 = '' OR app = $1 OR split_part(type, '.', 1) = $1)
+	  AND ($2 = '' OR app = $2) AND ($3 = '' OR id = $3) AND ($4 = '' OR type = $4)`
+
 // ListDeliveries lists the outcome rows matching f, newest queued first
-// (ties by subscription and event id), one page at a time, with the total
-// the filters match. It reads the log, so it finds deliveries whose key's
-// workflow has long completed. A bad filter fails with a message naming it;
-// a page token of another listing with an error wrapping ErrBadPageToken.
+// (ties by subscription and event id, compared byte by byte), one page at a
+// time, with the total the filters match up to DeliveryTotalCap. It reads
+// the log, so it finds deliveries whose key's workflow has long completed. A
+// bad filter fails with a message naming it; a page token of another
+// listing with an error wrapping ErrBadPageToken.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error) {
+	page, _, err := s.listDeliveries(ctx, f)
+	return page, err
+}
+
+// listDeliveries is ListDeliveries, also returning how many index entries
+// the page's merge read (not the count's), which bounds its cost.
+func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
 	f, err := f.normalized()
 	if err != nil {
-		return DeliveryPage{}, err
+		return DeliveryPage{}, 0, err
 	}
 	fp := f.fingerprint()
-	// The keyset: rows strictly after the cursor in (queued_at, subscription,
-	// event id) descending order. With no token, a cursor past every row.
-	after := cursor{QueuedAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), EventID: uuid.Max.String()}
+	var after *cursor
 	if f.PageToken != "" {
 		c, err := decodeCursor(f.PageToken)
 		if err != nil {
-			return DeliveryPage{}, err
+			return DeliveryPage{}, 0, err
 		}
 		if c.Filters != fp {
-			return DeliveryPage{}, fmt.Errorf("page token of a listing with other filters: %w", ErrBadPageToken)
+			return DeliveryPage{}, 0, fmt.Errorf("page token of a listing with other filters: %w", ErrBadPageToken)
 		}
-		after = c
+		after = &c
 	}
-	since, until := f.Since, f.Until
-	if since.IsZero() {
-		since = time.Unix(0, 0)
+	w := window{since: f.Since, until: f.Until}
+	if w.since.IsZero() {
+		w.since = time.Unix(0, 0)
 	}
-	if until.IsZero() {
-		until = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if w.until.IsZero() {
+		w.until = endOfTime
 	}
-	// The subscriptions in scope are few (a table of declarations, not of
-	// events): the outcome rows are read per subscription and status,
-	// newest first through outcomes_list, or per subject key through
-	// outcomes_list_subject, and merged.
-	const subs = `SELECT id, app, type, version FROM subscriptions
-		WHERE ($1 = '' OR app = $1 OR split_part(type, '.', 1) = $1)
-		  AND ($2 = '' OR app = $2) AND ($3 = '' OR id = $3) AND ($4 = '' OR type = $4)`
-	const rowFilter = `o.queued_at >= $7 AND o.queued_at < $8`
-	const keyset = `(o.queued_at, o.subscription_id, o.event_id) < ($9, $10, $11::uuid)`
-	var list, count string
-	if f.Subject == "" {
-		list = `WITH s AS (` + subs + `)
-			SELECT ` + deliveryColumns + `
-			  FROM s CROSS JOIN unnest($6::text[]) AS st(status)
-			 CROSS JOIN LATERAL (
-			       SELECT * FROM outcomes o
-			        WHERE o.subscription_id = s.id AND o.status = st.status AND ` + rowFilter + `
-			          AND o.queued_at <= $9 AND ` + keyset + ` AND $5::text = ''
-			        ORDER BY o.queued_at DESC, o.event_id DESC
-			        LIMIT $12) o
-			 ORDER BY o.queued_at DESC, o.subscription_id DESC, o.event_id DESC
-			 LIMIT $12`
-		count = `WITH s AS (` + subs + `)
-			SELECT count(*) FROM (
-			       SELECT 1 FROM s CROSS JOIN unnest($6::text[]) AS st(status)
-			         JOIN outcomes o ON o.subscription_id = s.id AND o.status = st.status
-			        WHERE ` + rowFilter + ` AND ($5 = '' OR o.subject = $5)
-			        LIMIT $9) c`
-	} else {
-		list = `WITH s AS (` + subs + `)
-			SELECT ` + deliveryColumns + `
-			  FROM outcomes o JOIN s ON s.id = o.subscription_id
-			 WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND ` + rowFilter + `
-			   AND o.queued_at <= $9 AND ` + keyset + `
-			 ORDER BY o.queued_at DESC, o.subscription_id DESC, o.event_id DESC
-			 LIMIT $12`
-		count = `WITH s AS (` + subs + `)
-			SELECT count(*) FROM (
-			       SELECT 1 FROM outcomes o JOIN s ON s.id = o.subscription_id
-			        WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND ` + rowFilter + `
-			        LIMIT $9) c`
-	}
-	args := []any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses, since, until}
 	var page DeliveryPage
+	var read int
 	// One snapshot, so the total and the page agree.
 	err = pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, list, append(args, after.QueuedAt, after.Subscription, after.EventID, f.Limit+1)...)
-		if err != nil {
+		var err error
+		if f.Subject != "" {
+			page.Deliveries, page.Total, err = listBySubject(ctx, tx, f, w, after)
 			return err
 		}
-		if page.Deliveries, err = pgx.CollectRows(rows, pgx.RowToStructByName[Delivery]); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, count, append(args, DeliveryTotalCap+1)...).Scan(&page.Total); err != nil {
-			return err
-		}
-		return nil
+		page.Deliveries, page.Total, read, err = listByBranches(ctx, tx, f, w, after)
+		return err
 	})
 	if err != nil {
-		return DeliveryPage{}, fmt.Errorf("list deliveries: %w", err)
+		return DeliveryPage{}, 0, fmt.Errorf("list deliveries: %w", err)
 	}
 	page.TotalExact = page.Total <= DeliveryTotalCap
 	page.Total = min(page.Total, DeliveryTotalCap)
@@ -265,5 +231,50 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryP
 	if page.Deliveries == nil {
 		page.Deliveries = []Delivery{}
 	}
-	return page, nil
+	return page, read, nil
+}
+
+// endOfTime is later than any row's time.
+var endOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// withoutJIT is a batch whose first statement turns JIT off for the
+// listing's transaction: compiling costs tens of milliseconds, more than a
+// listing's queries take, and the planner picks it on its estimates of the
+// unnested arrays (and of a subscriptions table too small for autovacuum to
+// analyse).
+func withoutJIT() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL jit = off`)
+	return b
+}
+
+// window bounds queued_at: since <= queued_at < until.
+type window struct{ since, until time.Time }
+
+// listBySubject lists a subject key's rows through outcomes_list_subject
+// (a key has few rows), up to f.Limit+1 of them, and counts them up to
+// DeliveryTotalCap+1.
+func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, after *cursor) ([]Delivery, int, error) {
+	c := cursor{QueuedAt: endOfTime, EventID: uuid.Max.String()}
+	if after != nil {
+		c = *after
+	}
+	const rows = `FROM outcomes o JOIN (` + scopedSubscriptions + `) s ON s.id = o.subscription_id
+		WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND o.queued_at >= $7 AND o.queued_at < $8`
+	args := []any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses, w.since, w.until}
+	// One round trip: a loaded server answers each one late.
+	b := withoutJIT()
+	var ds []Delivery
+	var total int
+	b.Queue(`SELECT `+deliveryColumns+` `+rows+`
+		   AND o.queued_at <= $9 AND (o.queued_at, o.subscription_id COLLATE "C", o.event_id) < ($9, $10 COLLATE "C", $11::uuid)
+		 ORDER BY o.queued_at DESC, o.subscription_id COLLATE "C" DESC, o.event_id DESC
+		 LIMIT $12`, append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...).Query(func(r pgx.Rows) (err error) {
+		ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
+		return err
+	})
+	b.Queue(`SELECT count(*) FROM (SELECT 1 `+rows+` LIMIT $9) c`,
+		append(args, DeliveryTotalCap+1)...).QueryRow(func(r pgx.Row) error { return r.Scan(&total) })
+	err := tx.SendBatch(ctx, b).Close()
+	return ds, total, err
 }

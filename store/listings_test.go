@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"herald/store"
 )
 
@@ -127,5 +129,74 @@ func TestListDeliveriesFiltersAndPages(t *testing.T) {
 	}
 	if _, err := s.ListDeliveries(ctx, store.DeliveryFilter{Limit: 1 << 30}); err != nil {
 		t.Errorf("an oversized limit: %v", err)
+	}
+}
+
+// TestListDeliveriesMergesBranches: over 20 subscriptions (120 branches of
+// subscription and status) where most rows are delivered and half of them
+// share their day's instant with other subscriptions' rows, pages of any
+// size list the rows in exactly the order of one sorted query, and a page
+// of 100 reads a few hundred index entries, not a page's worth of each
+// branch (over 3,000 here).
+func TestListDeliveriesMergesBranches(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	loadOutcomeLog(t, s, 20_000)
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET queued_at = date_trunc('day', queued_at) WHERE event_seq % 2 = 0`); err != nil {
+		t.Fatal(err)
+	}
+	ref := func(where string, args ...any) []string {
+		t.Helper()
+		rows, err := s.Pool.Query(ctx, `SELECT subscription_id || '|' || event_id FROM outcomes `+where+`
+			ORDER BY queued_at DESC, subscription_id COLLATE "C" DESC, event_id DESC`, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	week := time.Now().Add(-7 * 24 * time.Hour)
+	for _, c := range []struct {
+		name  string
+		f     store.DeliveryFilter
+		want  []string
+		sizes []int
+	}{
+		{"everything", store.DeliveryFilter{}, ref(``), []int{100, 1000}},
+		{"failed and queued since a week", store.DeliveryFilter{Statuses: []string{store.EventFailed, store.EventQueued}, Since: week},
+			ref(`WHERE status IN ('failed', 'queued') AND queued_at >= $1`, week), []int{7, 100}},
+		{"an app", store.DeliveryFilter{App: "sub-04"}, ref(`WHERE subscription_id LIKE 'sub-04:%'`), []int{7, 1000}},
+	} {
+		for _, size := range c.sizes {
+			f := c.f
+			f.Limit = size
+			var got []string
+			for n := 0; ; n++ {
+				page, read, err := s.ListDeliveriesRead(ctx, f)
+				if err != nil {
+					t.Fatalf("%s, pages of %d: %v", c.name, size, err)
+				}
+				if n == 0 && c.name == "everything" && size == 100 && read > 1000 {
+					t.Errorf("%s: the first page of %d read %d index entries", c.name, size, read)
+				}
+				if want := min(len(c.want), store.DeliveryTotalCap); page.Total != want || page.TotalExact != (len(c.want) <= store.DeliveryTotalCap) {
+					t.Fatalf("%s: total %d (exact %v), want %d of %d", c.name, page.Total, page.TotalExact, want, len(c.want))
+				}
+				for _, d := range page.Deliveries {
+					got = append(got, d.Subscription+"|"+d.EventID)
+				}
+				if page.NextPageToken == "" || n > len(c.want) {
+					break
+				}
+				f.PageToken = page.NextPageToken
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s, pages of %d: %d rows, not the %d of the sorted query in its order", c.name, size, len(got), len(c.want))
+			}
+		}
 	}
 }

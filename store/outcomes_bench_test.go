@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"herald/internal/testenv"
 	"herald/store"
@@ -42,4 +44,91 @@ func BenchmarkRecordOutcomesDelivered(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkOutcomeWritesListingIndexes is what the listings' indexes
+// (outcomes_list, outcomes_list_subject) cost the writes of outcome rows.
+// Two logs of 200,000 rows, one with the indexes and one without; each
+// operation, on each log in turn, dispatches 100 events of one key to a
+// subscription (the relay's insert of queued rows) and records them
+// delivered (the deliver activity's update). It reports per row (both its
+// writes) the time and the WAL bytes of each log side by side. A status
+// change moves the row out of outcomes_held's predicate, so the update is
+// never HOT and writes an entry in every index. Commits do not wait for
+// the WAL flush (synchronous_commit off), which would cost both the same.
+// Run it with
+//
+//	go test ./store -run '^$' -bench BenchmarkOutcomeWritesListingIndexes -benchtime 300x -count 3
+func BenchmarkOutcomeWritesListingIndexes(b *testing.B) {
+	const preload, batch = 200_000, 100
+	ctx := context.Background()
+	type side struct {
+		s   *store.Store
+		sub string
+		// took and wal add up the timed writes and their WAL bytes.
+		took time.Duration
+		wal  int64
+	}
+	open := func(drop bool) *side {
+		s, err := store.Open(ctx, testenv.NewSchema(b)+"&synchronous_commit=off", store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(s.Close)
+		if _, err := s.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		sub := loadOutcomeLog(b, s, preload)[0]
+		if drop {
+			if _, err := s.Pool.Exec(ctx, `DROP INDEX outcomes_list, outcomes_list_subject`); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := s.Pool.Exec(ctx, `VACUUM ANALYZE outcomes`); err != nil {
+			b.Fatal(err)
+		}
+		return &side{s: s, sub: sub}
+	}
+	with, without := open(false), open(true)
+	lsn := func(s *store.Store) int64 {
+		var n int64
+		if err := s.Pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for _, sd := range []*side{with, without} {
+			subject := fmt.Sprintf("w-%d", i)
+			evs := make([]store.NewEvent, batch)
+			for j := range evs {
+				evs[j] = newEvent("contacts.person.updated", subject, "h")
+			}
+			ins, err := sd.s.InsertEvents(ctx, evs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ds := make([]store.Dispatch, batch)
+			us := make([]store.OutcomeUpdate, batch)
+			for j, e := range ins {
+				ds[j] = store.Dispatch{SubscriptionID: sd.sub, EventID: e.ID, Seq: e.Seq, Subject: subject}
+				us[j] = store.OutcomeUpdate{EventID: e.ID, Status: store.EventDelivered, Attempts: 1}
+			}
+			before, start := lsn(sd.s), time.Now()
+			if _, err := sd.s.RecordDispatch(ctx, ds); err != nil {
+				b.Fatal(err)
+			}
+			if err := sd.s.RecordOutcomes(ctx, sd.sub, subject, us); err != nil {
+				b.Fatal(err)
+			}
+			sd.took += time.Since(start)
+			sd.wal += lsn(sd.s) - before
+		}
+	}
+	rows := float64(b.N * batch)
+	b.ReportMetric(float64(with.took.Nanoseconds())/rows, "ns/row-with")
+	b.ReportMetric(float64(without.took.Nanoseconds())/rows, "ns/row-without")
+	b.ReportMetric(float64(with.wal)/rows, "WAL-B/row-with")
+	b.ReportMetric(float64(without.wal)/rows, "WAL-B/row-without")
 }

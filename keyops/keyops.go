@@ -1,0 +1,129 @@
+// Package keyops sends operator actions to a delivery key's workflow from
+// outside it: the Workflow Updates (redeliver, cancel, pause, resume) and
+// their answer, with or without a start, and the signal with a start. `starter`
+// (cli/) and the operations API (api/) both act through it, so an action
+// is the same call, answered the same way, whichever way it comes in.
+package keyops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"herald/workflows"
+)
+
+// UpdateTimeout bounds one operator Update. The key answers once the
+// action is applied, and an action that touches the delivery in flight
+// waits for the attempt under way (at most the delivery timeout, 30 s by
+// default).
+const UpdateTimeout = time.Minute
+
+// Updater runs Workflow Updates (a client.Client does).
+type Updater interface {
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+}
+
+// SignalStarter sends a signal, starting the workflow when it is not
+// running (a client.Client does).
+type SignalStarter interface {
+	SignalWithStartWorkflow(ctx context.Context, workflowID, signalName string, signalArg any,
+		options client.StartWorkflowOptions, workflow any, workflowArgs ...any) (client.WorkflowRun, error)
+}
+
+// RejectedError is an Update the workflow refused: its validator found the
+// request malformed, or the workflow has no handler of that name. Nothing
+// was applied and nothing was written to the workflow's history.
+type RejectedError struct {
+	// Msg is the workflow's reason.
+	Msg string
+}
+
+func (e *RejectedError) Error() string { return e.Msg }
+
+// UnknownUpdate reports whether the workflow rejected the Update because
+// it has no handler of that name (yet, or at all).
+func (e *RejectedError) UnknownUpdate() bool { return strings.HasPrefix(e.Msg, "unknown update") }
+
+// Update runs an operator Update on the current run of the key's workflow
+// id and waits, at most UpdateTimeout, for its answer. A refusal by the
+// workflow is a *RejectedError; other errors (a workflow that is not
+// running is a *serviceerror.NotFound) come back as the client gave them.
+func Update(ctx context.Context, c Updater, id, name string, payload any) (workflows.OpResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, UpdateTimeout)
+	defer cancel()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: name, Args: []any{payload},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return workflows.OpResult{}, rejection(err)
+	}
+	return outcome(ctx, h)
+}
+
+// UpdateStarter runs Update-With-Start (a client.Client does).
+type UpdateStarter interface {
+	NewWithStartWorkflowOperation(options client.StartWorkflowOptions, workflow any, args ...any) client.WithStartWorkflowOperation
+	UpdateWithStartWorkflow(ctx context.Context, options client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
+}
+
+// UpdateWithStart runs an operator Update on the key's workflow id,
+// starting the workflow with params first when it is not running
+// (Update-With-Start with the conflict policy USE_EXISTING), and waits for
+// the answer as Update does.
+func UpdateWithStart(ctx context.Context, c UpdateStarter, id, name string, payload any, params workflows.Params) (workflows.OpResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, UpdateTimeout)
+	defer cancel()
+	opts := StartOptions(id, params)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+	start := c.NewWithStartWorkflowOperation(opts, workflows.DeliveryWorkflowType, params)
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName: name, Args: []any{payload},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return workflows.OpResult{}, rejection(err)
+	}
+	return outcome(ctx, h)
+}
+
+// outcome reads the answer of an Update: the OpResult, or a RejectedError
+// when the workflow refused the request.
+func outcome(ctx context.Context, h client.WorkflowUpdateHandle) (workflows.OpResult, error) {
+	var res workflows.OpResult
+	return res, rejection(h.Get(ctx, &res))
+}
+
+// rejection turns an error that carries the workflow's refusal into a
+// RejectedError; other errors pass through.
+func rejection(err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return &RejectedError{Msg: appErr.Message()}
+	}
+	return err
+}
+
+// StartOptions start the delivery workflow of key id with params: on
+// Herald's task queue, with the key's search attributes and summary.
+func StartOptions(id string, params workflows.Params) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+}
+
+// SignalWithStart sends one signal to the key's workflow id, starting the
+// workflow with params first when it is not running (completed after
+// being idle, or never started). The caller bounds the call with ctx.
+func SignalWithStart(ctx context.Context, c SignalStarter, id, name string, payload any, params workflows.Params) error {
+	_, err := c.SignalWithStartWorkflow(ctx, id, name, payload, StartOptions(id, params), workflows.DeliveryWorkflowType, params)
+	return err
+}
