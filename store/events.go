@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -114,7 +115,8 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 // publishers of one key take their numbers one transaction after another, so
 // within a key seq order is commit order and the relay may trust it.
 //
-// A key's lock is the row of its stripe in key_stripes (lockOrderingKeys):
+// A key's lock is the row of its stripe in key_stripes (lockAndInsert, which
+// sends the locks and the inserts in one round trip):
 // a transaction holds at most keyStripeCount row locks per type and version
 // whatever the number of its keys, none of them in the server's shared lock
 // table, and only Herald's roles may lock those rows. Stripes are locked in
@@ -143,10 +145,7 @@ func insertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, notify bool)
 		return nil, nil
 	}
 	out := make([]InsertedEvent, len(evs))
-	if err := lockOrderingKeys(ctx, tx, evs); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	inserted, err := insertEventRows(ctx, tx, evs, out)
+	inserted, err := lockAndInsert(ctx, tx, evs, out)
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}
@@ -182,16 +181,10 @@ type typeVersion struct {
 	version int
 }
 
-// lockOrderingKeys locks the stripe rows of every distinct ordering key of
-// evs: one statement per type and version, in ascending order of both, each
-// locking its stripes in ascending order. A type and version without stripe
-// rows gets them all first, in this transaction: publishers of that type
-// then wait for it, as they would for its locks, and every committed type
-// has either none or all of its rows, so a transaction never has to make
-// rows of a type it already locked. A declared type has its rows already
-// (a trigger on declarations makes them), so only events of undeclared
-// types, written by tests, take this path.
-func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
+// stripeLocks are the ordering-key locks evs need: per type and version, in
+// ascending order of both, the distinct stripes of its keys in ascending
+// order.
+func stripeLocks(evs []NewEvent) ([]typeVersion, map[typeVersion][]int32) {
 	byType := map[typeVersion]map[int32]bool{}
 	for _, ev := range evs {
 		tv := typeVersion{ev.Type, ev.Version}
@@ -210,76 +203,78 @@ func lockOrderingKeys(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 		}
 		return tvs[i].version < tvs[j].version
 	})
+	stripes := make(map[typeVersion][]int32, len(tvs))
 	for _, tv := range tvs {
-		stripes := make([]int32, 0, len(byType[tv]))
 		for s := range byType[tv] {
-			stripes = append(stripes, s)
+			stripes[tv] = append(stripes[tv], s)
 		}
-		if err := lockStripes(ctx, tx, tv, stripes); err != nil {
-			return err
-		}
+		slices.Sort(stripes[tv])
 	}
-	return nil
+	return tvs, stripes
 }
 
-// lockStripes locks the given stripe rows of tv in ascending stripe order,
-// making tv's rows when it has none.
-func lockStripes(ctx context.Context, tx pgx.Tx, tv typeVersion, stripes []int32) error {
-	// LockRows runs above the sort: rows are locked in ORDER BY order.
-	const lock = `
-		SELECT count(*) FROM (
-			SELECT 1 FROM key_stripes
-			 WHERE type = $1 AND version = $2 AND stripe = ANY($3::integer[])
-			 ORDER BY stripe
-			   FOR NO KEY UPDATE) AS locked`
-	for made := false; ; made = true {
-		var locked int
-		if err := tx.QueryRow(ctx, lock, tv.typ, tv.version, stripes).Scan(&locked); err != nil {
-			return fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
-		}
-		switch {
-		case locked == len(stripes):
-			return nil
-		case made:
-			return fmt.Errorf("lock ordering keys of %s@%d: %d of %d stripe rows missing",
-				tv.typ, tv.version, len(stripes)-locked, len(stripes))
-		}
-		// Another transaction making the same rows makes this insert
-		// wait for it, then conflict.
-		if err := makeKeyStripes(ctx, tx, tv.typ, tv.version); err != nil {
-			return err
-		}
-	}
-}
-
-// makeKeyStripes makes the stripe rows of typ@version that do not exist,
-// in ascending order, in tx (as the trigger on declarations does).
-func makeKeyStripes(ctx context.Context, tx pgx.Tx, typ string, version int) error {
-	if _, err := tx.Exec(ctx, `
+// The statements of a publish, sent together in one round trip
+// (lockAndInsert).
+const (
+	// makeStripes makes every stripe row of a type and version that has
+	// none, in ascending order, as the trigger on declarations does (only
+	// events of undeclared types, written by tests, need it). Rows another
+	// transaction is making make it wait for that one, then do nothing.
+	makeStripes = `
 		INSERT INTO key_stripes (type, version, stripe)
-		SELECT $1, $2, s FROM generate_series(0, $3 - 1) AS s ORDER BY s
-		ON CONFLICT DO NOTHING`, typ, version, keyStripeCount); err != nil {
-		return fmt.Errorf("make the key stripes of %s@%d: %w", typ, version, err)
-	}
-	return nil
-}
-
-// insertEventRows inserts evs in order, filling out, and returns how many rows
-// were inserted. Ids that already exist are resolved against the stored
-// content hash.
-func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
-	const insert = `
+		SELECT $1, $2, s FROM generate_series(0, $3::integer - 1) AS s
+		 WHERE NOT EXISTS (SELECT 1 FROM key_stripes WHERE type = $1 AND version = $2)
+		 ORDER BY s
+		ON CONFLICT DO NOTHING`
+	// lockStripes locks the given stripe rows in ascending order (LockRows
+	// runs above the sort) until the transaction ends. It is a statement of
+	// its own after makeStripes, so it sees rows that makeStripes waited
+	// for; if any row is still missing it fails, which aborts the
+	// transaction before an event is inserted without its key's lock.
+	lockStripes = `
+		SELECT CASE WHEN count(*) = cardinality($3::integer[]) THEN 0
+		            ELSE ('ordering-key stripe rows missing: ' || count(*) || ' of ' || cardinality($3::integer[]))::integer END
+		  FROM (SELECT 1 FROM key_stripes
+		         WHERE type = $1 AND version = $2 AND stripe = ANY($3::integer[])
+		         ORDER BY stripe
+		           FOR NO KEY UPDATE) AS locked`
+	insertEvent = `
 		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
 		                    published_via, published_token, trace_context)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb)
 		ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
 		RETURNING seq`
+)
+
+// lockAndInsert locks the stripe rows of every distinct ordering key of evs
+// (type by type in ascending order, each type's stripes in ascending order,
+// making a type's rows first when it has none), then inserts evs in order,
+// filling out, and returns how many rows were inserted; all in one round
+// trip, statements in that order. Ids that already exist are then resolved
+// against the stored content hash. A transaction that shares several keys
+// with another cannot deadlock with it: both lock in the same order.
+func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
+	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
+	for _, tv := range tvs {
+		b.Queue(makeStripes, tv.typ, tv.version, keyStripeCount)
+		b.Queue(lockStripes, tv.typ, tv.version, stripes[tv])
+	}
 	for _, ev := range evs {
-		b.Queue(insert, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
+		b.Queue(insertEvent, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
 			ev.TraceContext.param())
 	}
 	br := tx.SendBatch(ctx, b)
+	for _, tv := range tvs {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return 0, fmt.Errorf("make the key stripes of %s@%d: %w", tv.typ, tv.version, err)
+		}
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return 0, fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
+		}
+	}
 	var existing []int
 	inserted := 0
 	for i, ev := range evs {
@@ -296,7 +291,7 @@ func insertEventRows(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 		}
 	}
 	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("insert events: %w", err)
+		return 0, err
 	}
 	// The row that won the id is committed (ON CONFLICT waited for it) or
 	// belongs to this transaction, so a fresh statement sees it.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,5 +77,35 @@ func TestInsertEventsMakesStripesOfNewTypesWithoutDeadlock(t *testing.T) {
 	}
 	if n != len(types)*store.KeyStripeCount {
 		t.Errorf("%d stripe rows, want %d", n, len(types)*store.KeyStripeCount)
+	}
+}
+
+// TestInsertEventsRefusesAKeyWithoutItsStripeRow: a type whose stripe rows
+// exist only in part (rows lost by hand) gets no event inserted without its
+// key's lock: the lock statement fails and takes the transaction down before
+// any insert of the same round trip runs.
+func TestInsertEventsRefusesAKeyWithoutItsStripeRow(t *testing.T) {
+	t.Parallel()
+	s, _ := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("d.x.happened", "first", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	gone := newEvent("d.x.happened", "lost-stripe", "h")
+	if _, err := s.Pool.Exec(ctx, `DELETE FROM key_stripes WHERE type = 'd.x.happened' AND stripe = $1`,
+		store.KeyStripe(gone.Subject)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("d.x.happened", "other", "h"), gone})
+	if err == nil || !strings.Contains(err.Error(), "stripe rows missing") {
+		t.Fatalf("insert with a stripe row missing: %v, want the lock to fail", err)
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'd.x.happened'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d events of the type, want only the first: nothing of the failed transaction", n)
 	}
 }
