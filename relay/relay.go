@@ -91,6 +91,9 @@ type Round struct {
 	// FilterErrors are the pairs whose content filter failed (an error, the
 	// cost limit, a timeout); they are delivered.
 	FilterErrors int
+	// Held are the (key, event) pairs not signalled because their key holds
+	// on a failing head (skipHeld): their workflow reads them from the rows.
+	Held int
 }
 
 // DefaultMaxAttempts is the default of Relay.MaxAttempts.
@@ -297,11 +300,16 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		}
 	}
 
+	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
+	order, round.Held, err = r.skipHeld(ctx, order)
+	if err != nil {
+		return Round{}, err
+	}
+
 	// Keys go out in parallel; one key's events go in sequence order, in as
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
 	sem := make(chan struct{}, r.Parallel)
 	var wg sync.WaitGroup
 	for _, g := range order {
