@@ -62,9 +62,12 @@ type Relay struct {
 	cursor redriveCursor
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
-	// restUntil holds the filters that ran out of time, by subscription
-	// and text, until they are evaluated again.
-	restUntil map[string]time.Time
+	// restUntil holds the filters that ran out of time or into their cost
+	// limit too often, by subscription and text, until they are evaluated
+	// again; streaks counts, by the same key, their evaluations in a row
+	// that ran into the cost limit or the deadline.
+	restUntil map[string]restingFilter
+	streaks   map[string]int
 
 	auditMu sync.Mutex
 	// filterErrs are the filter errors of each subscription not yet in an
