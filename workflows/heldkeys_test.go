@@ -126,3 +126,74 @@ func TestRunBeforeHeldKeysWaitsForIdle(t *testing.T) {
 		t.Fatalf("event 2 went %v after its head; a run before HeldKeysChange reads it after its idle timeout", next-head)
 	}
 }
+
+// TestRowWrittenAsHeadResolvesIsRead: the race the relay's skip relies on.
+// The relay writes an event's row and reads the head still held while the
+// attempt that delivers the head is under way; the run, once the head
+// resolves, reads the row.
+func TestRowWrittenAsHeadResolvesIsRead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id != eventID(1) {
+			return activities.PostResult{Status: 204}
+		}
+		if nth < 2 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		// The successful attempt: the relay writes row 2 now, before the
+		// head's delivered outcome lands.
+		h.store.mu.Lock()
+		h.store.dispatched = append(h.store.dispatched, 2)
+		h.store.mu.Unlock()
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1, 2", got)
+	}
+	head, _ := h.firstOK(1)
+	next, _ := h.firstOK(2)
+	if next-head > 10*time.Second {
+		t.Fatalf("event 2 was delivered %v after its head, want at once", next-head)
+	}
+}
+
+// TestRetriedExecutionReadsUnsignalledEvents: a head whose failed attempts
+// all ran inside one regular execution (its local first attempt was lost
+// with its worker; Temporal retried the rest) was seen held by the relay
+// although the run only learns of it from the result: the rows are read
+// all the same.
+func TestRetriedExecutionReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		switch {
+		case id != eventID(1):
+			return activities.PostResult{Status: 204}
+		case nth == 0:
+			panic("the worker of the local attempt dies")
+		case nth < 3:
+			if nth == 2 {
+				h.store.mu.Lock()
+				h.store.dispatched = append(h.store.dispatched, 2)
+				h.store.mu.Unlock()
+			}
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1, 2", got)
+	}
+	head, _ := h.firstOK(1)
+	next, _ := h.firstOK(2)
+	if next-head > 10*time.Second {
+		t.Fatalf("event 2 was delivered %v after its head, want at once", next-head)
+	}
+}
