@@ -53,9 +53,22 @@ func (d *delivery) noteHeld(ctx workflow.Context) {
 		return
 	}
 	d.heldSeen = false
-	if workflow.GetVersion(ctx, HeldKeysChange, workflow.DefaultVersion, HeldKeysVersion) >= HeldKeysVersion {
+	if d.readsUnsignalled(ctx) {
 		d.Backlog = true
 	}
+}
+
+// readsUnsignalled reports whether this run is at HeldKeysVersion.
+func (d *delivery) readsUnsignalled(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, HeldKeysChange, workflow.DefaultVersion, HeldKeysVersion) >= HeldKeysVersion
+}
+
+// mayHaveUnsignalled reports whether the key's rows may hold events after
+// the cursor that the relay did not signal: it holds on its head now, or
+// did at an earlier turn. An operator's cancel --all, or the removal of the
+// subscription, drops them with the backlog.
+func (d *delivery) mayHaveUnsignalled(ctx workflow.Context) bool {
+	return d.fromLog && d.loaded && (d.heldSeen || d.holding(ctx)) && d.readsUnsignalled(ctx)
 }
 
 // noteSettledAttempts marks the key as having held when an execution

@@ -197,3 +197,34 @@ func TestRetriedExecutionReadsUnsignalledEvents(t *testing.T) {
 		t.Fatalf("event 2 was delivered %v after its head, want at once", next-head)
 	}
 }
+
+// TestCancelAllOfHeldKeyCancelsUnsignalledRows: an operator's cancel --all
+// of a held key cancels the events the relay did not signal too, not only
+// those its run had read: none of them is delivered afterwards.
+func TestCancelAllOfHeldKeyCancelsUnsignalledRows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.params.MaxRearms = workflows.NoRearms
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.rowAt(time.Minute, 2, 3)
+	cancel := h.updateAt(2*time.Minute, workflows.UpdateCancel, workflows.CancelSignal{All: true, Actor: "alice"})
+	h.run()
+	if !cancel.done || !cancel.result.Changed {
+		t.Fatalf("cancel --all answered %+v", cancel)
+	}
+	if got := h.sub.delivered(); len(got) != 0 {
+		t.Fatalf("delivered %v after cancel --all, want nothing", got)
+	}
+	for _, seq := range []int64{1, 2, 3} {
+		if o := h.store.outcome(eventID(seq)); o != store.EventCancelled {
+			t.Fatalf("event %d's outcome %q, want cancelled", seq, o)
+		}
+	}
+}
