@@ -9,8 +9,7 @@ import (
 // events of a key whose head is failed or has failed twice (its outcome
 // rows say so: store.HeldKeys); they are in the rows. Version 1: once a head
 // this run held on resolves (delivered after failed attempts, cancelled,
-// skipped, redelivered, re-armed, expired; or the key's pause or wait
-// ends), the run reads the key's rows after its cursor (refillFromLog)
+// skipped, redelivered, re-armed, expired), the run reads the key's rows after its cursor (refillFromLog)
 // before it delivers on, idles or completes, so such an event waits for its
 // head and no longer. A run at workflow.DefaultVersion (recorded before
 // it) reads them before it completes, after its idle timeout.
@@ -23,18 +22,14 @@ const HeldKeysChange = "held-keys"
 // HeldKeysVersion is the HeldKeysChange version of the read on resolve.
 const HeldKeysVersion = 1
 
-// holding reports whether the key holds on its head: what the relay, from
-// the rows, may take as a reason not to signal (and more: a pause or a
-// wait of the key, which the rows do not show, count too).
-func (d *delivery) holding(ctx workflow.Context) bool {
-	if d.KeyPaused {
-		return true
-	}
+// holding reports whether the key holds on its head in a way the relay,
+// from the rows, may take as a reason not to signal: the head failed, or
+// has failed attempts (the relay waits for two). A pause or a wait of the
+// key (unreachable subscriber, inactive subscription) does not count: the
+// rows do not show it, so the relay signals such a key as usual.
+func (d *delivery) holding() bool {
 	head := d.head()
-	if head == nil {
-		return false
-	}
-	return head.Failed || head.Attempts > 0 || workflow.Now(ctx).Before(d.WaitUntil)
+	return head != nil && (head.Failed || head.Attempts > 0)
 }
 
 // noteHeld is called on every turn of a run at QueueFromLogVersion, before
@@ -45,7 +40,7 @@ func (d *delivery) noteHeld(ctx workflow.Context) {
 	if !d.loaded {
 		return // the start's read comes first and reads them all
 	}
-	if d.holding(ctx) {
+	if d.holding() {
 		d.heldSeen = true
 		return
 	}
@@ -68,7 +63,7 @@ func (d *delivery) readsUnsignalled(ctx workflow.Context) bool {
 // did at an earlier turn. An operator's cancel --all, or the removal of the
 // subscription, drops them with the backlog.
 func (d *delivery) mayHaveUnsignalled(ctx workflow.Context) bool {
-	return d.fromLog && d.loaded && (d.heldSeen || d.holding(ctx)) && d.readsUnsignalled(ctx)
+	return d.fromLog && d.loaded && (d.heldSeen || d.holding()) && d.readsUnsignalled(ctx)
 }
 
 // noteSettledAttempts marks the key as having held when an execution
