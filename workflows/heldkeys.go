@@ -9,10 +9,12 @@ import (
 // events of a key whose head is failed or has failed twice (its outcome
 // rows say so: store.HeldKeys); they are in the rows. Version 1: once a head
 // this run held on resolves (delivered after failed attempts, cancelled,
-// skipped, redelivered, re-armed, expired), the run reads the key's rows after its cursor (refillFromLog)
-// before it delivers on, idles or completes, so such an event waits for its
-// head and no longer. A run at workflow.DefaultVersion (recorded before
-// it) reads them before it completes, after its idle timeout.
+// skipped, redelivered, re-armed, expired), the run reads the key's rows
+// after its cursor (refillFromLog) before it delivers on, idles or
+// completes, so such an event waits for its head and no longer; cancel
+// --all and a removal drop those rows too (dropBacklog). A run at
+// workflow.DefaultVersion (recorded before it) reads them before it
+// completes, after its idle timeout.
 //
 // The version is asked for only when a held head resolves, so a key that
 // never holds records no marker, and a run that was under way before the
