@@ -56,7 +56,10 @@ func TestTerminatedHeldKeyKeepsOrder(t *testing.T) {
 		old := terminate(t, c, id)
 
 		e2 := s.Publish(subject, 2)
-		testkit.EventuallyValue(t, 60*time.Second, "a new run to hold e1 failed with e2 queued behind it", func() (string, bool) {
+		// e2 is not signalled (the key holds on a failed head): the relay's
+		// re-drive starts the new run, once e1's row has been quiet for
+		// 30 s, at its next sweep (every 20 s).
+		testkit.EventuallyValue(t, 90*time.Second, "a new run to hold e1 failed with e2 queued behind it", func() (string, bool) {
 			noArrivalYet(t, s, subject, "e1 is held after the terminate")
 			st, ok := newRunState(c, id, old)
 			o1, o2 := outcomeStatus(t, s, system.BillingSub, e1.ID), outcomeStatus(t, s, system.BillingSub, e2.ID)

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,13 @@ const (
 	filterRoundBudget        = 500 * time.Millisecond
 	filterCooldown           = 10 * time.Second
 	filterWorkedCost         = filter.CostLimit
+	// filterErrorStreak is the evaluations in a row, over any number of
+	// rounds, that a filter may run into the cost limit or the deadline
+	// before it rests for filterCooldown too: a hostile filter costs its
+	// full budget per evaluation, and a paced stream of its events (a few
+	// per round) would never add up to filterSubscriptionBudget in one
+	// round.
+	filterErrorStreak = 5
 	// filterAuditInterval spaces a subscription's subscription.filter_error
 	// audit rows: the errors between two rows are counted in the later one.
 	filterAuditInterval = time.Minute
@@ -85,10 +93,12 @@ func (t *filterTally) total() int {
 }
 
 // parsed is an event's envelope read into filter variables, once for
-// every subscription that filters it.
+// every subscription that filters it; ok is false when no subscription
+// evaluates it (their filters rest), so it was not read.
 type parsed struct {
 	vars map[string]any
 	err  error
+	ok   bool
 }
 
 // judge evaluates the content filters of a round's (subscription, event)
@@ -118,24 +128,27 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, targets [][
 		return nil, 0
 	}
 	// Envelopes are read before any budget runs: their size is bounded by
-	// the publish limit, not by a filter.
+	// the publish limit, not by a filter; an envelope only resting filters
+	// would see is not read at all.
 	// So are the filters compiled (each text once, cached).
 	vars := make([]parsed, len(evs))
 	seen := make([]bool, len(evs))
 	var needed []int
 	texts := map[string]bool{}
+	now := time.Now()
 	for _, j := range order {
 		for _, i := range j.events {
-			if !seen[i] {
+			text := j.sub.FilterAt(evs[i].ReceivedAt)
+			texts[text] = true
+			if _, rests := r.resting(j.sub.ID, text, now); !seen[i] && !rests {
 				seen[i] = true
 				needed = append(needed, i)
 			}
-			texts[j.sub.FilterAt(evs[i].ReceivedAt)] = true
 		}
 	}
 	forEach(needed, filterParallel, func(i int) bool {
 		v, err := filter.Variables(evs[i].Envelope)
-		vars[i] = parsed{vars: v, err: err}
+		vars[i] = parsed{vars: v, err: err, ok: true}
 		return true
 	})
 	for text := range texts {
@@ -172,30 +185,61 @@ func (r *Relay) judge(ctx context.Context, evs []store.PendingEvent, targets [][
 var errBudget = errors.New("not evaluated: the filter's time in this dispatch round ran out")
 
 // errResting is the error of a pair left unjudged while its filter rests
-// after running out of time (filterCooldown).
-var errResting = fmt.Errorf("not evaluated: the filter ran out of time in an earlier round and rests for %v", filterCooldown)
+// after running out of time, or after filterErrorStreak evaluations in a
+// row that ran into the cost limit or the deadline (filterCooldown).
+var errResting = fmt.Errorf("not evaluated: the filter ran out of time or hit its cost limit %d times in a row "+
+	"in earlier rounds and rests for %v", filterErrorStreak, filterCooldown)
 
-// resting reports whether the filter text of subscription id ran out of
-// time less than filterCooldown ago.
-func (r *Relay) resting(id, text string, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	until, ok := r.restUntil[id+"\x00"+text]
-	if ok && !now.Before(until) {
-		delete(r.restUntil, id+"\x00"+text)
-		return false
-	}
-	return ok
+// restingFilter is why and until when a filter rests.
+type restingFilter struct {
+	until  time.Time
+	reason string // filter.ReasonTimeout or filter.ReasonCost
 }
 
-// rest makes the filter text of subscription id rest for filterCooldown.
-func (r *Relay) rest(id, text string, now time.Time) {
+// resting reports whether the filter text of subscription id rests (it ran
+// out of time, or into the cost limit filterErrorStreak times in a row,
+// less than filterCooldown ago), and the reason its events are counted
+// under meanwhile.
+func (r *Relay) resting(id, text string, now time.Time) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rest, ok := r.restUntil[id+"\x00"+text]
+	if ok && !now.Before(rest.until) {
+		delete(r.restUntil, id+"\x00"+text)
+		return "", false
+	}
+	return rest.reason, ok
+}
+
+// rest makes the filter text of subscription id rest for filterCooldown;
+// its events are counted under reason meanwhile.
+func (r *Relay) rest(id, text, reason string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.restUntil == nil || len(r.restUntil) > 1000 {
-		r.restUntil = map[string]time.Time{} // stale ones of removed subscriptions
+		r.restUntil = map[string]restingFilter{} // stale ones of removed subscriptions
 	}
-	r.restUntil[id+"\x00"+text] = now.Add(filterCooldown)
+	r.restUntil[id+"\x00"+text] = restingFilter{until: now.Add(filterCooldown), reason: reason}
+	delete(r.streaks, id+"\x00"+text)
+}
+
+// costly counts an evaluation of the filter text of subscription id that
+// ran into the cost limit or the deadline (costly true) or did not, and
+// reports whether the filter has now done so filterErrorStreak times in a
+// row.
+func (r *Relay) costly(id, text string, costly bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := id + "\x00" + text
+	if !costly {
+		delete(r.streaks, k)
+		return false
+	}
+	if r.streaks == nil || len(r.streaks) > 1000 {
+		r.streaks = map[string]int{}
+	}
+	r.streaks[k]++
+	return r.streaks[k] >= filterErrorStreak
 }
 
 // judgeSubscription evaluates one subscription's filter on its events in
@@ -209,9 +253,9 @@ func (r *Relay) judgeSubscription(round context.Context, j *filterJob, evs []sto
 	stopped := false
 	// stop ends the subscription's round; the filter rests when it ran out
 	// of its own time, not when the round's budget ended first.
-	stop := func(text string) {
+	stop := func(text, reason string) {
 		if !stopped && round.Err() == nil {
-			r.rest(j.sub.ID, text, time.Now())
+			r.rest(j.sub.ID, text, reason, time.Now())
 		}
 		stopped = true
 	}
@@ -224,12 +268,13 @@ func (r *Relay) judgeSubscription(round context.Context, j *filterJob, evs []sto
 			tally.add(filter.ReasonRefused, text, err)
 			continue
 		}
-		if r.resting(j.sub.ID, text, time.Now()) {
-			tally.add(filter.ReasonTimeout, text, errResting)
+		if reason, rests := r.resting(j.sub.ID, text, time.Now()); rests || !vars[i].ok {
+			// Not read: its filter rested when the round began.
+			tally.add(cmp.Or(reason, filter.ReasonTimeout), text, errResting)
 			continue
 		}
 		if !stopped && (round.Err() != nil || spent >= filterWorkedCost && !time.Now().Before(deadline)) {
-			stop(text)
+			stop(text, filter.ReasonTimeout)
 		}
 		if stopped {
 			tally.add(filter.ReasonTimeout, text, errBudget)
@@ -241,12 +286,13 @@ func (r *Relay) judgeSubscription(round context.Context, j *filterJob, evs []sto
 		}
 		ok, cost, err := f.MatchCost(round, vars[i].vars)
 		spent += cost
+		reason := filter.ReasonOf(err)
+		streak := r.costly(j.sub.ID, text, err != nil && (reason == filter.ReasonCost || reason == filter.ReasonTimeout))
 		switch {
 		case err != nil:
-			reason := filter.ReasonOf(err)
 			tally.add(reason, text, err)
-			if reason == filter.ReasonTimeout {
-				stop(text)
+			if reason == filter.ReasonTimeout || streak {
+				stop(text, reason)
 			}
 		case !ok:
 			codes[pair] = CodeFilterNoMatch

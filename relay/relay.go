@@ -75,9 +75,12 @@ type Relay struct {
 	cursor redriveCursor
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
-	// restUntil holds the filters that ran out of time, by subscription
-	// and text, until they are evaluated again.
-	restUntil map[string]time.Time
+	// restUntil holds the filters that ran out of time or into their cost
+	// limit too often, by subscription and text, until they are evaluated
+	// again; streaks counts, by the same key, their evaluations in a row
+	// that ran into the cost limit or the deadline.
+	restUntil map[string]restingFilter
+	streaks   map[string]int
 
 	auditMu sync.Mutex
 	// filterErrs are the filter errors of each subscription not yet in an
@@ -104,6 +107,9 @@ type Round struct {
 	// FilterErrors are the pairs whose content filter failed (an error, the
 	// cost limit, a timeout); they are delivered.
 	FilterErrors int
+	// Held are the (key, event) pairs not signalled because their key holds
+	// on a failing head (skipHeld): their workflow reads them from the rows.
+	Held int
 }
 
 // DefaultMaxAttempts is the default of Relay.MaxAttempts.
@@ -314,11 +320,16 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 		}
 	}
 
+	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
+	order, round.Held, err = r.skipHeld(ctx, order)
+	if err != nil {
+		return Round{}, err
+	}
+
 	// Keys go out in parallel; one key's events go in sequence order, in as
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
 	sem := make(chan struct{}, r.Parallel)
 	var wg sync.WaitGroup
 	for _, g := range order {

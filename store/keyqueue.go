@@ -153,12 +153,15 @@ type OwingKeys struct {
 
 // QuietOwingKeys looks at up to scan keys that hold rows (queued or
 // failed), in key order after the cursor (afterSub, afterSubject), and
-// returns those of subscriptions not removed whose held rows have none
-// changed for at least quiet: the keys whose workflow may be gone. Keys
-// with rows that moved recently are being worked on, or were just handed
-// out, and are left alone. It skips from key to key through the index of
-// held rows (two probes a key), so a key with a million queued rows costs
-// what a key with one does.
+// returns those of subscriptions not removed whose head (the held row with
+// the lowest sequence number) has not changed for at least quiet: the keys
+// whose workflow may be gone. Keys whose head moved recently are being
+// worked on, or were just handed out, and are left alone. Rows written
+// behind the head do not count: the relay writes them without a signal
+// while the key holds on its head (HeldKeys), so a key whose workflow is
+// gone would otherwise never look quiet while its events keep coming. It
+// skips from key to key through the index of held rows (two probes a key),
+// so a key with a million queued rows costs what a key with one does.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
 	rows, err := s.Pool.Query(ctx, `
 		WITH RECURSIVE k AS (
@@ -174,10 +177,11 @@ func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject strin
 			SELECT * FROM k LIMIT $4
 		)
 		SELECT sc.subscription_id, sc.subject, COALESCE(s.app, ''), COALESCE(s.type, ''),
-		       s.id IS NOT NULL AND NOT EXISTS (
-		           SELECT 1 FROM outcomes o
+		       s.id IS NOT NULL AND (
+		           SELECT o.updated_at FROM outcomes o
 		            WHERE o.subscription_id = sc.subscription_id AND o.subject = sc.subject
-		              AND o.status IN ('queued', 'failed') AND o.updated_at >= now() - make_interval(secs => $3))
+		              AND o.status IN ('queued', 'failed')
+		            ORDER BY o.event_seq LIMIT 1) < now() - make_interval(secs => $3)
 		  FROM scanned sc LEFT JOIN subscriptions s ON s.id = sc.subscription_id AND s.state <> 'cancelled'
 		 ORDER BY sc.subscription_id, sc.subject`, afterSub, afterSubject, quiet.Seconds(), scan)
 	if err != nil {

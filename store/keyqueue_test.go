@@ -138,6 +138,24 @@ func TestQuietOwingKeys(t *testing.T) {
 		round.Quiet[0].App != "billing" || round.Quiet[0].Type != "contacts.person.updated" || round.LastSub != "" {
 		t.Fatalf("quiet keys %+v, %v", round, err)
 	}
+	// A row written behind a quiet head (the relay does not signal a held
+	// key) leaves the key quiet; a head that moves does not.
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p2", []store.OutcomeUpdate{
+		{EventID: evs[3].ID, Seq: 4, Status: store.EventQueued, Attempts: 1, LastCode: "handler_failed"}}); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
+		t.Fatalf("quiet keys %+v, %v; want p1 (a new row behind its quiet head), not p2 (its head just moved)", round, err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
+		t.Fatal(err)
+	}
 	// One key a round: the cursor goes on after it.
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 1)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" || round.LastSubject != "p1" {

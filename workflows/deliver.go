@@ -255,6 +255,7 @@ func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 			if s.Attempts > 0 {
 				it.Attempts = s.Attempts
 			}
+			d.noteSettledAttempts(s.Attempts)
 			d.Counters.Delivered++
 			d.outcome(ctx, it, "delivered", "")
 			d.delivered(it.Event.ID)

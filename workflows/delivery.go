@@ -149,6 +149,8 @@ type delivery struct {
 	// caught by its outcome row instead).
 	recent      map[string]bool
 	recentOrder []string
+	// heldSeen: the key held on its head at an earlier turn (heldkeys.go).
+	heldSeen bool
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.
@@ -323,6 +325,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			continue
 		}
 		if d.fromLog {
+			d.noteHeld(ctx)
 			d.refillFromLog(ctx)
 		} else {
 			d.refill(ctx)

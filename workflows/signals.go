@@ -155,7 +155,7 @@ func (d *delivery) lastNormalSeq() int64 {
 // dropBacklog settles the backlog too (cancel --all, removal) and returns
 // how many events it held.
 func (d *delivery) dropBacklog(ctx workflow.Context, status, code string) int {
-	if !d.Backlog {
+	if !d.Backlog && !d.mayHaveUnsignalled(ctx) {
 		return 0
 	}
 	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
