@@ -1,0 +1,59 @@
+package api_test
+
+// Findings of the adversarial review of the operations API and the console
+// (issue 30): each test is what an app token (or a reader of a console
+// page) could do before the fix.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"herald/internal/testkit/system"
+	"herald/publish"
+	"herald/store"
+)
+
+// TestAuditOfAnotherAppsEventByItsID: event ids are unique per source app
+// only, so an app may publish an event under the id of another app's event
+// (deliberately, or because both derive ids from the same name). Its token
+// could then read the other app's audit trail of that id: an operator's
+// retry-relay of billing's event, with billing's type, subject key, error
+// and the operator's reason. The trail of an event id shows only the rows
+// of the events the token may see.
+func TestAuditOfAnotherAppsEventByItsID(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	billing, contacts := s.token("billing", "team"), s.token("contacts", "team")
+	ctx := context.Background()
+	invoice, err := s.Publisher.Publish(ctx, publish.Request{App: "billing", Type: "billing.invoice.paid",
+		Version: 1, Subject: "inv-secret", Data: json.RawMessage(`{"invoiceId":"inv-secret"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What `starter relay retry` writes for billing's event.
+	if err := s.store.Audit(ctx, store.AuditEntry{Action: store.ActionEventRelayRetried, Actor: "oncall",
+		TargetType: store.TargetEvent, TargetID: invoice.ID, ErrorCode: store.CodeRelayFailed,
+		Metadata: map[string]any{"type": "billing.invoice.paid", "subject": "inv-secret", "reason": "billing's private reason"}}); err != nil {
+		t.Fatal(err)
+	}
+	// contacts publishes its own event under billing's event id.
+	req := system.PersonRequest("person-1", `{"n":1}`)
+	req.ID = invoice.ID
+	if _, err := s.Publisher.Publish(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+
+	own := decodeOK[struct {
+		Rows []store.AuditRow `json:"rows"`
+	}](t, s.get("/v1/ops/audit?target="+invoice.ID, billing))
+	if len(own.Rows) != 1 || own.Rows[0].Action != store.ActionEventRelayRetried {
+		t.Fatalf("billing's own trail of its event: %+v", own.Rows)
+	}
+	a := s.get("/v1/ops/audit?target="+invoice.ID, contacts)
+	if a.status == http.StatusOK && strings.Contains(string(a.body), "inv-secret") {
+		t.Fatalf("contacts reads billing's audit trail through the shared event id: %s", a.body)
+	}
+}
