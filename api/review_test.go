@@ -89,7 +89,9 @@ func TestReplayWindowOverCapReadsBoundedRows(t *testing.T) {
 		t.Fatalf("refusal %+v", p)
 	}
 	const budget = 16 << 20
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > budget {
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("refusing a window of %d events allocated %.1f MB", n, float64(alloc)/(1<<20))
+	if alloc > budget {
 		t.Fatalf("refusing a window of %d events allocated %d MB, over %d MB: the worker read the whole window", n, alloc>>20, budget>>20)
 	}
 }
