@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 	"herald/publish"
 	"herald/store"
@@ -93,5 +94,84 @@ func TestReplayWindowOverCapReadsBoundedRows(t *testing.T) {
 	t.Logf("refusing a window of %d events allocated %.1f MB", n, float64(alloc)/(1<<20))
 	if alloc > budget {
 		t.Fatalf("refusing a window of %d events allocated %d MB, over %d MB: the worker read the whole window", n, alloc>>20, budget>>20)
+	}
+}
+
+// TestSlowOpsReadsLeavePublishingAConnection: the operations API and the
+// console read through the publishing API's own small pool
+// (HERALD_API_DB_CONNS, 4 by default), and a token may have 8 requests in
+// flight. One app token's slow reads (a replay window or a subject that
+// scans millions of rows) held every connection of the pool, and every
+// app's POST /v1/events waited behind them. Here the reads are made slow
+// by a lock on the subscriptions table, which publishing does not read:
+// a publish must still be answered at once.
+func TestSlowOpsReadsLeavePublishingAConnection(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	billing, contacts := s.token("billing", "team"), s.token("contacts", "team")
+	decodeOK[struct{}](t, s.get("/v1/ops/apps", billing)) // both tokens cached
+	wantAccepted(t, s.post(contacts, "application/json", `{"type":"contacts.person.updated","version":1,"subject":"p-0","data":{"n":0}}`), 1)
+
+	ctx := context.Background()
+	tx, err := s.store.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // released below; a second rollback is a no-op
+	if _, err := tx.Exec(ctx, `LOCK TABLE subscriptions IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	reads := make(chan int, 8)
+	for range 8 {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/v1/ops/apps", nil)
+			req.Header.Set("Authorization", "Bearer "+billing)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				reads <- 0
+				return
+			}
+			resp.Body.Close()
+			reads <- resp.StatusCode
+		}()
+	}
+	// The reads wait on the lock, each on a connection of the API's pool.
+	testkit.Eventually(t, 10*time.Second, "the reads waiting on the lock", func() bool {
+		var n int
+		err := s.store.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = 'subscriptions' AND NOT l.granted`).Scan(&n)
+		return err == nil && n >= 3
+	})
+	time.Sleep(200 * time.Millisecond) // let any other read take its connection
+
+	pub, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(pub, http.MethodPost, s.base+"/v1/events",
+		strings.NewReader(`{"type":"contacts.person.updated","version":1,"subject":"p-1","data":{"n":1}}`))
+	req.Header.Set("Authorization", "Bearer "+contacts)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("a publish while one token's reads are slow: %v after %s (the reads hold every connection of the API's pool)",
+			err, time.Since(start).Round(time.Millisecond))
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Errorf("a publish while one token's reads are slow: %d", resp.StatusCode)
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		select {
+		case code := <-reads:
+			if code != http.StatusOK && code != http.StatusTooManyRequests {
+				t.Errorf("a read answered %d", code)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the reads did not end once the lock was released")
+		}
 	}
 }
