@@ -183,6 +183,10 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.h.inFlight.release(cred.ID)
+	if !c.h.acquireReader(r.Context()) {
+		return // the client went away
+	}
+	defer c.h.releaseReader()
 	pc := &pageCtx{cred: cred, sess: sess, scope: scopeOf(cred)}
 	// Split the escaped path, so that an escaped "/" (in a subject key)
 	// stays in its segment.

@@ -61,6 +61,13 @@ func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.To
 			return
 		}
 	}
+	// A key's action waits for its workflow, not for the database.
+	if !isOpsAction(parts) || parts[0] != "keys" {
+		if !h.acquireReader(r.Context()) {
+			return // the client went away
+		}
+		defer h.releaseReader()
+	}
 	switch {
 	case isOpsAction(parts):
 		h.serveOpsAction(w, r, cred, parts[0], parts[1])
