@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -174,4 +175,36 @@ func TestSlowOpsReadsLeavePublishingAConnection(t *testing.T) {
 			t.Fatal("the reads did not end once the lock was released")
 		}
 	}
+}
+
+// TestConsoleSignInSharesTheAuthThrottle: guessing tokens through the
+// console's sign-in form spends the client address's failed
+// authentications, the same budget as the API's bearer tokens: after the
+// burst the form answers 429, and so does the API, even for a good token
+// it has not seen yet. (It held: a regression guard.)
+func TestConsoleSignInSharesTheAuthThrottle(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	f := &consoleFixture{server: s}
+	good := s.token("billing", "team")
+	b := f.client()
+	bad := "hrld_0123456789abcdef_" + strings.Repeat("A", 43)
+	throttled := false
+	for i := 0; i < 20 && !throttled; i++ {
+		p := b.post("/console/sign-in", url.Values{"csrf": {csrf(t, b.get("/console/sign-in"))}, "token": {bad}})
+		switch p.status {
+		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			throttled = true
+			if p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "Too many failed sign-ins") {
+				t.Fatalf("throttled sign-in: %v\n%s", p.header, p.body)
+			}
+		default:
+			t.Fatalf("sign-in try %d: %d\n%s", i, p.status, p.body)
+		}
+	}
+	if !throttled {
+		t.Fatal("20 failed sign-ins were not throttled")
+	}
+	wantProblem(t, s.get("/v1/ops/apps", good), http.StatusTooManyRequests, "auth_throttled")
 }
