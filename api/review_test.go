@@ -208,3 +208,18 @@ func TestConsoleSignInSharesTheAuthThrottle(t *testing.T) {
 	}
 	wantProblem(t, s.get("/v1/ops/apps", good), http.StatusTooManyRequests, "auth_throttled")
 }
+
+// TestOpsAnswersAreNotStored: the console's pages say Cache-Control:
+// no-store, the operations API's answers (the same data, as JSON) said
+// nothing, so a browser or a misconfigured proxy in front of a script
+// could keep another team's deliveries and error bodies.
+func TestOpsAnswersAreNotStored(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	billing := s.token("billing", "team")
+	for _, path := range []string{"/v1/ops/apps", "/v1/ops/deliveries", "/v1/ops/apps/nope"} {
+		if got := s.get(path, billing).header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("GET %s: Cache-Control %q, want no-store", path, got)
+		}
+	}
+}
