@@ -51,6 +51,9 @@ func scopeOf(cred store.TokenCredential) string {
 // serveOps answers the operations API for cred: its reads (GET) and
 // actions (POST).
 func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.TokenCredential) {
+	// Answers hold the token's deliveries and errors, as the console's
+	// pages do: no cache keeps them.
+	w.Header().Set("Cache-Control", "no-store")
 	scope := scopeOf(cred)
 	var err error
 	// Split the escaped path, so that an escaped "/" stays in its segment.
