@@ -93,6 +93,11 @@ type Handler struct {
 	temporal  TemporalClient
 	namespace string
 
+	// readers caps the operations API's reads and replays and the
+	// console's pages in flight, all tokens together, at one less than the
+	// API's pool: however slow they are, publishing keeps a connection.
+	readers chan struct{}
+
 	console *console
 }
 
@@ -126,6 +131,11 @@ func New(st *store.Store, opts Options) *Handler {
 		conc = DefaultTokenConcurrency
 	}
 	h.tokens, h.failures, h.inFlight, h.now = newTokenCache(ttl), newFailureLimiter(burst, refill), newInFlight(conc), time.Now
+	readers := 1
+	if st != nil && st.Pool != nil {
+		readers = max(1, int(st.Pool.Config().MaxConns)-1)
+	}
+	h.readers = make(chan struct{}, readers)
 	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
 	h.console = newConsole(h, opts.ConsoleSessionKey, opts.TemporalUIURL)
 	return h
@@ -213,6 +223,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeProblem(w, batchProblem(batch, len(items), accepted, problems))
 }
+
+// acquireReader waits for one of the readers' slots, or for ctx to end
+// (false: the client went away).
+func (h *Handler) acquireReader(ctx context.Context) bool {
+	select {
+	case h.readers <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// releaseReader gives a readers' slot back.
+func (h *Handler) releaseReader() { <-h.readers }
 
 // authenticate finds the live token of the request's bearer credentials, or
 // answers 401 with a WWW-Authenticate challenge (429 when throttled).

@@ -59,6 +59,7 @@ func newConsole(h *Handler, key []byte, temporalUI string) *console {
 		"ui":      c.workflowURL,
 		"owner":   publisherOf,
 		"keyID":   workflows.DeliveryID,
+		"shell":   shellQuote,
 	}
 	for _, name := range consolePages {
 		c.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
@@ -76,6 +77,12 @@ func publisherOf(typeOrSubscription string) string {
 	}
 	app, _, _ := strings.Cut(typeOrSubscription, ".")
 	return app
+}
+
+// shellQuote quotes s as one word of a POSIX shell: a workflow id holds
+// the publisher's subject key, which may hold any printable text.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // formatTime shows a time in UTC to the second.
@@ -176,6 +183,10 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.h.inFlight.release(cred.ID)
+	if !c.h.acquireReader(r.Context()) {
+		return // the client went away
+	}
+	defer c.h.releaseReader()
 	pc := &pageCtx{cred: cred, sess: sess, scope: scopeOf(cred)}
 	// Split the escaped path, so that an escaped "/" (in a subject key)
 	// stays in its segment.

@@ -51,6 +51,9 @@ func scopeOf(cred store.TokenCredential) string {
 // serveOps answers the operations API for cred: its reads (GET) and
 // actions (POST).
 func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.TokenCredential) {
+	// Answers hold the token's deliveries and errors, as the console's
+	// pages do: no cache keeps them.
+	w.Header().Set("Cache-Control", "no-store")
 	scope := scopeOf(cred)
 	var err error
 	// Split the escaped path, so that an escaped "/" stays in its segment.
@@ -60,6 +63,13 @@ func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.To
 			writeProblem(w, newProblem(http.StatusNotFound, CodeNotFound, "no such resource of the operations API"))
 			return
 		}
+	}
+	// A key's action waits for its workflow, not for the database.
+	if !isOpsAction(parts) || parts[0] != "keys" {
+		if !h.acquireReader(r.Context()) {
+			return // the client went away
+		}
+		defer h.releaseReader()
 	}
 	switch {
 	case isOpsAction(parts):
@@ -413,7 +423,45 @@ func (h *Handler) auditInScope(ctx context.Context, scope, target string, q url.
 	if err != nil {
 		return OpsAudit{}, fmt.Errorf("audit: %w", err)
 	}
+	if scope != "" {
+		if rows, err = h.eventRowsInScope(ctx, scope, rows); err != nil {
+			return OpsAudit{}, fmt.Errorf("audit: %w", err)
+		}
+	}
 	return OpsAudit{Target: target, Rows: nonNil(rows)}, nil
+}
+
+// eventRowsInScope drops the rows about an event that scope may not see.
+// Event ids are unique per source app only: the id of an event in scope
+// may also name another app's event (its publisher chose the id), whose
+// rows carry that event's type in their metadata. A row about an event
+// without a type is dropped too.
+func (h *Handler) eventRowsInScope(ctx context.Context, scope string, rows []store.AuditRow) ([]store.AuditRow, error) {
+	out := rows[:0]
+	visible := map[string]bool{} // by event type
+	for _, row := range rows {
+		if row.TargetType != store.TargetEvent {
+			out = append(out, row)
+			continue
+		}
+		var meta struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(row.Metadata, &meta) // no type: not visible
+		seen, ok := visible[meta.Type]
+		if !ok && validEventType(meta.Type) {
+			_, err := h.store.ScopedEvent(ctx, scope, publisherOf(meta.Type), row.TargetID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+			seen = err == nil
+		}
+		visible[meta.Type] = seen
+		if seen {
+			out = append(out, row)
+		}
+	}
+	return out, nil
 }
 
 // targetInScope reports whether an audit target id is the scope's to read.

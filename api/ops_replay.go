@@ -97,6 +97,17 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 		writeProblem(w, newProblem(http.StatusConflict, CodeNothingToDo, "subscription "+sub.ID+" is cancelled: nothing is delivered to it any more"))
 		return
 	}
+	// Counted first: a window over the cap is refused without reading it.
+	n, err := h.store.CountWindowEvents(ctx, sub.ID, req.Subject, req.Since, until, MaxReplayEvents+1)
+	if err != nil {
+		h.fail(w, "replay", err)
+		return
+	}
+	if n > MaxReplayEvents {
+		badParameter(w, "since", fmt.Sprintf("the window holds more than %d events: replay it in smaller windows, or with starter redeliver --since",
+			MaxReplayEvents))
+		return
+	}
 	keys, err := h.store.WindowEvents(ctx, sub.ID, req.Subject, req.Since, until)
 	if err != nil {
 		h.fail(w, "replay", err)

@@ -410,6 +410,31 @@ type KeyEvents struct {
 	Events  []RequeuedEvent
 }
 
+// windowEvents is the FROM and WHERE of the events of a replay window:
+// $1 the subscription, [$2, $3) the window, $4 a subject key or ”, $5
+// HeraldApp.
+const windowEvents = `
+		  FROM events e JOIN subscriptions s ON s.type = e.type AND s.version = e.version
+		 WHERE s.id = $1 AND e.state <> 'rejected'
+		   AND e.received_at >= $2 AND e.received_at < $3
+		   AND ($4 = '' OR e.subject = $4)
+		   AND CASE WHEN e.source_app = $5
+		            THEN convert_from(e.envelope, 'UTF8')::jsonb->'data'->>'subscriberApp' IS NOT DISTINCT FROM s.app
+		            ELSE true END`
+
+// CountWindowEvents counts the events WindowEvents would list, up to
+// atMost: it stops reading there, so a caller that refuses windows of
+// more events does not read a whole window of millions to refuse it.
+func (s *Store) CountWindowEvents(ctx context.Context, subscriptionID, subject string, since, until time.Time, atMost int) (int, error) {
+	var n int
+	err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 `+windowEvents+` LIMIT $6) w`,
+		subscriptionID, since, until, subject, HeraldApp, atMost).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count events of %s: %w", subscriptionID, err)
+	}
+	return n, nil
+}
+
 // WindowEvents lists, per subject key in key order, every accepted event of
 // the subscription's type and version received in [since, until), in
 // sequence order; subject limits it to one key when not empty. An
@@ -420,15 +445,7 @@ func (s *Store) WindowEvents(ctx context.Context, subscriptionID, subject string
 	if _, err := getSubscription(ctx, s.Pool, subscriptionID, false); err != nil {
 		return nil, err
 	}
-	rows, err := s.Pool.Query(ctx, `
-		SELECT e.subject, e.id::text, e.seq
-		  FROM events e JOIN subscriptions s ON s.type = e.type AND s.version = e.version
-		 WHERE s.id = $1 AND e.state <> 'rejected'
-		   AND e.received_at >= $2 AND e.received_at < $3
-		   AND ($4 = '' OR e.subject = $4)
-		   AND CASE WHEN e.source_app = $5
-		            THEN convert_from(e.envelope, 'UTF8')::jsonb->'data'->>'subscriberApp' IS NOT DISTINCT FROM s.app
-		            ELSE true END
+	rows, err := s.Pool.Query(ctx, `SELECT e.subject, e.id::text, e.seq `+windowEvents+`
 		 ORDER BY e.subject, e.seq`, subscriptionID, since, until, subject, HeraldApp)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", subscriptionID, err)
