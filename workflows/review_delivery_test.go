@@ -1,0 +1,138 @@
+package workflows_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"herald/activities"
+	"herald/store"
+	"herald/workflows"
+)
+
+// Review of the merged heldkeys and errpolicy branches: a head that is
+// settled by onFailure skip, after failed attempts the run learned of only
+// from one regular execution's result (no turn began with the head showing
+// attempts), left the relay's unsignalled rows unread until the key's idle
+// timeout.
+
+// lastCall is when the last POST of event seq was made.
+func (h *harness) lastCall(seq int64) time.Duration {
+	calls := h.sub.callsFor(eventID(seq))
+	if len(calls) == 0 {
+		return 0
+	}
+	return calls[len(calls)-1].At
+}
+
+// TestSkipAfterRetriedExecutionReadsUnsignalledEvents: under onFailure
+// skip, a head whose attempts all ran inside one regular execution (its
+// local first attempt was lost with its worker; Temporal retried the rest)
+// is skipped; the event the relay left unsignalled meanwhile (the head's
+// row showed two attempts) goes at once, not after the idle timeout.
+func TestSkipAfterRetriedExecutionReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.setPolicy(store.Policy{OnFailure: activities.OnFailureSkip, MaxAttempts: 3})
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		switch {
+		case id != eventID(1):
+			return activities.PostResult{Status: 204}
+		case nth == 0:
+			panic("the worker of the local attempt dies")
+		case nth == 2:
+			// The relay writes row 2 and, seeing the head's row at two
+			// attempts, does not signal it.
+			h.store.mu.Lock()
+			h.store.dispatched = append(h.store.dispatched, 2)
+			h.store.mu.Unlock()
+		}
+		return fail(activities.CodeHandlerFailed, 500)
+	})
+	h.eventsAt(0, 1)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2)) {
+		t.Fatalf("delivered %v, want 2 behind the skipped event", got)
+	}
+	if got := h.store.outcome(eventID(1)); got != store.EventCancelled {
+		t.Fatalf("event 1's outcome %q, want cancelled (skipped)", got)
+	}
+	next, _ := h.firstOK(2)
+	if wait := next - h.lastCall(1); wait > 10*time.Second {
+		t.Fatalf("event 2 was delivered %v after its head was skipped: it waited for the idle timeout", wait)
+	}
+}
+
+// TestRedeliveredSkippedEventReadsUnsignalledEvents: a skipped event that
+// an operator redelivers fails again and is skipped again. Its attempts run
+// in one regular execution (this run made its local first attempt the
+// first time and delivered nothing since), so the run never began a turn
+// with the head showing attempts; the event the relay left unsignalled
+// meanwhile goes at once.
+func TestRedeliveredSkippedEventReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.setPolicy(store.Policy{OnFailure: activities.OnFailureSkip, MaxAttempts: 3})
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id != eventID(1) {
+			return activities.PostResult{Status: 204}
+		}
+		if nth == 4 { // the redelivery's second attempt
+			h.store.mu.Lock()
+			h.store.dispatched = append(h.store.dispatched, 2)
+			h.store.mu.Unlock()
+		}
+		return fail(activities.CodeHandlerFailed, 500)
+	})
+	h.eventsAt(time.Second, 1)
+	h.signalAt(5*time.Minute, workflows.SignalRedeliver, workflows.RedeliverSignal{EventID: eventID(1), Actor: "ann"})
+	h.run()
+	if n := len(h.sub.callsFor(eventID(1))); n != 6 {
+		t.Fatalf("event 1 got %d POSTs, want 3 and 3 on its redelivery", n)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2)) {
+		t.Fatalf("delivered %v, want 2 behind the redelivered, skipped event", got)
+	}
+	next, _ := h.firstOK(2)
+	if wait := next - h.lastCall(1); wait > 10*time.Second {
+		t.Fatalf("event 2 was delivered %v after the redelivered head was skipped: it waited for the idle timeout", wait)
+	}
+}
+
+// TestCancelDuringRetriedExecutionReadsUnsignalledEvents: an operator
+// cancels a head while the one regular execution that makes all its
+// attempts waits for its next retry; the relay saw the head's row at two
+// attempts and did not signal the event behind it. After the cancel that
+// event goes at once, not after the idle timeout.
+func TestCancelDuringRetriedExecutionReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		switch {
+		case id != eventID(1):
+			return activities.PostResult{Status: 204}
+		case nth == 0:
+			panic("the worker of the local attempt dies")
+		case nth == 2:
+			h.store.mu.Lock()
+			h.store.dispatched = append(h.store.dispatched, 2)
+			h.store.mu.Unlock()
+		}
+		return fail(activities.CodeHandlerFailed, 500)
+	})
+	h.eventsAt(0, 1)
+	cancel := h.updateAt(3*time.Minute, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(1), Actor: "alice"})
+	h.run()
+	if !cancel.done || !cancel.result.Changed {
+		t.Fatalf("cancel answered %+v", cancel)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2)) {
+		t.Fatalf("delivered %v, want 2 after the cancelled head", got)
+	}
+	if at, _ := h.firstOK(2); at > 3*time.Minute+10*time.Second {
+		t.Fatalf("event 2 was delivered %v after the first POST; the cancel was at 3m", at)
+	}
+}
