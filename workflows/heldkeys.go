@@ -76,3 +76,15 @@ func (d *delivery) noteSettledAttempts(attempts int) {
 		d.heldSeen = true
 	}
 }
+
+// noteFailedAttempts marks the key as having held when the run learns,
+// outside a turn's start, that its head has failed attempts: an attempt
+// report or an interrupted execution's failure during one regular
+// execution, or a head skipped after its attempts. The head may leave the
+// queue in the same turn (skipped, cancelled), so noteHeld would not see it
+// hold, while the relay saw its row at two attempts.
+func (d *delivery) noteFailedAttempts(attempts int) {
+	if attempts > 0 {
+		d.heldSeen = true
+	}
+}

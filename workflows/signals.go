@@ -217,6 +217,7 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 		return
 	}
 	head.Attempts = r.Attempt
+	d.noteFailedAttempts(r.Attempt)
 	head.Code, head.LastCode = r.Code, r.Code
 	head.LastError = r.Error
 	head.NextAttemptAt = r.NextAttemptAt
