@@ -136,3 +136,40 @@ func TestCancelDuringRetriedExecutionReadsUnsignalledEvents(t *testing.T) {
 		t.Fatalf("event 2 was delivered %v after the first POST; the cancel was at 3m", at)
 	}
 }
+
+// TestExhaustedHeadRedeliveredReadsUnsignalledEvents: a head that failed
+// for good under hold with its re-arms used up (exhausted) and that an
+// operator redelivers lets the events the relay left unsignalled go right
+// behind it, not after the idle timeout.
+func TestExhaustedHeadRedeliveredReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.params.MaxRearms = workflows.NoRearms
+	h.store.setPolicy(store.Policy{OnFailure: activities.OnFailureHold, MaxAttempts: 2})
+	fixed := false
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) && !fixed {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.rowAt(time.Minute, 2, 3)
+	st := h.queryAt(2 * time.Minute)
+	h.at(3*time.Minute, func() { fixed = true })
+	redeliver := h.updateAt(3*time.Minute, workflows.UpdateRedeliver, workflows.RedeliverSignal{Actor: "alice"})
+	h.run()
+	if st.Status != workflows.StatusExhausted {
+		t.Fatalf("before the redeliver the key shows %q, want exhausted", st.Status)
+	}
+	if !redeliver.done || !redeliver.result.Changed {
+		t.Fatalf("redeliver answered %+v", redeliver)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want 1, 2, 3", got)
+	}
+	if at, _ := h.firstOK(3); at > 3*time.Minute+10*time.Second {
+		t.Fatalf("event 3 was delivered %v after the first POST; the redeliver was at 3m", at)
+	}
+}
