@@ -173,3 +173,41 @@ func TestExhaustedHeadRedeliveredReadsUnsignalledEvents(t *testing.T) {
 		t.Fatalf("event 3 was delivered %v after the first POST; the redeliver was at 3m", at)
 	}
 }
+
+// TestRearmedHeadReadsEventsUnsignalledDuringItsAttempt: a re-arm writes
+// no outcome row, so the head's row stays failed, and the relay leaves the
+// key's new events unsignalled, until the re-armed attempt's result lands.
+// An event that arrives while that attempt delivers the head goes right
+// behind it, not after the idle timeout.
+func TestRearmedHeadReadsEventsUnsignalledDuringItsAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		switch {
+		case id != eventID(1):
+			return activities.PostResult{Status: 204}
+		case nth == 0:
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		// The re-armed attempt: the head's row still says failed, so the
+		// relay writes row 2 without a signal.
+		h.store.mu.Lock()
+		h.store.dispatched = append(h.store.dispatched, 2)
+		h.store.mu.Unlock()
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1, then 2", got)
+	}
+	head, _ := h.firstOK(1)
+	next, _ := h.firstOK(2)
+	if head < workflows.DefaultRearmCooldown {
+		t.Fatalf("event 1 was delivered %v after its first POST, want after its re-arm", head)
+	}
+	if next-head > 10*time.Second {
+		t.Fatalf("event 2 was delivered %v after the re-armed head: it waited for the idle timeout", next-head)
+	}
+}
