@@ -150,7 +150,9 @@ type delivery struct {
 	recent      map[string]bool
 	recentOrder []string
 	// heldSeen: the key held on its head at an earlier turn (heldkeys.go).
+	// rearmed is the head this run last re-armed.
 	heldSeen bool
+	rearmed  string
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.

@@ -26,12 +26,14 @@ const HeldKeysVersion = 1
 
 // holding reports whether the key holds on its head in a way the relay,
 // from the rows, may take as a reason not to signal: the head failed, or
-// has failed attempts (the relay waits for two). A pause or a wait of the
+// has failed attempts (the relay waits for two), or it was re-armed: a
+// re-arm writes no row, so the row says failed until the re-armed attempts
+// write theirs. A pause or a wait of the
 // key (unreachable subscriber, inactive subscription) does not count: the
 // rows do not show it, so the relay signals such a key as usual.
 func (d *delivery) holding() bool {
 	head := d.head()
-	return head != nil && (head.Failed || head.Attempts > 0)
+	return head != nil && (head.Failed || head.Attempts > 0 || head.Event.ID == d.rearmed)
 }
 
 // noteHeld is called on every turn of a run at QueueFromLogVersion, before

@@ -506,6 +506,7 @@ func (d *delivery) rearm(ctx workflow.Context, head *QueueItem) {
 	d.Rearms++
 	d.Counters.Rearms++
 	d.freshAttempts(head)
+	d.rearmed = head.Event.ID // its row still says failed (holding)
 	d.audit(ctx, AuditDeliveryRearmed, "", "allowed", "", head.Event.ID, map[string]any{"rearm": d.Rearms, "max": d.p.MaxRearms})
 }
 
