@@ -211,3 +211,32 @@ func TestRearmedHeadReadsEventsUnsignalledDuringItsAttempt(t *testing.T) {
 		t.Fatalf("event 2 was delivered %v after the re-armed head: it waited for the idle timeout", next-head)
 	}
 }
+
+// TestExpiredHeadReadsUnsignalledEvents: a held head that expires lets the
+// events the relay left unsignalled go at once, not after the idle timeout:
+// the expiry comes after the turn's noteHeld, and the key then idles.
+func TestExpiredHeadReadsUnsignalledEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.params.HoldExpiry = 3 * time.Hour
+	h.params.MaxRearms = workflows.NoRearms
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) {
+			return fail(activities.CodeSchemaMismatch, 422)
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(0, 1)
+	h.rowAt(2*time.Hour, 2)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(2)) {
+		t.Fatalf("delivered %v, want 2", got)
+	}
+	if got := h.store.outcome(eventID(1)); got != store.EventExpired {
+		t.Fatalf("event 1's outcome %q, want expired", got)
+	}
+	if at, _ := h.firstOK(2); at > 3*time.Hour+10*time.Second {
+		t.Fatalf("event 2 was delivered %v after the first POST; the head expired at 3h", at)
+	}
+}
