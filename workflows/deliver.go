@@ -376,6 +376,7 @@ func finalFailure(err error) bool {
 func (d *delivery) noteAttempt(head *QueueItem, err error) {
 	if details, ok := failureDetails(err); ok && details.Attempt > head.Attempts {
 		head.Attempts = details.Attempt
+		d.noteFailedAttempts(details.Attempt)
 		head.Code, head.LastCode, head.LastError = details.Code, details.LastCode, details.Error
 	}
 }

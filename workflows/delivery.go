@@ -150,7 +150,9 @@ type delivery struct {
 	recent      map[string]bool
 	recentOrder []string
 	// heldSeen: the key held on its head at an earlier turn (heldkeys.go).
+	// rearmed is the head this run last re-armed.
 	heldSeen bool
+	rearmed  string
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.
@@ -334,6 +336,11 @@ func (d *delivery) run(ctx workflow.Context) error {
 		if !d.fromLog || d.loaded {
 			// Not before the worker's settings and the rows are read.
 			d.expire(ctx, now)
+			if d.fromLog && d.heldSeen && !d.holding() {
+				// The head it held on expired: the next turn reads what
+				// the relay left unsignalled (noteHeld), before it idles.
+				continue
+			}
 		}
 		head := d.head()
 		switch {

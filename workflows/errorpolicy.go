@@ -76,6 +76,7 @@ func (d *delivery) skips(ctx workflow.Context) bool {
 // failure, and moves on to the next event.
 func (d *delivery) skip(ctx workflow.Context, head *QueueItem) {
 	it := *head
+	d.noteFailedAttempts(it.Attempts) // the relay may have stopped signalling behind it
 	d.Queue = d.Queue[1:]
 	d.expiryKnown = false
 	d.WaitUntil, d.WaitStatus, d.Unreachable, d.Rearms = time.Time{}, "", 0, 0

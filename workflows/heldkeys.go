@@ -26,12 +26,14 @@ const HeldKeysVersion = 1
 
 // holding reports whether the key holds on its head in a way the relay,
 // from the rows, may take as a reason not to signal: the head failed, or
-// has failed attempts (the relay waits for two). A pause or a wait of the
+// has failed attempts (the relay waits for two), or it was re-armed: a
+// re-arm writes no row, so the row says failed until the re-armed attempts
+// write theirs. A pause or a wait of the
 // key (unreachable subscriber, inactive subscription) does not count: the
 // rows do not show it, so the relay signals such a key as usual.
 func (d *delivery) holding() bool {
 	head := d.head()
-	return head != nil && (head.Failed || head.Attempts > 0)
+	return head != nil && (head.Failed || head.Attempts > 0 || head.Event.ID == d.rearmed)
 }
 
 // noteHeld is called on every turn of a run at QueueFromLogVersion, before
@@ -73,6 +75,18 @@ func (d *delivery) mayHaveUnsignalled(ctx workflow.Context) bool {
 // activity retried by Temporal): the rows showed the key held meanwhile.
 func (d *delivery) noteSettledAttempts(attempts int) {
 	if attempts > 1 {
+		d.heldSeen = true
+	}
+}
+
+// noteFailedAttempts marks the key as having held when the run learns,
+// outside a turn's start, that its head has failed attempts: an attempt
+// report or an interrupted execution's failure during one regular
+// execution, or a head skipped after its attempts. The head may leave the
+// queue in the same turn (skipped, cancelled), so noteHeld would not see it
+// hold, while the relay saw its row at two attempts.
+func (d *delivery) noteFailedAttempts(attempts int) {
+	if attempts > 0 {
 		d.heldSeen = true
 	}
 }

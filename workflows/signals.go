@@ -217,6 +217,7 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 		return
 	}
 	head.Attempts = r.Attempt
+	d.noteFailedAttempts(r.Attempt)
 	head.Code, head.LastCode = r.Code, r.Code
 	head.LastError = r.Error
 	head.NextAttemptAt = r.NextAttemptAt
@@ -505,6 +506,7 @@ func (d *delivery) rearm(ctx workflow.Context, head *QueueItem) {
 	d.Rearms++
 	d.Counters.Rearms++
 	d.freshAttempts(head)
+	d.rearmed = head.Event.ID // its row still says failed (holding)
 	d.audit(ctx, AuditDeliveryRearmed, "", "allowed", "", head.Event.ID, map[string]any{"rearm": d.Rearms, "max": d.p.MaxRearms})
 }
 
