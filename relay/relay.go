@@ -44,8 +44,8 @@ type Relay struct {
 	Params workflows.Params
 	// BatchSize caps the events read per round (default 1000).
 	BatchSize int
-	// PollInterval is the pause after a failed round or lease attempt
-	// (default 1s).
+	// PollInterval is the pause after a failed round or lease attempt, and
+	// the longest an idle leader goes without a round (default 1s).
 	PollInterval time.Duration
 	// IdlePoll is how long the leader waits for a wake-up before it looks
 	// for new events anyway (default DefaultIdlePoll;
@@ -205,6 +205,16 @@ func (r *Relay) lead(ctx context.Context) error {
 			}
 			return err
 		}
+		// The highest sequence number before the round reads: an event
+		// committed after it has a higher one, which the idle probe sees.
+		seen, err := r.Store.MaxSeq(ctx)
+		if err != nil {
+			if parent.Err() == nil && ctx.Err() != nil {
+				return lock.Check(ctx)
+			}
+			return err
+		}
+		started := time.Now()
 		round, err := r.DispatchOnce(ctx)
 		if err != nil {
 			if parent.Err() == nil && ctx.Err() != nil {
@@ -223,15 +233,38 @@ func (r *Relay) lead(ctx context.Context) error {
 		if round.Events == r.BatchSize {
 			continue // more is waiting; failed keys back off
 		}
-		// Events committed in other transactions than Herald's own, and
-		// events backing off, come due without a wake-up: the idle poll
-		// bounds how late they are dispatched.
-		if err := lock.WaitForEvents(ctx, r.IdlePoll); err != nil {
+		if err := r.idle(ctx, lock, seen, started); err != nil {
 			return err
 		}
 	}
 	if parent.Err() == nil {
 		return lock.Check(ctx) // the lease was lost: why
+	}
+	return nil
+}
+
+// idle waits for the next round: a wake-up (the HTTP API's and starter
+// publish's commits notify), a new event seen by the idle probe, or
+// PollInterval since the last round began. Events committed in other
+// transactions than Herald's own (PublishTx, a publisher role, a key
+// workflow's operational event) send no wake-up: every IdlePoll the probe
+// reads the log's highest sequence number, one index probe, and a round
+// runs when it passed seen. The full round every PollInterval finds events
+// backing off that came due, and an event whose sequence number was taken
+// before seen but committed after it, so neither waits longer than that;
+// an idle leader costs the database no more than one round a PollInterval.
+func (r *Relay) idle(ctx context.Context, lock *store.Leader, seen int64, started time.Time) error {
+	for ctx.Err() == nil {
+		if err := lock.WaitForEvents(ctx, r.IdlePoll); err != nil {
+			return err
+		}
+		if time.Since(started) >= r.PollInterval {
+			return nil
+		}
+		top, err := r.Store.MaxSeq(ctx)
+		if err != nil || top > seen {
+			return nil // a round reports the error, if it persists
+		}
 	}
 	return nil
 }

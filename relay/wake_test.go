@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,29 @@ func TestPublishTxEventIsDispatchedByThePoll(t *testing.T) {
 	if waited := time.Since(committed); waited > 10*time.Second {
 		t.Errorf("dispatched %v after the commit, want within the idle poll", waited)
 	}
+}
+
+// TestIdleLeaderProbesRatherThanPolls: an idle leader with a short idle
+// poll runs a round only when the log grew (the probe reads one number),
+// or once a PollInterval, not every IdlePoll: reading the undispatched
+// events costs the database far more than the probe.
+func TestIdleLeaderProbesRatherThanPolls(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	var rounds atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
+		OnRound: func(relay.Round) { rounds.Add(1) }}
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead and run its first round", func() bool { return rounds.Load() > 0 })
+	before := rounds.Load()
+	time.Sleep(time.Second) // 50 idle polls
+	if idle := rounds.Load() - before; idle > 2 {
+		t.Errorf("%d rounds in an idle second with a 20 ms idle poll, want at most 2", idle)
+	}
+	publishN(t, p, "contacts.person.updated", "probed", 1)
+	testkit.Eventually(t, 10*time.Second, "a round after the publish", func() bool { return rounds.Load() > before })
 }
 
 // TestWakeRelayFoldsABurst: a burst of wake-ups costs a notification or

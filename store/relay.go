@@ -62,6 +62,17 @@ func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, er
 	return evs, nil
 }
 
+// MaxSeq is the highest sequence number of the event log (0 when empty):
+// one probe of its primary key, which the idle relay leader reads every
+// HERALD_RELAY_POLL_INTERVAL to see whether anything was published.
+func (s *Store) MaxSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.Pool.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read the event log's last sequence number: %w", err)
+	}
+	return seq, nil
+}
+
 // MarkDispatched records that the events with these sequence numbers were
 // accepted by Temporal for every subscription.
 func (s *Store) MarkDispatched(ctx context.Context, seqs []int64) error {
