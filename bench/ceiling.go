@@ -274,15 +274,23 @@ func (b *bench) ceiling(ctx context.Context, sh Shape, system string) (Measureme
 			return nil
 		})
 	}
+	return b.measureSampled(ctx, sh, ph, drive, func(key string) string { return ceilingWorkflowID(subs[0], key) })
+}
+
+// measureSampled measures a reference system's phase, then counts the
+// Temporal actions of its first subscription's workflows of a sample of
+// keys (workflowID names a key's workflow).
+func (b *bench) measureSampled(ctx context.Context, sh Shape, ph *phase, drive func(context.Context) error,
+	workflowID func(key string) string) (Measurement, error) {
 	m, err := b.measure(ctx, ph, 0, drive)
 	if err != nil {
 		return m, err
 	}
 	var ids []string
 	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
-		ids = append(ids, ceilingWorkflowID(subs[0], key))
+		ids = append(ids, workflowID(key))
 	}
-	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(subs[0]))
+	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(ph.subs[0]))
 	return m, nil
 }
 

@@ -90,14 +90,5 @@ func (b *bench) floor(ctx context.Context, sh Shape) (Measurement, error) {
 			return nil
 		})
 	}
-	m, err := b.measure(ctx, ph, 0, drive)
-	if err != nil {
-		return m, err
-	}
-	var ids []string
-	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
-		ids = append(ids, floorWorkflowID(subs[0], key))
-	}
-	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(subs[0]))
-	return m, nil
+	return b.measureSampled(ctx, sh, ph, drive, func(key string) string { return floorWorkflowID(subs[0], key) })
 }
