@@ -19,9 +19,6 @@ const (
 	// MaxReplayEvents caps the events one replay request may queue again;
 	// a bigger window is refused (starter redeliver --since has no cap).
 	MaxReplayEvents = 10000
-	// replayIDsPerSignal is how many event ids one redeliver signal carries,
-	// as starter sends them (cli/redeliver.go).
-	replayIDsPerSignal = 500
 	// signalTimeout bounds one signal-with-start.
 	signalTimeout = 10 * time.Second
 )
@@ -39,19 +36,8 @@ type ReplayRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ReplayKey is one key of a replay window.
-type ReplayKey struct {
-	Subject    string `json:"subject"`
-	WorkflowID string `json:"workflowId"`
-	Events     int    `json:"events"`
-	FirstSeq   int64  `json:"firstSeq"`
-	LastSeq    int64  `json:"lastSeq"`
-	Signals    int    `json:"signals"`
-	// Result is "queued", "dry-run", "error" or "skipped" (not tried after
-	// an error), as starter redeliver --since reports it.
-	Result string `json:"result"`
-	Error  string `json:"error,omitempty"`
-}
+// ReplayKey is one key of a replay window, as starter reports it.
+type ReplayKey = keyops.WindowKey
 
 // ReplayResult is the answer of a replay window.
 type ReplayResult struct {
@@ -113,13 +99,8 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 		h.fail(w, "replay", err)
 		return
 	}
-	out := ReplayResult{Subscription: sub.ID, Subject: req.Subject, Since: req.Since, Until: until, DryRun: req.DryRun,
-		Keys: make([]ReplayKey, len(keys))}
-	for i, k := range keys {
-		out.Events += len(k.Events)
-		out.Keys[i] = ReplayKey{Subject: k.Subject, WorkflowID: workflows.DeliveryID(sub.ID, k.Subject), Events: len(k.Events),
-			FirstSeq: k.Events[0].Seq, LastSeq: k.Events[len(k.Events)-1].Seq, Result: "skipped"}
-	}
+	out := ReplayResult{Subscription: sub.ID, Subject: req.Subject, Since: req.Since, Until: until, DryRun: req.DryRun}
+	out.Keys, out.Events = keyops.PlanWindow(sub.ID, keys)
 	switch {
 	case out.Events == 0:
 		writeProblem(w, newProblem(http.StatusConflict, CodeNothingToDo,
@@ -143,26 +124,13 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 	for i, k := range keys {
 		r := &out.Keys[i]
 		params := workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: k.Subject}
-		for start := 0; start < len(k.Events) && r.Error == ""; start += replayIDsPerSignal {
-			chunk := k.Events[start:min(start+replayIDsPerSignal, len(k.Events))]
-			ids := make([]string, len(chunk))
-			for j, e := range chunk {
-				ids[j] = e.ID
-			}
+		out.Queued += keyops.QueueKey(k, r, func(ids []string) error {
 			payload := workflows.RedeliverSignal{EventIDs: ids, Actor: cred.Name, Reason: req.Reason}
-			if err := h.signalWithStart(ctx, r.WorkflowID, payload, params); err != nil {
-				// The key's later events are not sent: they would be
-				// queued without the ones before them.
-				r.Result, r.Error = "error", err.Error()
-				break
-			}
-			r.Signals++
-			out.Queued += len(chunk)
-		}
+			return h.signalWithStart(ctx, r.WorkflowID, payload, params)
+		}, nil)
 		if r.Result == "error" {
 			break // Temporal is most likely unreachable: the rest stay skipped
 		}
-		r.Result = "queued"
 	}
 	if out.Queued < out.Events {
 		h.log.Warn("api: replay stopped early", zap.String("subscription", sub.ID),

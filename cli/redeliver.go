@@ -11,12 +11,6 @@ import (
 	"herald/workflows"
 )
 
-// maxIDsPerSignal caps the event ids of one redeliver signal of a replay
-// window: about 40 bytes an id keeps a signal near 20 KB, far under
-// Temporal's payload limit, and the workflow requeues each signal's ids
-// with one database statement.
-const maxIDsPerSignal = 500
-
 // replayWindow is the window of redeliver --since: events received in
 // [since, until).
 type replayWindow struct {
@@ -242,34 +236,17 @@ func redeliverTo(inv *invocation, tc *temporalConn, sub store.Subscription, ev s
 	return out, nil
 }
 
-// windowKeyJSON is one key of a replay window.
-type windowKeyJSON struct {
-	Subject    string `json:"subject"`
-	WorkflowID string `json:"workflowId"`
-	Events     int    `json:"events"`
-	FirstSeq   int64  `json:"firstSeq"`
-	LastSeq    int64  `json:"lastSeq"`
-	// Signals is how many redeliver signals were sent (one per
-	// maxIDsPerSignal events); 0 in a dry run.
-	Signals int `json:"signals"`
-	// Result is "queued" (every signal sent), "dry-run", "error" (a signal
-	// failed; later signals of the key were not sent) or "skipped" (not
-	// tried: the command stopped early).
-	Result string `json:"result"`
-	Error  string `json:"error,omitempty"`
-}
-
 // windowJSON is the JSON of redeliver --since.
 type windowJSON struct {
-	Subscription string          `json:"subscription"`
-	Subject      string          `json:"subject,omitempty"`
-	Since        time.Time       `json:"since"`
-	Until        time.Time       `json:"until"`
-	DryRun       bool            `json:"dryRun"`
-	Keys         int             `json:"keys"`
-	Events       int             `json:"events"`
-	Queued       int             `json:"queued"`
-	Results      []windowKeyJSON `json:"results"`
+	Subscription string             `json:"subscription"`
+	Subject      string             `json:"subject,omitempty"`
+	Since        time.Time          `json:"since"`
+	Until        time.Time          `json:"until"`
+	DryRun       bool               `json:"dryRun"`
+	Keys         int                `json:"keys"`
+	Events       int                `json:"events"`
+	Queued       int                `json:"queued"`
+	Results      []keyops.WindowKey `json:"results"`
 }
 
 // windowFailuresInARow stops a replay window after this many keys in a row
@@ -279,7 +256,7 @@ const windowFailuresInARow = 3
 
 // redeliverWindow queues again, per subject key in key order, every accepted
 // event of the subscription received in the window, in sequence order: one
-// signal-with-start of redeliver per maxIDsPerSignal events of a key.
+// signal-with-start of redeliver per keyops.IDsPerSignal events of a key.
 func redeliverWindow(inv *invocation, req signalRequest) error {
 	win := req.window
 	st, err := inv.openStore()
@@ -296,12 +273,8 @@ func redeliverWindow(inv *invocation, req signalRequest) error {
 		return err
 	}
 	out := windowJSON{Subscription: sub.ID, Subject: req.subject, Since: win.since, Until: win.until,
-		DryRun: win.dryRun, Keys: len(keys), Results: make([]windowKeyJSON, len(keys))}
-	for i, k := range keys {
-		out.Events += len(k.Events)
-		out.Results[i] = windowKeyJSON{Subject: k.Subject, WorkflowID: workflows.DeliveryID(sub.ID, k.Subject),
-			Events: len(k.Events), FirstSeq: k.Events[0].Seq, LastSeq: k.Events[len(k.Events)-1].Seq, Result: "skipped"}
-	}
+		DryRun: win.dryRun, Keys: len(keys)}
+	out.Results, out.Events = keyops.PlanWindow(sub.ID, keys)
 	if out.Events == 0 {
 		scope := ""
 		if req.subject != "" {
@@ -333,26 +306,20 @@ func redeliverWindow(inv *invocation, req signalRequest) error {
 		}
 		r := &out.Results[i]
 		params := identityParams(sub, k.Subject)
-		for _, chunk := range chunkIDs(k.Events, maxIDsPerSignal) {
-			payload := workflows.RedeliverSignal{EventIDs: chunk, Actor: req.actor, Reason: req.reason}
-			if err := tc.signalWithStart(inv.ctx, r.WorkflowID, req.op.name, payload, params); err != nil {
-				// The key's later events are not sent: they would be
-				// queued without the ones before them.
-				r.Result, r.Error = "error", err.Error()
-				break
+		sent := out.Queued
+		out.Queued += keyops.QueueKey(k, r, func(ids []string) error {
+			payload := workflows.RedeliverSignal{EventIDs: ids, Actor: req.actor, Reason: req.reason}
+			return tc.signalWithStart(inv.ctx, r.WorkflowID, req.op.name, payload, params)
+		}, func(n int) {
+			if sent += n; bar != nil {
+				bar.update(sent)
 			}
-			r.Signals++
-			out.Queued += len(chunk)
-			if bar != nil {
-				bar.update(out.Queued)
-			}
-		}
+		})
 		if r.Result == "error" {
 			failed++
 			failedInARow++
 			continue
 		}
-		r.Result = "queued"
 		failedInARow = 0
 	}
 	if bar != nil {
@@ -371,20 +338,6 @@ func redeliverWindow(inv *invocation, req signalRequest) error {
 		return &reportedError{code: ExitError}
 	}
 	return nil
-}
-
-// chunkIDs splits a key's events, in order, into lists of at most n ids.
-func chunkIDs(evs []store.RequeuedEvent, n int) [][]string {
-	var out [][]string
-	for start := 0; start < len(evs); start += n {
-		end := min(start+n, len(evs))
-		ids := make([]string, 0, end-start)
-		for _, ev := range evs[start:end] {
-			ids = append(ids, ev.ID)
-		}
-		out = append(out, ids)
-	}
-	return out
 }
 
 // windowListed caps the keys the text output of a window lists.

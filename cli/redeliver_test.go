@@ -297,30 +297,6 @@ func TestParseTimeFlag(t *testing.T) {
 	}
 }
 
-func TestChunkIDs(t *testing.T) {
-	t.Parallel()
-	evs := make([]store.RequeuedEvent, 1201)
-	for i := range evs {
-		evs[i] = store.RequeuedEvent{ID: string(rune('a'+i%26)) + strings.Repeat("x", i/26), Seq: int64(i)}
-	}
-	chunks := chunkIDs(evs, maxIDsPerSignal)
-	if len(chunks) != 3 || len(chunks[0]) != 500 || len(chunks[1]) != 500 || len(chunks[2]) != 201 {
-		t.Fatalf("chunks of 1201 ids: %d chunks", len(chunks))
-	}
-	i := 0
-	for _, c := range chunks {
-		for _, id := range c {
-			if id != evs[i].ID {
-				t.Fatalf("id %d of the chunks is %s, want %s (order kept)", i, id, evs[i].ID)
-			}
-			i++
-		}
-	}
-	if got := chunkIDs(nil, maxIDsPerSignal); len(got) != 0 {
-		t.Errorf("chunks of no ids: %v", got)
-	}
-}
-
 func TestCountBar(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
