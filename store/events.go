@@ -88,13 +88,21 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 	if err != nil {
 		return nil, err
 	}
-	for _, ins := range out {
-		if !ins.Duplicate && !ins.Conflict {
-			s.WakeRelay()
-			break
-		}
+	if anyInserted(out) {
+		s.WakeRelay()
 	}
 	return out, nil
+}
+
+// anyInserted reports whether an insert added a row: neither a duplicate
+// nor a conflict.
+func anyInserted(out []InsertedEvent) bool {
+	for _, ins := range out {
+		if !ins.Duplicate && !ins.Conflict {
+			return true
+		}
+	}
+	return false
 }
 
 // InsertEventsTx appends evs to the event log inside tx, which the caller
@@ -134,25 +142,12 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 // relay finds the events at its next poll, or sooner when a publish of
 // InsertEvents wakes it.
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
-	return insertEventsTx(ctx, tx, evs, false)
-}
-
-// insertEventsTx is InsertEventsTx, notifying the relay inside tx or not:
-// Herald no longer does (wake.go); BenchmarkConcurrentPublish measures what
-// it cost.
-func insertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, notify bool) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
 	out := make([]InsertedEvent, len(evs))
-	inserted, err := lockAndInsert(ctx, tx, evs, out)
-	if err != nil {
+	if err := lockAndInsert(ctx, tx, evs, out); err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	if inserted > 0 && notify {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
-			return nil, fmt.Errorf("insert events: notify %s: %w", NotifyChannel, err)
-		}
 	}
 	return out, nil
 }
@@ -249,11 +244,10 @@ const (
 // lockAndInsert locks the stripe rows of every distinct ordering key of evs
 // (type by type in ascending order, each type's stripes in ascending order,
 // making a type's rows first when it has none), then inserts evs in order,
-// filling out, and returns how many rows were inserted; all in one round
-// trip, statements in that order. Ids that already exist are then resolved
+// filling out; all in one round trip, statements in that order. Ids that already exist are then resolved
 // against the stored content hash. A transaction that shares several keys
 // with another cannot deadlock with it: both lock in the same order.
-func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) (int, error) {
+func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
 	for _, tv := range tvs {
@@ -268,15 +262,14 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 	for _, tv := range tvs {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return 0, fmt.Errorf("make the key stripes of %s@%d: %w", tv.typ, tv.version, err)
+			return fmt.Errorf("make the key stripes of %s@%d: %w", tv.typ, tv.version, err)
 		}
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return 0, fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
+			return fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
 		}
 	}
 	var existing []int
-	inserted := 0
 	for i, ev := range evs {
 		out[i].ID = ev.ID
 		err := br.QueryRow().Scan(&out[i].Seq)
@@ -285,13 +278,11 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 			existing = append(existing, i)
 		case err != nil:
 			_ = br.Close()
-			return 0, fmt.Errorf("insert event %s: %w", ev.ID, err)
-		default:
-			inserted++
+			return fmt.Errorf("insert event %s: %w", ev.ID, err)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return 0, err
+		return err
 	}
 	// The row that won the id is committed (ON CONFLICT waited for it) or
 	// belongs to this transaction, so a fresh statement sees it.
@@ -302,7 +293,7 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 			`SELECT seq, content_hash FROM events WHERE id = $1 AND source_app = $2 AND state <> 'rejected'`,
 			evs[i].ID, evs[i].SourceApp).Scan(&seq, &hash)
 		if err != nil {
-			return 0, fmt.Errorf("look up event %s: %w", evs[i].ID, err)
+			return fmt.Errorf("look up event %s: %w", evs[i].ID, err)
 		}
 		if hash != nil && *hash == evs[i].ContentHash {
 			out[i].Seq = seq
@@ -311,7 +302,7 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 			out[i].Conflict = true
 		}
 	}
-	return inserted, nil
+	return nil
 }
 
 // Rejection is a refused publish request as it is recorded in the event log.
@@ -502,27 +493,10 @@ func (s *Store) GetEvent(ctx context.Context, id string) (StoredEvent, error) {
 // GetAppEvent is GetEvent for the event of source app app; an empty app
 // means any.
 func (s *Store) GetAppEvent(ctx context.Context, app, id string) (StoredEvent, error) {
-	u, err := uuid.Parse(id)
-	if err != nil || !queryableText(app) {
-		return StoredEvent{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
-	}
-	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
-		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
-		       coalesce(published_token, '') AS published_token,
-		       relay_attempts, coalesce(relay_error, '') AS relay_error, relay_next_try, relay_dead_at
-		FROM events
-		WHERE id = $1 AND state <> 'rejected' AND ($2 = '' OR source_app = $2)
-		ORDER BY source_app`, u.String(), app)
-	if err != nil {
-		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
-	}
-	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StoredEvent])
+	evs, err := s.eventsWithID(ctx, "", app, id)
 	switch {
 	case err != nil:
-		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
-	case len(evs) == 0:
-		return StoredEvent{}, fmt.Errorf("event %s: %w", id, ErrNotFound)
+		return StoredEvent{}, err
 	case len(evs) > 1:
 		apps := make([]string, len(evs))
 		for i, ev := range evs {
@@ -531,6 +505,40 @@ func (s *Store) GetAppEvent(ctx context.Context, app, id string) (StoredEvent, e
 		return StoredEvent{}, fmt.Errorf("event id %s names events of apps %s: %w", id, strings.Join(apps, ", "), ErrAmbiguousEvent)
 	}
 	return evs[0], nil
+}
+
+// eventsWithID returns the accepted or dispatched events with id, of
+// source app app when not empty, that scope may see: every one when scope
+// is empty, else its own events (as publisher) and those handed to one of
+// its subscriptions; ordered by source app. None is ErrNotFound (also when
+// id is not a UUID).
+func (s *Store) eventsWithID(ctx context.Context, scope, app, id string) ([]StoredEvent, error) {
+	u, err := uuid.Parse(id)
+	if err != nil || !queryableText(app) || !queryableText(scope) {
+		return nil, fmt.Errorf("event %q: %w", id, ErrNotFound)
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
+		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
+		       coalesce(published_token, '') AS published_token,
+		       relay_attempts, coalesce(relay_error, '') AS relay_error, relay_next_try, relay_dead_at
+		  FROM events e
+		 WHERE e.id = $1 AND e.state <> 'rejected' AND ($2 = '' OR e.source_app = $2)
+		   AND ($3 = '' OR e.source_app = $3 OR EXISTS (
+		        SELECT 1 FROM outcomes o JOIN subscriptions s ON s.id = o.subscription_id
+		         WHERE o.event_id = e.id AND s.app = $3 AND s.type = e.type AND s.version = e.version))
+		 ORDER BY source_app`, u.String(), app, scope)
+	if err != nil {
+		return nil, fmt.Errorf("get event %s: %w", id, err)
+	}
+	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StoredEvent])
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("get event %s: %w", id, err)
+	case len(evs) == 0:
+		return nil, fmt.Errorf("event %s: %w", id, ErrNotFound)
+	}
+	return evs, nil
 }
 
 // DeclaredEvent is an un-retired declaration as the publisher needs it.

@@ -25,9 +25,16 @@ func KeyStripe(subject string) int32 { return keyStripe(subject) }
 const KeyStripeCount = keyStripeCount
 
 // InsertEventsTxNotifying is InsertEventsTx as it was until issue 29: with
-// a pg_notify inside tx.
+// a pg_notify inside tx when anything was inserted.
 func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
-	return insertEventsTx(ctx, tx, evs, true)
+	out, err := InsertEventsTx(ctx, tx, evs)
+	if err != nil {
+		return nil, err
+	}
+	if anyInserted(out) {
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel)
+	}
+	return out, err
 }
 
 // InsertEventRowsOnly inserts evs' rows with InsertEventsTx's statement,
