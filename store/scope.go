@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -53,30 +52,10 @@ func (s *Store) ScopedSubscriptions(ctx context.Context, scope, app, id string) 
 // out of scope is ErrNotFound, as an unknown one; several events of
 // different apps with the id fail with ErrAmbiguousEvent.
 func (s *Store) ScopedEvent(ctx context.Context, scope, app, id string) (StoredEvent, error) {
-	u, err := uuid.Parse(id)
-	if err != nil || !queryableText(app) || !queryableText(scope) {
-		return StoredEvent{}, fmt.Errorf("event %q: %w", id, ErrNotFound)
-	}
-	rows, err := s.Pool.Query(ctx, `
-		SELECT seq, id::text AS id, source_app, type, version, subject, envelope, state,
-		       received_at, dispatched_at, coalesce(published_via, '') AS published_via,
-		       coalesce(published_token, '') AS published_token,
-		       relay_attempts, coalesce(relay_error, '') AS relay_error, relay_next_try, relay_dead_at
-		  FROM events e
-		 WHERE e.id = $1 AND e.state <> 'rejected' AND ($2 = '' OR e.source_app = $2)
-		   AND ($3 = '' OR e.source_app = $3 OR EXISTS (
-		        SELECT 1 FROM outcomes o JOIN subscriptions s ON s.id = o.subscription_id
-		         WHERE o.event_id = e.id AND s.app = $3 AND s.type = e.type AND s.version = e.version))
-		 ORDER BY source_app`, u.String(), app, scope)
-	if err != nil {
-		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
-	}
-	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StoredEvent])
+	evs, err := s.eventsWithID(ctx, scope, app, id)
 	switch {
 	case err != nil:
-		return StoredEvent{}, fmt.Errorf("get event %s: %w", id, err)
-	case len(evs) == 0:
-		return StoredEvent{}, fmt.Errorf("event %s: %w", id, ErrNotFound)
+		return StoredEvent{}, err
 	case len(evs) > 1:
 		return StoredEvent{}, fmt.Errorf("event id %s names events of several apps: %w", id, ErrAmbiguousEvent)
 	}
