@@ -201,17 +201,11 @@ func noisySummaryRows(suite *Suite) [][]string {
 			}
 		}
 	}
-	cell := func(vs []float64, format string) string {
-		if len(vs) == 0 {
-			return ""
-		}
-		return fmt.Sprintf(format, median(vs))
-	}
 	for _, k := range order {
 		a := accs[k]
 		rows = append(rows, []string{k.server, k.shape, fmt.Sprint(len(a.besideRate)),
-			cell(a.aloneRate, "%.1f"), cell(a.besideRate, "%.1f"), cell(a.ratio, "%.2f×"),
-			cell(a.aloneP99, "%.0f"), cell(a.besideP99, "%.0f"), cell(a.p99Ratio, "%.2f×"),
+			medianCell(a.aloneRate, "%.1f"), medianCell(a.besideRate, "%.1f"), medianCell(a.ratio, "%.2f×"),
+			medianCell(a.aloneP99, "%.0f"), medianCell(a.besideP99, "%.0f"), medianCell(a.p99Ratio, "%.2f×"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
 	}
 	return rows
@@ -384,29 +378,23 @@ func summaryRows(suite *Suite) [][]string {
 			}
 		}
 	}
-	cell := func(vs []float64, format string) string {
-		if len(vs) == 0 {
-			return ""
-		}
-		return fmt.Sprintf(format, median(vs))
-	}
 	for _, k := range order {
 		a := accs[k]
-		row := []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs), cell(a.ceiling, "%.1f")}
+		row := []string{k.server, k.shape, a.shape.String(), fmt.Sprint(a.runs), medianCell(a.ceiling, "%.1f")}
 		if batched {
-			row = append(row, cell(a.batched, "%.1f"))
+			row = append(row, medianCell(a.batched, "%.1f"))
 		}
 		if floor {
-			row = append(row, cell(a.floor, "%.1f"))
+			row = append(row, medianCell(a.floor, "%.1f"))
 		}
-		row = append(row, cell(a.herald, "%.1f"), cell(a.ratio, "%.2f×"))
+		row = append(row, medianCell(a.herald, "%.1f"), medianCell(a.ratio, "%.2f×"))
 		if batched {
-			row = append(row, cell(a.ratioBatched, "%.2f×"))
+			row = append(row, medianCell(a.ratioBatched, "%.2f×"))
 		}
 		if floor {
-			row = append(row, cell(a.ratioFloor, "%.2f×"))
+			row = append(row, medianCell(a.ratioFloor, "%.2f×"))
 		}
-		rows = append(rows, append(row, cell(a.p50, "%.0f"), cell(a.p99, "%.0f"),
+		rows = append(rows, append(row, medianCell(a.p50, "%.0f"), medianCell(a.p99, "%.0f"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)))
 	}
 	return rows
@@ -416,6 +404,15 @@ func summaryRows(suite *Suite) [][]string {
 // (a ceiling or the floor) rather than Herald itself.
 func isReference(system string) bool {
 	return system == SystemCeiling || system == SystemBatched || system == SystemFloor
+}
+
+// medianCell is a table cell of the median of vs in format, empty when
+// there are none.
+func medianCell(vs []float64, format string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(format, median(vs))
 }
 
 // median of vs (the mean of the middle two for an even count).
