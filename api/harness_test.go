@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 
+	"herald/api"
 	"herald/cli"
 	"herald/internal/testenv"
 	"herald/internal/testkit/system"
@@ -114,6 +116,28 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+}
+
+// anonymous sends a request without a token and wants 401. Every refused
+// authentication spends one of the client address's tries, and a test that
+// checks the 401 of each documented path spends more than the burst; so a
+// 429 is waited out (its Retry-After) and the request sent again.
+func (s *server) anonymous(method, path, contentType, body string) answer {
+	s.t.Helper()
+	for range api.DefaultAuthFailureBurst {
+		a := s.do(method, path, "", contentType, strings.NewReader(body))
+		if a.status != http.StatusTooManyRequests {
+			wantStatus(s.t, a, http.StatusUnauthorized)
+			return a
+		}
+		wait, err := strconv.Atoi(a.header.Get("Retry-After"))
+		if err != nil || wait <= 0 {
+			s.t.Fatalf("%s %s: 429 with Retry-After %q", method, path, a.header.Get("Retry-After"))
+		}
+		time.Sleep(time.Duration(wait) * time.Second)
+	}
+	s.t.Fatalf("%s %s: still throttled", method, path)
+	return answer{}
 }
 
 // post sends body to POST /v1/events.

@@ -211,7 +211,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	s.post(token, "application/json", person(id, "person-1", 1))                                             // 202
 	s.post(token, "application/json", `[`+person("", "person-2", 2)+`]`)                                     // 202
 	s.post(token, "application/json", `{`)                                                                   // 400
-	s.post("", "application/json", person("", "person-1", 1))                                                // 401
+	s.anonymous(http.MethodPost, "/v1/events", "application/json", person("", "person-1", 1))                // 401
 	s.post(token, "application/json", `{"type":"billing.invoice.paid","version":1,"subject":"i","data":{}}`) // 403
 	s.post(token, "application/json", person(id, "person-1", 2))                                             // 409
 	s.post(token, "application/json", fmt.Sprintf(`{"type":"contacts.person.updated","version":1,"subject":"p","data":%q}`,
@@ -229,7 +229,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	for _, p := range opsPaths {
 		wantStatus(t, s.get(p, token), http.StatusOK) // 200
 		wantStatus(t, s.get(p, ops), http.StatusOK)
-		s.get(p, "") // 401
+		s.anonymous(http.MethodGet, p, "", "") // 401
 	}
 	s.get("/v1/ops/apps/billing", token)                                                    // 404: out of scope
 	s.get("/v1/ops/events/0193f1d2-0000-7000-8000-000000000000", ops)                       // 404: unknown
@@ -250,14 +250,14 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	wantStatus(t, s.action("/v1/ops/keys/resume", ops, key), http.StatusOK)                // 200
 	s.action("/v1/ops/keys/pause", token, key)                                             // 404: not contacts' subscription
 	s.action("/v1/ops/keys/pause", ops, `{"subscription":"billing","subject":"person-1"}`) // 400
-	s.action("/v1/ops/keys/pause", "", key)                                                // 401
+	s.anonymous(http.MethodPost, "/v1/ops/keys/pause", "application/json", key)            // 401
 	sub := `{"subscription":"` + system.BillingSub + `","reason":"openapi"}`
 	wantStatus(t, s.action("/v1/ops/subscriptions/pause", ops, sub), http.StatusOK) // 200
 	s.action("/v1/ops/subscriptions/pause", ops, sub)                               // 409
 	wantStatus(t, s.action("/v1/ops/subscriptions/resume", ops, sub), http.StatusOK)
-	s.action("/v1/ops/subscriptions/pause", token, sub) // 404
-	s.action("/v1/ops/subscriptions/pause", ops, "{")   // 400
-	s.action("/v1/ops/subscriptions/pause", "", sub)    // 401
+	s.action("/v1/ops/subscriptions/pause", token, sub)                                  // 404
+	s.action("/v1/ops/subscriptions/pause", ops, "{")                                    // 400
+	s.anonymous(http.MethodPost, "/v1/ops/subscriptions/pause", "application/json", sub) // 401
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	window := `{"subscription":"` + system.BillingSub + `","since":"` + since + `","dryRun":true}`
 	wantStatus(t, s.action("/v1/ops/subscriptions/replay", ops, window), http.StatusOK) // 200
@@ -265,7 +265,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		time.Now().Add(-2*time.Hour).UTC().Format(time.RFC3339)+`","until":"`+since+`"}`) // 409: no events
 	s.action("/v1/ops/subscriptions/replay", ops, `{"subscription":"`+system.BillingSub+`"}`) // 400: no since
 	s.action("/v1/ops/subscriptions/replay", token, window)                                   // 404
-	s.action("/v1/ops/subscriptions/replay", "", window)                                      // 401
+	s.anonymous(http.MethodPost, "/v1/ops/subscriptions/replay", "application/json", window)  // 401
 
 	for range api.DefaultAuthFailureBurst + 1 {
 		s.post("hrld_0000000000000000_"+strings.Repeat("A", 43), "application/json", "{}") // 401, then 429
