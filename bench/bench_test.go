@@ -144,15 +144,12 @@ func TestNoisySmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 4; got != want {
-		t.Fatalf("%d measurements, want %d (NB and NP alone, then beside the neighbours)", got, want)
+	if got, want := len(rep.Measurements), 6; got != want {
+		t.Fatalf("%d measurements, want %d (NB and NP alone, beside the calm neighbours, then the misbehaving ones)", got, want)
 	}
 	for i, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
-		wantSystem := SystemAlone
-		if i >= 2 {
-			wantSystem = SystemNeighbours
-		}
+		wantSystem := []string{SystemAlone, SystemCalm, SystemNeighbours}[i/2]
 		if m.System != wantSystem {
 			t.Errorf("measurement %d is %q, want %q", i, m.System, wantSystem)
 		}
@@ -182,6 +179,12 @@ func TestNoisySmoke(t *testing.T) {
 			if n.Received[app] == 0 {
 				t.Errorf("%s: neighbour endpoint %s got no POST: %+v", name, app, n.Received)
 			}
+		}
+		if m.System == SystemCalm {
+			if len(n.TokenGuesses) != 0 {
+				t.Errorf("%s: token guesses beside the calm neighbours: %v", name, n.TokenGuesses)
+			}
+			continue
 		}
 		guesses := 0
 		for status, c := range n.TokenGuesses {

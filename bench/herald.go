@@ -100,8 +100,10 @@ type heraldRun struct {
 	system string
 	// api starts the worker's publishing API too.
 	api bool
-	// neighbours, when set, misbehave for the whole measurement.
+	// neighbours, when set, misbehave for the whole measurement (behave,
+	// with calm: the control).
 	neighbours *neighbours
+	calm       bool
 }
 
 // heraldWith is herald with the variations of run.
@@ -114,6 +116,8 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		prefix += "-alone"
 	case SystemNeighbours:
 		prefix += "-beside"
+	case SystemCalm:
+		prefix += "-calm"
 	}
 	ph, err := newPhase(prefix, sh, run.system, heraldSubscriptions(sh.Subscriptions))
 	if err != nil {
@@ -139,7 +143,7 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		nctx, cancel := context.WithCancel(ctx)
 		stats = make(chan *NeighbourStats, 1)
 		go func() {
-			stats <- run.neighbours.drive(nctx, b.publisher, "http://"+ws.APIAddr, b.runID+"-"+sh.Name, b.cfg.NeighbourLoad)
+			stats <- run.neighbours.drive(nctx, b.publisher, "http://"+ws.APIAddr, prefix+"-"+sh.Name, b.cfg.NeighbourLoad, run.calm)
 		}()
 		stopNeighbours = func() *NeighbourStats {
 			cancel()

@@ -117,6 +117,8 @@ type neighbours struct {
 
 	mu       sync.Mutex
 	received map[string]int
+	// calm makes every endpoint answer 204 at once (the control).
+	calm bool
 	// hold is what the never-answering endpoint waits on: open while drive
 	// runs, closed otherwise, so hung POSTs end with the measurement and
 	// the worker can stop without waiting out its delivery timeout.
@@ -131,7 +133,11 @@ func startNeighbours() (*neighbours, error) {
 	handlers := map[string]http.HandlerFunc{
 		// Never answers: the worker's delivery timeout ends every attempt.
 		noisySlowApp: func(w http.ResponseWriter, r *http.Request) {
-			hold := n.count(noisySlowApp)
+			hold, calm := n.count(noisySlowApp)
+			if calm {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 			select {
 			case <-r.Context().Done():
 			case <-hold:
@@ -139,7 +145,10 @@ func startNeighbours() (*neighbours, error) {
 			}
 		},
 		noisyFailApp: func(w http.ResponseWriter, r *http.Request) {
-			n.count(noisyFailApp)
+			if _, calm := n.count(noisyFailApp); calm {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 			http.Error(w, "neighbour always fails", http.StatusInternalServerError)
 		},
 		noisyFilterApp: func(w http.ResponseWriter, r *http.Request) {
@@ -162,12 +171,13 @@ func startNeighbours() (*neighbours, error) {
 	return n, nil
 }
 
-// count counts a POST to app and returns the current hold channel.
-func (n *neighbours) count(app string) <-chan struct{} {
+// count counts a POST to app and returns the current hold channel, and
+// whether the neighbours behave.
+func (n *neighbours) count(app string) (<-chan struct{}, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.received[app]++
-	return n.hold
+	return n.hold, n.calm
 }
 
 // close stops the endpoints, cutting hung requests.
@@ -199,10 +209,14 @@ type neighbourLoad struct {
 var defaultNeighbourLoad = neighbourLoad{Rate: 5, Keys: 50, Guessers: 4, GuessRate: 50}
 
 // drive runs the neighbours' load until ctx ends, then returns what they did
-// (counting endpoint receipts from the start of drive).
-func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, runID string, load neighbourLoad) *NeighbourStats {
+// (counting endpoint receipts from the start of drive). Calm, they publish
+// at the same rates but behave (SystemCalm): endpoints answer at once, the
+// heavy events are light (the filter finds no items and filters them out)
+// and nobody guesses tokens.
+func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, runID string, load neighbourLoad, calm bool) *NeighbourStats {
 	n.mu.Lock()
 	n.hold = make(chan struct{})
+	n.calm = calm
 	before := make(map[string]int, len(n.received))
 	for k, v := range n.received {
 		before[k] = v
@@ -218,6 +232,9 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 		items[i] = i
 	}
 	heavy, _ := json.Marshal(map[string]any{"n": 0, "items": items, "s": strings.Repeat("a", hostileString)})
+	if calm {
+		heavy = json.RawMessage(`{"n":0,"items":[],"s":""}`)
+	}
 	for _, name := range []string{"slow", "fail", "heavy"} {
 		wg.Add(1)
 		go func() {
@@ -241,7 +258,7 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 			}
 		}()
 	}
-	if apiURL != "" {
+	if apiURL != "" && !calm {
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: load.Guessers}}
 		body := []byte(`{"type":"` + eventType(1) + `","version":1,"subject":"x","data":{"n":1,"name":"x"}}`)
 		for range load.Guessers {
@@ -265,6 +282,7 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 	wg.Wait()
 	n.mu.Lock()
 	close(n.hold)
+	n.calm = false
 	n.mu.Unlock()
 
 	st := &NeighbourStats{Published: published, TokenGuesses: guesses, Received: map[string]int{}}

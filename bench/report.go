@@ -129,23 +129,29 @@ func tailRows(rep *Report) [][]string {
 // noisyRows is the noisy-neighbour comparison: each healthy shape alone and
 // beside the neighbours, and what the neighbours did meanwhile.
 func noisyRows(rep *Report) [][]string {
-	rows := [][]string{{"shape", "load", "alone deliveries/s", "beside deliveries/s", "× alone",
-		"alone p99 ms", "beside p99 ms", "p99 × alone", "lost / out of order / duplicates",
+	rows := [][]string{{"shape", "load", "alone deliveries/s", "calm deliveries/s", "beside deliveries/s", "× alone",
+		"× calm", "alone p99 ms", "calm p99 ms", "beside p99 ms", "p99 × alone", "p99 × calm", "lost / out of order / duplicates",
 		"neighbour events slow/fail/heavy", "neighbour POSTs slow/fail/filtered", "token guesses by status"}}
-	alone := map[string]Measurement{}
+	alone, calm := map[string]Measurement{}, map[string]Measurement{}
 	for _, m := range rep.Measurements {
-		if m.System == SystemAlone {
+		switch m.System {
+		case SystemAlone:
 			alone[m.Shape.Name] = m
+		case SystemCalm:
+			calm[m.Shape.Name] = m
 		}
 	}
 	for _, m := range rep.Measurements {
 		if m.System != SystemNeighbours {
 			continue
 		}
-		a := alone[m.Shape.Name]
-		row := []string{m.Shape.Name, m.Shape.String(), fmt.Sprintf("%.1f", a.PerSecond), fmt.Sprintf("%.1f", m.PerSecond),
-			fmt.Sprintf("%.2f×", m.AloneRatio), fmt.Sprintf("%.0f", a.LatencyMS.P99), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprintf("%.2f×", m.AloneP99Ratio), fmt.Sprintf("%d / %d / %d", m.Lost, m.OutOfOrder, m.Duplicates)}
+		a, c := alone[m.Shape.Name], calm[m.Shape.Name]
+		lost, ooo, dups := m.Lost+c.Lost, m.OutOfOrder+c.OutOfOrder, m.Duplicates+c.Duplicates
+		row := []string{m.Shape.Name, m.Shape.String(), fmt.Sprintf("%.1f", a.PerSecond), figure(c.PerSecond, "%.1f"),
+			fmt.Sprintf("%.1f", m.PerSecond), fmt.Sprintf("%.2f×", m.AloneRatio), ratioCell(m.PerSecond, c.PerSecond),
+			fmt.Sprintf("%.0f", a.LatencyMS.P99), figure(c.LatencyMS.P99, "%.0f"), fmt.Sprintf("%.0f", m.LatencyMS.P99),
+			fmt.Sprintf("%.2f×", m.AloneP99Ratio), ratioCell(m.LatencyMS.P99, c.LatencyMS.P99),
+			fmt.Sprintf("%d / %d / %d", lost, ooo, dups)}
 		if n := m.Neighbours; n != nil {
 			row = append(row,
 				fmt.Sprintf("%d/%d/%d", n.Published["slow"], n.Published["fail"], n.Published["heavy"]),
@@ -159,38 +165,62 @@ func noisyRows(rep *Report) [][]string {
 	return rows
 }
 
+// figure formats v, or is empty when there is none (0).
+func figure(v float64, format string) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// ratioCell is v ÷ of as "0.00×", empty without a divisor.
+func ratioCell(v, of float64) string {
+	if of == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", v/of)
+}
+
 // noisySummaryRows are the rows (header first) of the noisy-neighbour
 // summary: per server configuration and shape, the medians over runs of
 // the healthy deliveries per second and p99 alone and beside the
 // neighbours, and of each run's own ratios.
 func noisySummaryRows(suite *Suite) [][]string {
-	rows := [][]string{{"server", "shape", "runs", "alone deliveries/s", "beside deliveries/s", "× alone",
-		"alone p99 ms", "beside p99 ms", "p99 × alone", "lost / out of order / duplicates"}}
+	rows := [][]string{{"server", "shape", "runs", "alone deliveries/s", "calm deliveries/s", "beside deliveries/s", "× alone",
+		"× calm", "alone p99 ms", "calm p99 ms", "beside p99 ms", "p99 × alone", "p99 × calm", "lost / out of order / duplicates"}}
 	type key struct{ server, shape string }
 	type acc struct {
-		aloneRate, besideRate, ratio, aloneP99, besideP99, p99Ratio []float64
-		lost, ooo, dups                                             int
+		aloneRate, calmRate, besideRate, ratio, calmRatio    []float64
+		aloneP99, calmP99, besideP99, p99Ratio, calmP99Ratio []float64
+		lost, ooo, dups                                      int
+		calmOf                                               map[*Report]Measurement
 	}
 	var order []key
 	accs := map[key]*acc{}
 	for _, rep := range suite.Runs {
 		for _, m := range rep.Measurements {
-			if m.System != SystemAlone && m.System != SystemNeighbours {
+			if m.System != SystemAlone && m.System != SystemNeighbours && m.System != SystemCalm {
 				continue
 			}
 			k := key{rep.Server.Name, m.Shape.Name}
 			a := accs[k]
 			if a == nil {
-				a = &acc{}
+				a = &acc{calmOf: map[*Report]Measurement{}}
 				accs[k] = a
 				order = append(order, k)
 			}
 			a.lost += m.Lost
 			a.ooo += m.OutOfOrder
 			a.dups += m.Duplicates
-			if m.System == SystemAlone {
+			switch m.System {
+			case SystemAlone:
 				a.aloneRate = append(a.aloneRate, m.PerSecond)
 				a.aloneP99 = append(a.aloneP99, m.LatencyMS.P99)
+				continue
+			case SystemCalm:
+				a.calmRate = append(a.calmRate, m.PerSecond)
+				a.calmP99 = append(a.calmP99, m.LatencyMS.P99)
+				a.calmOf[rep] = m
 				continue
 			}
 			a.besideRate = append(a.besideRate, m.PerSecond)
@@ -200,12 +230,25 @@ func noisySummaryRows(suite *Suite) [][]string {
 				a.p99Ratio = append(a.p99Ratio, m.AloneP99Ratio)
 			}
 		}
+		// Each run's own ratio to its control (the control comes first).
+		for _, m := range rep.Measurements {
+			a := accs[key{rep.Server.Name, m.Shape.Name}]
+			if m.System != SystemNeighbours || a == nil {
+				continue
+			}
+			if c, ok := a.calmOf[rep]; ok && c.PerSecond > 0 && c.LatencyMS.P99 > 0 {
+				a.calmRatio = append(a.calmRatio, m.PerSecond/c.PerSecond)
+				a.calmP99Ratio = append(a.calmP99Ratio, m.LatencyMS.P99/c.LatencyMS.P99)
+			}
+		}
 	}
 	for _, k := range order {
 		a := accs[k]
 		rows = append(rows, []string{k.server, k.shape, fmt.Sprint(len(a.besideRate)),
-			medianCell(a.aloneRate, "%.1f"), medianCell(a.besideRate, "%.1f"), medianCell(a.ratio, "%.2f×"),
-			medianCell(a.aloneP99, "%.0f"), medianCell(a.besideP99, "%.0f"), medianCell(a.p99Ratio, "%.2f×"),
+			medianCell(a.aloneRate, "%.1f"), medianCell(a.calmRate, "%.1f"), medianCell(a.besideRate, "%.1f"),
+			medianCell(a.ratio, "%.2f×"), medianCell(a.calmRatio, "%.2f×"),
+			medianCell(a.aloneP99, "%.0f"), medianCell(a.calmP99, "%.0f"), medianCell(a.besideP99, "%.0f"),
+			medianCell(a.p99Ratio, "%.2f×"), medianCell(a.calmP99Ratio, "%.2f×"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
 	}
 	return rows

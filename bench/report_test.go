@@ -193,6 +193,7 @@ func TestNoisyRows(t *testing.T) {
 	rep := &Report{Measurements: []Measurement{
 		{Shape: nb, System: SystemHerald, PerSecond: 1},
 		{Shape: nb, System: SystemAlone, PerSecond: 200, LatencyMS: Latency{P99: 100}},
+		{Shape: nb, System: SystemCalm, PerSecond: 150, LatencyMS: Latency{P99: 250}, Duplicates: 2},
 		{Shape: nb, System: SystemNeighbours, PerSecond: 180, AloneRatio: 0.9, AloneP99Ratio: 1.25,
 			LatencyMS: Latency{P99: 125}, Lost: 1,
 			Neighbours: &NeighbourStats{Published: map[string]int{"slow": 7, "fail": 8, "heavy": 9},
@@ -204,12 +205,17 @@ func TestNoisyRows(t *testing.T) {
 		t.Fatalf("%d rows, want a header and one: %v", len(rows), rows)
 	}
 	got := strings.Join(rows[1], "|")
-	want := "NB|200 keys × 5 × 2 subs|200.0|180.0|0.90×|100|125|1.25×|1 / 0 / 0|7/8/9|3/4/5|401: 10, 429: 90"
+	want := "NB|200 keys × 5 × 2 subs|200.0|150.0|180.0|0.90×|1.20×|100|250|125|1.25×|0.50×|1 / 0 / 2|7/8/9|3/4/5|401: 10, 429: 90"
 	if got != want {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
-	if rows := noisyRows(&Report{Measurements: rep.Measurements[:2]}); len(rows) != 1 {
+	if rows := noisyRows(&Report{Measurements: rep.Measurements[:3]}); len(rows) != 1 {
 		t.Errorf("rows without a measurement beside neighbours: %v", rows)
+	}
+	// Without the control (a report of an earlier run) its cells are empty.
+	rows = noisyRows(&Report{Measurements: []Measurement{rep.Measurements[1], rep.Measurements[3]}})
+	if got, want := strings.Join(rows[1][:13], "|"), "NB|200 keys × 5 × 2 subs|200.0||180.0|0.90×||100||125|1.25×||1 / 0 / 0"; got != want {
+		t.Errorf("row without the control\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -217,21 +223,23 @@ func TestNoisyRows(t *testing.T) {
 // shape, of the figures and of each run's own ratios.
 func TestNoisySummaryRows(t *testing.T) {
 	nb := Shape{Name: noisyBurstShape, Keys: 200, EventsPerKey: 5, Subscriptions: 2}
-	run := func(alone, beside, p99a, p99b float64) *Report {
+	run := func(alone, calm, beside, p99a, p99c, p99b float64) *Report {
 		return &Report{Server: ServerConfig{Name: "default"}, Measurements: []Measurement{
 			{Shape: nb, System: SystemHerald, PerSecond: 1},
 			{Shape: nb, System: SystemAlone, PerSecond: alone, LatencyMS: Latency{P99: p99a}},
+			{Shape: nb, System: SystemCalm, PerSecond: calm, LatencyMS: Latency{P99: p99c}},
 			{Shape: nb, System: SystemNeighbours, PerSecond: beside, LatencyMS: Latency{P99: p99b}, Duplicates: 1,
 				AloneRatio: beside / alone, AloneP99Ratio: p99b / p99a},
 		}}
 	}
-	suite := &Suite{Runs: []*Report{run(100, 90, 10, 20), run(200, 100, 10, 30), run(150, 150, 20, 20)}}
+	suite := &Suite{Runs: []*Report{run(100, 90, 90, 10, 10, 20), run(200, 125, 100, 10, 15, 30), run(150, 100, 150, 20, 40, 20)}}
 	rows := noisySummaryRows(suite)
 	if len(rows) != 2 {
 		t.Fatalf("rows: %v", rows)
 	}
 	got := strings.Join(rows[1], "|")
-	want := "default|NB|3|150.0|100.0|0.90×|10|20|2.00×|0 / 0 / 3"
+	// × calm: the median of 90/90, 100/125 and 150/100; p99: of 20/10, 30/15, 20/40.
+	want := "default|NB|3|150.0|100.0|100.0|0.90×|1.00×|10|15|20|2.00×|2.00×|0 / 0 / 3"
 	if got != want {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
