@@ -134,7 +134,8 @@ const (
 	// SystemCalm is the comparison's control: the healthy subscriptions
 	// beside the same neighbours publishing at the same rates, but
 	// behaving: their endpoints answer at once, their heavy events are
-	// light and filtered out cheaply, and nobody guesses tokens. What the
+	// light and let through by the filter at once, and nobody guesses
+	// tokens: every neighbour event is delivered promptly. What the
 	// healthy shapes lose here is the machine's capacity shared with
 	// legitimate work; what they lose beyond it beside the neighbours is
 	// what misbehaviour costs them.

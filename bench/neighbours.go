@@ -211,8 +211,8 @@ var defaultNeighbourLoad = neighbourLoad{Rate: 5, Keys: 50, Guessers: 4, GuessRa
 // drive runs the neighbours' load until ctx ends, then returns what they did
 // (counting endpoint receipts from the start of drive). Calm, they publish
 // at the same rates but behave (SystemCalm): endpoints answer at once, the
-// heavy events are light (the filter finds no items and filters them out)
-// and nobody guesses tokens.
+// heavy events are light (the filter lets them through at once, so every
+// neighbour event is delivered) and nobody guesses tokens.
 func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, runID string, load neighbourLoad, calm bool) *NeighbourStats {
 	n.mu.Lock()
 	n.hold = make(chan struct{})
@@ -233,7 +233,7 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 	}
 	heavy, _ := json.Marshal(map[string]any{"n": 0, "items": items, "s": strings.Repeat("a", hostileString)})
 	if calm {
-		heavy = json.RawMessage(`{"n":0,"items":[],"s":""}`)
+		heavy = json.RawMessage(`{"n":0,"items":[1],"s":"b"}`) // the filter lets it through at once
 	}
 	for _, name := range []string{"slow", "fail", "heavy"} {
 		wg.Add(1)
