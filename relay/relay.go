@@ -484,8 +484,14 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	if r.startKey(ctx, id, opts, params) {
-		return 1, -1, nil // the new run reads the key's queued rows
+	if _, ok := r.starter(id); ok {
+		// A start carries the signal's span (its trace reaches the new run).
+		sctx, span := startSignalSpan(ctx, id, g, g.events[:min(r.MaxEventsPerSignal, len(g.events))])
+		started := r.startKey(sctx, id, opts, params)
+		endSignalSpan(span, nil)
+		if started {
+			return 1, -1, nil // the new run reads the key's queued rows
+		}
 	}
 	for start := 0; start < len(g.events); {
 		// Signals carry ids and sequence numbers only (about 70 bytes an

@@ -79,13 +79,23 @@ func (r *Relay) recentFor() time.Duration {
 	return workflows.DefaultIdleTimeout
 }
 
+// starter is the Starter to start id's workflow with, when the relay
+// starts new keys and has not started or signalled id lately.
+func (r *Relay) starter(id string) (Starter, bool) {
+	starter, ok := r.Temporal.(Starter)
+	if !ok || !r.StartNewKeys || r.recent.seen(id, time.Now(), r.recentFor()) {
+		return nil, false
+	}
+	return starter, true
+}
+
 // startKey starts the workflow of a key the relay has not started or
 // signalled lately, eagerly, with no events (the run reads the rows). It
 // reports whether it started one; false sends the key's signal as before
 // (a running workflow, starting off, or a failed start).
 func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkflowOptions, params workflows.Params) bool {
-	starter, ok := r.Temporal.(Starter)
-	if !ok || !r.StartNewKeys || r.recent.seen(id, time.Now(), r.recentFor()) {
+	starter, ok := r.starter(id)
+	if !ok {
 		return false
 	}
 	opts.EnableEagerStart = true
