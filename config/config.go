@@ -78,6 +78,9 @@ type Worker struct {
 	// RelayPollInterval is how long the idle relay leader waits for a
 	// wake-up before it looks for new events anyway (default 100ms).
 	RelayPollInterval time.Duration `env:"HERALD_RELAY_POLL_INTERVAL"`
+	// RelaySignalOnly makes the relay signal every key, never start a new
+	// key's workflow eagerly (default false).
+	RelaySignalOnly bool `env:"HERALD_RELAY_SIGNAL_ONLY"`
 	// TrustIncomingTrace makes a publisher's traceparent the parent of its
 	// events' publish spans, and lets tracestate reach subscribers (default
 	// false: the publisher's span is only linked).

@@ -159,6 +159,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_WORKFLOW_CACHE_SIZE":   strconv.Itoa(w.WorkflowCacheSize),
 		"HERALD_RELAY_MAX_ATTEMPTS":    strconv.Itoa(w.RelayMaxAttempts),
 		"HERALD_RELAY_POLL_INTERVAL":   short(w.RelayPollInterval),
+		"HERALD_RELAY_SIGNAL_ONLY":     strconv.FormatBool(w.RelaySignalOnly),
 		"HERALD_TRUST_INCOMING_TRACE":  strconv.FormatBool(w.TrustIncomingTrace),
 		"HERALD_HTTP_ADDR":             w.HTTPAddr,
 		"HERALD_LOG_LEVEL":             w.LogLevel,

@@ -74,8 +74,17 @@ func TestDeliveryEndToEnd(t *testing.T) {
 		}
 		return st.Status == workflows.StatusFailed
 	})
-	if st.Head == nil || st.Head.Code != "schema_mismatch" || len(st.Queued) != perKey-3 {
-		t.Fatalf("failed key state: head %+v, %d queued", st.Head, len(st.Queued))
+	// Behind the failed head the key owes the rest: in the run's queue, or
+	// in its queued rows only when the relay no longer signalled them (a
+	// key held on a failed head is not signalled; its run reads the rows
+	// when the head resolves).
+	var owed int
+	if err := s.Svc.Store.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outcomes
+		WHERE subscription_id = 'billing:contacts.person.updated@1' AND subject = 'person-bad' AND status IN ('queued', 'failed')`).Scan(&owed); err != nil {
+		t.Fatal(err)
+	}
+	if st.Head == nil || st.Head.Code != "schema_mismatch" || len(st.Queued) > perKey-3 || owed != perKey-2 {
+		t.Fatalf("failed key state: head %+v, %d queued, %d rows owed (want %d)", st.Head, len(st.Queued), owed, perKey-2)
 	}
 	if got := s.Sub.Count("billing", "person-bad"); got != 2 {
 		t.Fatalf("billing got %d events of the failed key; only those before the failure may arrive", got)

@@ -69,10 +69,17 @@ type Relay struct {
 	// Observer, when set, counts the events the relay settles itself:
 	// filtered ones, and those of removed subscriptions it cancels.
 	Observer Observer
+	// StartNewKeys starts the workflow of a key not started or signalled
+	// within the idle timeout eagerly, without events, instead of
+	// signalling it, when Temporal is a Starter (start.go;
+	// HERALD_RELAY_SIGNAL_ONLY turns it off).
+	StartNewKeys bool
 
 	leader bool
 	mu     sync.Mutex
 	cursor redriveCursor
+	// recent are the keys started or signalled lately (startKey).
+	recent recentKeys
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
 	// restUntil holds the filters that ran out of time or into their cost
@@ -98,7 +105,7 @@ type Observer interface {
 type Round struct {
 	Events     int // events read
 	Dispatched int // events marked dispatched
-	Signals    int // signals sent
+	Signals    int // signals sent, and keys' workflows started (StartNewKeys)
 	Failed     int // signals that failed (their events back off)
 	Filtered   int // (subscription, event) pairs a content filter did not let through
 	BackingOff int // events that failed a signal and wait for their next try
@@ -477,6 +484,15 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+	if _, ok := r.starter(id); ok {
+		// A start carries the signal's span (its trace reaches the new run).
+		sctx, span := startSignalSpan(ctx, id, g, g.events[:min(r.MaxEventsPerSignal, len(g.events))])
+		started := r.startKey(sctx, id, opts, params)
+		endSignalSpan(span, nil)
+		if started {
+			return 1, -1, nil // the new run reads the key's queued rows
+		}
+	}
 	for start := 0; start < len(g.events); {
 		// Signals carry ids and sequence numbers only (about 70 bytes an
 		// event), so a count cap keeps them far under Temporal's 2 MB limit.
@@ -496,6 +512,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 		sent++
 		start = end
 	}
+	r.recent.note(id, time.Now())
 	return sent, -1, nil
 }
 

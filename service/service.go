@@ -158,7 +158,10 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		// Each failed signal and each event given up on is counted.
 		MaxAttempts: cfg.RelayMaxAttempts,
 		IdlePoll:    cfg.RelayPollInterval,
-		OnRound:     func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
+		// The worker's own client: an eager start hands the new workflow's
+		// first task to this worker.
+		StartNewKeys: !cfg.RelaySignalOnly,
+		OnRound:      func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
 	s.Metrics.Held(s.Store.HeldPerSubscription)

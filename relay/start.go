@@ -1,0 +1,114 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"herald/workflows"
+)
+
+// Starter is the part of a Temporal client that starts workflows; a
+// client.Client is one. With it (and StartNewKeys) the relay starts the
+// workflow of a key it has not seen lately instead of signalling it.
+type Starter interface {
+	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+}
+
+// A key with no running workflow is the commonest case (one event per key:
+// an order, a user, a payment). SignalWithStart cannot start eagerly, so the
+// new workflow's first task goes through Temporal's matching and a poller;
+// a plain start with EnableEagerStart hands that task straight back to this
+// worker in the start's answer. The started run carries no events: like a
+// re-driven key's, it reads what its key owes from the queued outcome rows,
+// which the relay wrote before any start or signal (RecordDispatch). A key
+// whose workflow runs answers "already started", and gets its signal as
+// before; the relay remembers the keys it started or signalled within the
+// idle timeout, whose workflows most likely run, and signals them at once.
+
+// maxRecentKeys bounds the keys the relay remembers as recently started or
+// signalled; the oldest are forgotten first.
+const maxRecentKeys = 100_000
+
+// recentKeys are the workflow ids the relay started or signalled, with
+// when, oldest first.
+type recentKeys struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	order []string
+}
+
+// seen reports whether id was started or signalled within ttl of now.
+func (k *recentKeys) seen(id string, now time.Time, ttl time.Duration) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.at[id]
+	return ok && now.Sub(t) < ttl
+}
+
+// note remembers id as started or signalled at now.
+func (k *recentKeys) note(id string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.at == nil {
+		k.at = map[string]time.Time{}
+	}
+	if _, ok := k.at[id]; !ok {
+		k.order = append(k.order, id)
+	}
+	k.at[id] = now
+	for len(k.order) > maxRecentKeys {
+		delete(k.at, k.order[0])
+		k.order = k.order[1:]
+	}
+}
+
+// recentFor is how long a started or signalled key's workflow is taken to
+// be running: its idle timeout.
+func (r *Relay) recentFor() time.Duration {
+	if r.Params.IdleTimeout > 0 {
+		return r.Params.IdleTimeout
+	}
+	return workflows.DefaultIdleTimeout
+}
+
+// starter is the Starter to start id's workflow with, when the relay
+// starts new keys and has not started or signalled id lately.
+func (r *Relay) starter(id string) (Starter, bool) {
+	starter, ok := r.Temporal.(Starter)
+	if !ok || !r.StartNewKeys || r.recent.seen(id, time.Now(), r.recentFor()) {
+		return nil, false
+	}
+	return starter, true
+}
+
+// startKey starts the workflow of a key the relay has not started or
+// signalled lately, eagerly, with no events (the run reads the rows). It
+// reports whether it started one; false sends the key's signal as before
+// (a running workflow, starting off, or a failed start).
+func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkflowOptions, params workflows.Params) bool {
+	starter, ok := r.starter(id)
+	if !ok {
+		return false
+	}
+	opts.EnableEagerStart = true
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	_, err := starter.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflowType, params)
+	if err == nil {
+		r.recent.note(id, time.Now())
+		return true
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		r.Logger.Debug("start a key's workflow; signalling it instead", zap.String("workflow", id), zap.Error(err))
+	}
+	return false
+}
