@@ -293,7 +293,7 @@ func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, a
 	// The page's rows are then read one by one by primary key (LIMIT 1
 	// keeps it a lookup per row, never a join that reads outcomes whole).
 	b.Queue(`SELECT `+deliveryColumns+`
-		  FROM (SELECT k.subscription_id, k.event_id, k.queued_at
+		  FROM (SELECT s.app, s.type, s.version, k.subscription_id, k.event_id, k.queued_at
 		          FROM (`+scopedSubscriptions+`) s
 		         CROSS JOIN LATERAL (SELECT o.subscription_id, o.event_id, o.queued_at `+rows+`
 		                  AND o.queued_at <= $9
@@ -301,10 +301,9 @@ func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, a
 		                ORDER BY o.queued_at DESC, o.event_id DESC
 		                LIMIT $12) k
 		         ORDER BY k.queued_at DESC, k.subscription_id COLLATE "C" DESC, k.event_id DESC
-		         LIMIT $12) k
+		         LIMIT $12) s
 		 CROSS JOIN LATERAL (SELECT * FROM outcomes o
-		        WHERE o.subscription_id = k.subscription_id AND o.event_id = k.event_id LIMIT 1) o
-		  JOIN subscriptions s ON s.id = o.subscription_id
+		        WHERE o.subscription_id = s.subscription_id AND o.event_id = s.event_id LIMIT 1) o
 		 ORDER BY o.queued_at DESC, o.subscription_id COLLATE "C" DESC, o.event_id DESC`,
 		append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...).Query(func(r pgx.Rows) (err error) {
 		ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
