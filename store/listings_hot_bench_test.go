@@ -20,11 +20,17 @@ import (
 // (outcomes_list_key, migration 0028), so the app with none reads nothing
 // and answers in the time of a listing of an empty key: the time of an
 // empty answer tells nothing of other apps' rows. Until 0028 it read the
-// key's rows of every app and dropped those out of scope: 821 ms for the
-// app with none, 90 ms for sub-01 and 13 ms for the operator (3 runs,
-// commit 413fe4b). It asserts no time (the goal is p99 <= 100 ms in every
-// scope, and the app with none no slower than the operator); it loads the
-// rows in about 30 s:
+// key's rows of every app and dropped those out of scope. Three rounds of
+// 20 listings per scope (p50/p99 ms; docs/performance.md), before
+// (413fe4b) and after (aa6e7f0), on a shared machine at load 3-7:
+//
+//	operator        before  8.6-21/12-77      after 22-28/37-56
+//	sub-01 (rows)   before  51-88/62-124      after 18-27/30-47
+//	sub-00 (none)   before  704-1211/886-2257 after  5-9/6-22
+//
+// It asserts no time; the goal is p99 <= 100 ms in every scope and the app
+// with none no slower than about twice the operator. It loads the rows in
+// about 30 s:
 //
 //	go test ./store -run '^$' -bench BenchmarkListDeliveriesOthersHotSubject -benchtime 20x
 func BenchmarkListDeliveriesOthersHotSubject(b *testing.B) {
