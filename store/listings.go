@@ -268,7 +268,8 @@ type window struct{ since, until time.Time }
 // newest first up to a page each and merged, so a listing reads only the
 // rows of the subscriptions its scope keeps, never other apps' rows of the
 // key (whose number its time would otherwise tell). The keys come from the
-// index alone and only the page's rows from the table.
+// index (alone, where the table's pages are all-visible) and only the
+// page's rows from the table.
 func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, after *cursor) ([]Delivery, int, error) {
 	c := cursor{QueuedAt: endOfTime, EventID: uuid.Max.String()}
 	if after != nil {
@@ -309,8 +310,7 @@ func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, a
 		ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
 		return err
 	})
-	// Counting stops at the cap, over the subscriptions in turn; it reads
-	// the index alone.
+	// Counting stops at the cap, over the subscriptions in turn.
 	b.Queue(`SELECT count(*) FROM (
 		SELECT 1 FROM (`+scopedSubscriptions+`) s
 		 CROSS JOIN LATERAL (SELECT 1 `+rows+` ORDER BY o.queued_at DESC, o.event_id DESC LIMIT $9) o
