@@ -53,5 +53,25 @@ func InsertEventRowsOnly(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 // ListDeliveriesRead is ListDeliveries, also returning how many index
 // entries the page's merge read.
 func (s *Store) ListDeliveriesRead(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
-	return s.listDeliveries(ctx, f)
+	return s.listDeliveries(ctx, f, nil)
+}
+
+// ListDeliveriesOutcomeReads is ListDeliveries, also returning how many
+// rows and index entries of outcomes (table and indexes together) its
+// statements read: the difference of the session's statistics before and
+// after them, so a plan's reads are counted without timing it.
+func (s *Store) ListDeliveriesOutcomeReads(ctx context.Context, f DeliveryFilter) (DeliveryPage, int64, error) {
+	var reads []int64
+	page, _, err := s.listDeliveries(ctx, f, func(tx pgx.Tx) error {
+		var n int64
+		err := tx.QueryRow(ctx, `SELECT sum(pg_stat_get_xact_tuples_returned(c.oid))::bigint FROM pg_class c
+			WHERE c.oid = 'outcomes'::regclass
+			   OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'outcomes'::regclass)`).Scan(&n)
+		reads = append(reads, n)
+		return err
+	})
+	if err != nil {
+		return page, 0, err
+	}
+	return page, reads[1] - reads[0], nil
 }

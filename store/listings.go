@@ -176,13 +176,15 @@ const scopedSubscriptions = `SELECT id, app, type, version FROM subscriptions
 // bad filter fails with a message naming it; a page token of another
 // listing with an error wrapping ErrBadPageToken.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, error) {
-	page, _, err := s.listDeliveries(ctx, f)
+	page, _, err := s.listDeliveries(ctx, f, nil)
 	return page, err
 }
 
 // listDeliveries is ListDeliveries, also returning how many index entries
-// the page's merge read (not the count's), which bounds its cost.
-func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
+// the page's merge read (not the count's), which bounds its cost. probe,
+// unless nil, runs first and last in the listing's transaction (tests read
+// the session's statistics there).
+func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter, probe func(pgx.Tx) error) (DeliveryPage, int, error) {
 	f, err := f.normalized()
 	if err != nil {
 		return DeliveryPage{}, 0, err
@@ -210,13 +212,21 @@ func (s *Store) listDeliveries(ctx context.Context, f DeliveryFilter) (DeliveryP
 	var read int
 	// One snapshot, so the total and the page agree.
 	err = pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if probe != nil {
+			if err := probe(tx); err != nil {
+				return err
+			}
+		}
 		var err error
 		if f.Subject != "" {
 			page.Deliveries, page.Total, err = listBySubject(ctx, tx, f, w, after)
+		} else {
+			page.Deliveries, page.Total, read, err = listByBranches(ctx, tx, f, w, after)
+		}
+		if err != nil || probe == nil {
 			return err
 		}
-		page.Deliveries, page.Total, read, err = listByBranches(ctx, tx, f, w, after)
-		return err
+		return probe(tx)
 	})
 	if err != nil {
 		return DeliveryPage{}, 0, fmt.Errorf("list deliveries: %w", err)
@@ -251,29 +261,60 @@ func withoutJIT() *pgx.Batch {
 // window bounds queued_at: since <= queued_at < until.
 type window struct{ since, until time.Time }
 
-// listBySubject lists a subject key's rows through outcomes_list_subject
-// (a key has few rows), up to f.Limit+1 of them, and counts them up to
-// DeliveryTotalCap+1.
+// listBySubject lists a subject key's rows, up to f.Limit+1 of them, and
+// counts them up to DeliveryTotalCap+1. It reads per subscription in scope:
+// each one's rows of the key are a range of outcomes_list_key
+// (subscription_id, subject, queued_at, event_id) INCLUDE (status), read
+// newest first up to a page each and merged, so a listing reads only the
+// rows of the subscriptions its scope keeps, never other apps' rows of the
+// key (whose number its time would otherwise tell). The keys come from the
+// index (alone, where the table's pages are all-visible) and only the
+// page's rows from the table.
 func listBySubject(ctx context.Context, tx pgx.Tx, f DeliveryFilter, w window, after *cursor) ([]Delivery, int, error) {
 	c := cursor{QueuedAt: endOfTime, EventID: uuid.Max.String()}
 	if after != nil {
 		c = *after
 	}
-	const rows = `FROM outcomes o JOIN (` + scopedSubscriptions + `) s ON s.id = o.subscription_id
-		WHERE o.subject = $5 AND o.status = ANY($6::text[]) AND o.queued_at >= $7 AND o.queued_at < $8`
+	// rows are a subscription's rows of the key that match the filters.
+	// Both statements read them ordered as outcomes_list_key holds them, so
+	// that no plan finds them by scanning outcomes (other apps' rows with
+	// them): the index gives them in order, a scan would sort them all.
+	const rows = `FROM outcomes o
+		WHERE o.subscription_id = s.id AND o.subject = $5 AND o.status = ANY($6::text[])
+		  AND o.queued_at >= $7 AND o.queued_at < $8`
 	args := []any{f.Scope, f.App, f.Subscription, f.EventType, f.Subject, f.Statuses, w.since, w.until}
 	// One round trip: a loaded server answers each one late.
 	b := withoutJIT()
 	var ds []Delivery
 	var total int
-	b.Queue(`SELECT `+deliveryColumns+` `+rows+`
-		   AND o.queued_at <= $9 AND (o.queued_at, o.subscription_id COLLATE "C", o.event_id) < ($9, $10 COLLATE "C", $11::uuid)
-		 ORDER BY o.queued_at DESC, o.subscription_id COLLATE "C" DESC, o.event_id DESC
-		 LIMIT $12`, append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...).Query(func(r pgx.Rows) (err error) {
+	// Within a subscription the cursor's tie-break is (queued_at,
+	// event_id); the subscription part of it picks, for rows queued at
+	// the cursor's instant, all (a subscription sorting before the
+	// cursor's), none (after it) or those after its event id (its own).
+	// The page's rows are then read one by one by primary key (LIMIT 1
+	// keeps it a lookup per row, never a join that reads outcomes whole).
+	b.Queue(`SELECT `+deliveryColumns+`
+		  FROM (SELECT s.app, s.type, s.version, k.subscription_id, k.event_id, k.queued_at
+		          FROM (`+scopedSubscriptions+`) s
+		         CROSS JOIN LATERAL (SELECT o.subscription_id, o.event_id, o.queued_at `+rows+`
+		                  AND o.queued_at <= $9
+		                  AND (o.queued_at, o.subscription_id COLLATE "C", o.event_id) < ($9, $10 COLLATE "C", $11::uuid)
+		                ORDER BY o.queued_at DESC, o.event_id DESC
+		                LIMIT $12) k
+		         ORDER BY k.queued_at DESC, k.subscription_id COLLATE "C" DESC, k.event_id DESC
+		         LIMIT $12) s
+		 CROSS JOIN LATERAL (SELECT * FROM outcomes o
+		        WHERE o.subscription_id = s.subscription_id AND o.event_id = s.event_id LIMIT 1) o
+		 ORDER BY o.queued_at DESC, o.subscription_id COLLATE "C" DESC, o.event_id DESC`,
+		append(args, c.QueuedAt, c.Subscription, c.EventID, f.Limit+1)...).Query(func(r pgx.Rows) (err error) {
 		ds, err = pgx.CollectRows(r, pgx.RowToStructByName[Delivery])
 		return err
 	})
-	b.Queue(`SELECT count(*) FROM (SELECT 1 `+rows+` LIMIT $9) c`,
+	// Counting stops at the cap, over the subscriptions in turn.
+	b.Queue(`SELECT count(*) FROM (
+		SELECT 1 FROM (`+scopedSubscriptions+`) s
+		 CROSS JOIN LATERAL (SELECT 1 `+rows+` ORDER BY o.queued_at DESC, o.event_id DESC LIMIT $9) o
+		 LIMIT $9) c`,
 		append(args, DeliveryTotalCap+1)...).QueryRow(func(r pgx.Row) error { return r.Scan(&total) })
 	err := tx.SendBatch(ctx, b).Close()
 	return ds, total, err

@@ -47,7 +47,7 @@ func BenchmarkRecordOutcomesDelivered(b *testing.B) {
 }
 
 // BenchmarkOutcomeWritesListingIndexes is what the listings' indexes
-// (outcomes_list, outcomes_list_subject) cost the writes of outcome rows.
+// (outcomes_list, outcomes_list_key) cost the writes of outcome rows.
 // Two logs of 200,000 rows, one with the indexes and one without; each
 // operation, on each log in turn, dispatches 100 events of one key to a
 // subscription (the relay's insert of queued rows) and records them
@@ -80,7 +80,7 @@ func BenchmarkOutcomeWritesListingIndexes(b *testing.B) {
 		}
 		sub := loadOutcomeLog(b, s, preload)[0]
 		if drop {
-			if _, err := s.Pool.Exec(ctx, `DROP INDEX outcomes_list, outcomes_list_subject`); err != nil {
+			if _, err := s.Pool.Exec(ctx, `DROP INDEX outcomes_list, outcomes_list_key`); err != nil {
 				b.Fatal(err)
 			}
 		}
