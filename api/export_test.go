@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strings"
 
 	"herald/store"
 )
@@ -10,4 +11,11 @@ import (
 // lookups, which are database queries).
 func SetTokenLookup(h *Handler, f func(ctx context.Context, id string) (store.TokenCredential, error)) {
 	h.lookup = f
+}
+
+// ConsoleWorkflowURL is the console's link to a workflow run in the
+// Temporal UI at temporalUI, for namespace.
+func ConsoleWorkflowURL(temporalUI, namespace, workflowID, runID string) string {
+	c := &console{h: &Handler{namespace: namespace}, temporalUI: strings.TrimRight(temporalUI, "/")}
+	return c.workflowURL(workflowID, runID)
 }
