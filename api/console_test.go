@@ -147,6 +147,19 @@ func TestConsoleScopes(t *testing.T) {
 			strings.Contains(p.body, "state-delivered")
 	})
 
+	// A subject key with quotes: its running workflow is found (a describe,
+	// not a visibility query whose syntax the quotes would break) and
+	// linked.
+	quoted := `o'brien "jr"`
+	quotedID := workflows.DeliveryID(system.BillingSub, quoted)
+	f.Publish(quoted, 3)
+	testkit.Eventually(t, 60*time.Second, "the quoted key's running workflow on its page", func() bool {
+		p := billing.get(keyPath(quotedID))
+		return p.status == http.StatusOK && strings.Contains(p.body, "state-delivered") &&
+			strings.Contains(p.body, "Open the workflow in the Temporal UI") &&
+			strings.Contains(p.body, url.PathEscape(quotedID))
+	})
+
 	// The operator sees both deliveries of the event, and every app.
 	wantPage(t, "operator's event", ops.get("/console/events/"+f.bad.ID), http.StatusOK, system.BillingSub, system.AuditLogSub, "unknown customer")
 	wantPage(t, "operator's apps", ops.get("/console/apps"), http.StatusOK, "contacts", "billing", "audit-log", "operator token &#34;oncall&#34;")

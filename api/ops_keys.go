@@ -159,10 +159,11 @@ func quoteQuery(s string) string {
 var queryEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // TemporalClient is what the operations API asks of Temporal: the
-// visibility list of workflows, the keys' Workflow Updates and the
+// visibility list of workflows, a key's workflow, the keys' Workflow Updates and the
 // redeliver signals of a replay (a client.Client).
 type TemporalClient interface {
 	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 	keyops.Updater
 	keyops.SignalStarter
 }
