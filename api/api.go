@@ -92,6 +92,8 @@ type Handler struct {
 
 	temporal  TemporalClient
 	namespace string
+	// replayBudget is how long a replay window may begin keys (replayBudget).
+	replayBudget time.Duration
 
 	// readers caps the operations API's reads and replays and the
 	// console's pages in flight, all tokens together, at one less than the
@@ -131,6 +133,7 @@ func New(st *store.Store, opts Options) *Handler {
 		conc = DefaultTokenConcurrency
 	}
 	h.tokens, h.failures, h.inFlight, h.now = newTokenCache(ttl), newFailureLimiter(burst, refill), newInFlight(conc), time.Now
+	h.replayBudget = replayBudget
 	readers := 1
 	if st != nil && st.Pool != nil {
 		readers = max(1, int(st.Pool.Config().MaxConns)-1)

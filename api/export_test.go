@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"strings"
+	"time"
 
 	"herald/store"
 )
@@ -19,3 +20,12 @@ func ConsoleWorkflowURL(temporalUI, namespace, workflowID, runID string) string 
 	c := &console{h: &Handler{namespace: namespace}, temporalUI: strings.TrimRight(temporalUI, "/")}
 	return c.workflowURL(workflowID, runID)
 }
+
+// SetReplayBudget sets how long a replay window may begin keys.
+func SetReplayBudget(h *Handler, d time.Duration) { h.replayBudget = d }
+
+// SetTemporal replaces h's Temporal client (tests wrap the real one).
+func SetTemporal(h *Handler, c TemporalClient) { h.temporal = c }
+
+// HandlerTemporal is h's Temporal client.
+func HandlerTemporal(h *Handler) TemporalClient { return h.temporal }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -121,22 +123,58 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 		h.fail(w, "replay", errors.New("the API was started without a Temporal client"))
 		return
 	}
-	for i, k := range keys {
-		r := &out.Keys[i]
-		params := workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: k.Subject}
-		out.Queued += keyops.QueueKey(k, r, func(ids []string) error {
-			payload := workflows.RedeliverSignal{EventIDs: ids, Actor: cred.Name, Reason: req.Reason}
-			return h.signalWithStart(ctx, r.WorkflowID, payload, params)
-		}, nil)
-		if r.Result == "error" {
-			break // Temporal is most likely unreachable: the rest stay skipped
-		}
-	}
+	out.Queued = h.queueWindow(ctx, cred, req.Reason, sub, keys, out.Keys)
 	if out.Queued < out.Events {
 		h.log.Warn("api: replay stopped early", zap.String("subscription", sub.ID),
 			zap.Int("events", out.Events), zap.Int("queued", out.Queued))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Bounds of a replay's signals: keys are sent replayParallel at a time
+// (each key's signals in order), and no key is begun once the request has
+// run for replayBudget, so the answer (which says which keys were queued
+// and which skipped) goes out before the server's WriteTimeout cuts it.
+const (
+	replayParallel = 16
+	replayBudget   = WriteTimeout / 2
+)
+
+// queueWindow sends the window's keys their redeliver signals, in parallel
+// across keys and in order within one, recording each key's result on
+// results; keys not begun within the budget, or after a key's signal
+// failed (Temporal is most likely unreachable), stay skipped. It returns
+// the events queued.
+func (h *Handler) queueWindow(ctx context.Context, cred store.TokenCredential, reason string, sub store.Subscription,
+	keys []store.KeyEvents, results []keyops.WindowKey) int {
+	deadline := h.now().Add(h.replayBudget)
+	var queued atomic.Int64
+	var failed atomic.Bool
+	sem := make(chan struct{}, replayParallel)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		sem <- struct{}{}
+		if failed.Load() || !h.now().Before(deadline) {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r := &results[i]
+			params := workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: k.Subject}
+			n := keyops.QueueKey(k, r, func(ids []string) error {
+				payload := workflows.RedeliverSignal{EventIDs: ids, Actor: cred.Name, Reason: reason}
+				return h.signalWithStart(ctx, r.WorkflowID, payload, params)
+			}, nil)
+			queued.Add(int64(n))
+			if r.Result == "error" {
+				failed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(queued.Load())
 }
 
 // signalWithStart sends a redeliver signal to a key's workflow, starting it
