@@ -55,3 +55,15 @@ func InsertEventRowsOnly(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 func (s *Store) ListDeliveriesRead(ctx context.Context, f DeliveryFilter) (DeliveryPage, int, error) {
 	return s.listDeliveries(ctx, f)
 }
+
+// JoinRelayTTL is JoinRelay with leases of ttl (ticks of ttl/12), for tests
+// that wait for rebalancing or expiry.
+func (s *Store) JoinRelayTTL(ctx context.Context, ttl time.Duration) (*Member, error) {
+	return s.joinRelay(ctx, ttl)
+}
+
+// MemberPID is the backend of m's connection.
+func MemberPID(m *Member) uint32 { return m.conn.Conn().PgConn().PID() }
+
+// UndispatchedInSQL is the statement UndispatchedIn runs.
+func UndispatchedInSQL() string { return undispatchedIn }
