@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"herald/internal/testkit"
+	"herald/manifest"
 	"herald/relay"
 	"herald/store"
 )
@@ -146,5 +147,51 @@ func twoRelays(t *testing.T, kill string) {
 		if len(seen) != perKey {
 			t.Fatalf("%s: %d distinct events, want %d", id, len(seen), perKey)
 		}
+	}
+}
+
+// TestOnlyPartitionZeroSweeps: of two relays leading partitions, only the
+// one leading partition 0 sweeps the keys of removed subscriptions (and
+// re-drives keys, with it), so no such key is told twice per interval.
+func TestOnlyPartitionZeroSweeps(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	publishN(t, p, "contacts.person.updated", "p1", 2)
+	if _, err := (&relay.Relay{Store: st, Temporal: &fakeTemporal{}}).DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// billing stops subscribing: its key p1 still holds two events.
+	if _, err := st.ApplyManifest(ctx, &manifest.Manifest{App: "billing", Endpoint: "http://billing.test"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tmp1, tmp2 := &fakeTemporal{}, &fakeTemporal{}
+	r1 := &relay.Relay{Store: st, Temporal: tmp1, PollInterval: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond}
+	r2 := &relay.Relay{Store: st, Temporal: tmp2, PollInterval: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond}
+	rctx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	for _, r := range []*relay.Relay{r1, r2} {
+		running.Add(1)
+		go func() { defer running.Done(); _ = r.Run(rctx) }()
+	}
+	defer func() { stop(); running.Wait() }()
+	testkit.Eventually(t, 20*time.Second, "both relays to lead", func() bool {
+		n1, n2 := len(r1.Partitions()), len(r2.Partitions())
+		return n1 > 0 && n2 > 0 && n1+n2 == store.RelayPartitions
+	})
+	zero, other := tmp1, tmp2
+	if !slices.Contains(r1.Partitions(), 0) {
+		zero, other = tmp2, tmp1
+	}
+	told := func(f *fakeTemporal) int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.told)
+	}
+	before := told(other)
+	testkit.Eventually(t, 10*time.Second, "the leader of partition 0 to sweep", func() bool { return told(zero) > 2 })
+	time.Sleep(200 * time.Millisecond) // ten more sweep intervals
+	if n := told(other); n != before {
+		t.Fatalf("the relay without partition 0 told %d keys of removed subscriptions", n-before)
 	}
 }

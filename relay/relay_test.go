@@ -100,7 +100,7 @@ func (f *fakeTemporal) bySeq() map[string][]int64 {
 	return out
 }
 
-func setup(t *testing.T) (*store.Store, *publish.Publisher) {
+func setup(t testing.TB) (*store.Store, *publish.Publisher) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
