@@ -30,7 +30,9 @@ func (l *latencySignaler) SignalWithStartWorkflow(context.Context, string, strin
 	return nil, nil
 }
 
-func (l *latencySignaler) SignalWorkflow(context.Context, string, string, string, any) error { return nil }
+func (l *latencySignaler) SignalWorkflow(context.Context, string, string, string, any) error {
+	return nil
+}
 
 // Shape of BenchmarkDispatchWorkers: a burst of benchEvents events, one per
 // key, each for one subscription, and a signal round trip of benchLatency.
