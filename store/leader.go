@@ -20,7 +20,9 @@ import (
 // before that.
 const LeaderLeaseTTL = 15 * time.Second
 
-// Leader is the relay's leader lock: the row of relay_lease, which names
+// Leader is the single leader lock of the relays before partitions
+// (migration 0029; docs/design.md#relay-partitions): the row of
+// relay_lease, which names
 // its holder, the backend of the holder's connection and when the lease
 // expires. Only Herald's roles may update it, unlike an advisory lock,
 // which any role that can log in may take. The holder keeps a connection
@@ -44,8 +46,11 @@ type Leader struct {
 	valid time.Time // the lease is held at least until then (local clock)
 }
 
-// TryLead takes the relay's leader lease. It returns nil and no error when
-// another relay holds it; the caller then keeps no connection.
+// TryLead takes the relay's leader lease, as a relay of a release before
+// partitions does. It returns nil and no error when another relay, or a
+// member of the partitioned relays (Member), holds it; the caller then
+// keeps no connection. The relay of this release uses JoinRelay; TryLead
+// stays to show that the two never lead together.
 func (s *Store) TryLead(ctx context.Context) (*Leader, error) {
 	return s.tryLead(ctx, LeaderLeaseTTL)
 }
