@@ -151,20 +151,20 @@ const (
 		UPDATE relay_partitions SET holder = NULL, holder_pid = NULL, holder_started = NULL, expires_at = '-infinity'
 		 WHERE holder = $1 AND partition = ANY($2::smallint[])`
 	// takeGate renews relay_lease when this member holds it and takes it
-	// when it is free, as a leader of an earlier release would; the gate is
-	// open when this member holds it or another live member does.
+	// when it is free, as a leader of an earlier release would.
 	takeGate = `
-		WITH took AS (
-			UPDATE relay_lease AS l
-			   SET holder = $1, holder_pid = pg_backend_pid(), holder_started = ` + backendStart + `,
-			       expires_at = now() + make_interval(secs => $2)
-			 WHERE (l.holder = $1 AND l.holder_pid = pg_backend_pid())
-			    OR l.holder IS NULL OR l.expires_at < now() OR NOT ` + `EXISTS (SELECT 1 FROM pg_stat_activity a
+		UPDATE relay_lease AS l
+		   SET holder = $1, holder_pid = pg_backend_pid(), holder_started = ` + backendStart + `,
+		       expires_at = now() + make_interval(secs => $2)
+		 WHERE (l.holder = $1 AND l.holder_pid = pg_backend_pid())
+		    OR l.holder IS NULL OR l.expires_at < now() OR NOT ` + `EXISTS (SELECT 1 FROM pg_stat_activity a
 	                  WHERE a.pid = l.holder_pid
-	                    AND (a.backend_start IS NULL OR a.backend_start = l.holder_started))
-			RETURNING true)
-		SELECT EXISTS (SELECT 1 FROM took)
-		    OR EXISTS (SELECT 1 FROM relay_lease l JOIN relay_workers w ON w.holder = l.holder
+	                    AND (a.backend_start IS NULL OR a.backend_start = l.holder_started))`
+	// gateOpen: a live member (this one or another) holds relay_lease. A
+	// statement of its own after takeGate, so that it sees the lease another
+	// member took while takeGate waited for it.
+	gateOpen = `
+		SELECT EXISTS (SELECT 1 FROM relay_lease l JOIN relay_workers w ON w.holder = l.holder
 		                WHERE l.expires_at > now() AND w.expires_at > now())`
 	dropWorkers = `
 		DELETE FROM relay_workers w
@@ -230,6 +230,7 @@ func (m *Member) tick(ctx context.Context) error {
 	b.Queue(renewPartitions, m.holder, secs, renew)
 	b.Queue(freePartitions, m.holder, free)
 	b.Queue(takeGate, m.holder, secs)
+	b.Queue(gateOpen)
 	b.Queue(dropWorkers, m.holder)
 	b.Queue(liveWorkers)
 	br := m.conn.SendBatch(tctx, b)
@@ -274,6 +275,9 @@ func readTick(br pgx.BatchResults) (renewed []int16, open bool, workers int, err
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, false, 0, fmt.Errorf("give back: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, false, 0, fmt.Errorf("relay_lease: %w", err)
 	}
 	if err := br.QueryRow().Scan(&open); err != nil {
 		return nil, false, 0, fmt.Errorf("relay_lease: %w", err)
