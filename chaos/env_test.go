@@ -409,9 +409,6 @@ func (w *workerProc) readyz() readiness {
 	return r
 }
 
-// leader reports whether the worker's relay leads any partition of the log.
-func (w *workerProc) leader() bool { return w.readyz().Body["relayLeader"] == "true" }
-
 // partitions is how many partitions of the log the worker's relay leads
 // (-1 when /readyz did not say).
 func (w *workerProc) partitions() int {
