@@ -60,6 +60,7 @@ type Member struct {
 	lost    chan struct{} // closed when the member's connection or a renewal failed
 	stop    context.CancelFunc
 	done    chan struct{} // closed when the keeping goroutine ended
+	end     sync.Once     // Leave or Abandon, whichever comes first
 
 	mu      sync.Mutex
 	err     error             // why the member was lost
@@ -424,8 +425,11 @@ func (m *Member) Stopped(p int) {
 
 // Leave gives back every partition and relay_lease, deletes the member's
 // worker row and closes its connection, which holds a LISTEN and must
-// never go back to the pool. Call it once nothing dispatches any more.
-func (m *Member) Leave() {
+// never go back to the pool. Call it once nothing dispatches any more; it
+// does nothing after Leave or Abandon.
+func (m *Member) Leave() { m.end.Do(m.leave) }
+
+func (m *Member) leave() {
 	m.stop()
 	<-m.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -443,8 +447,11 @@ func (m *Member) Leave() {
 // Abandon stops the member without giving anything back, as a worker that
 // froze would: its rows stay until they expire, and its connection stays
 // open (out of the pool) for twice the TTL, so others take its partitions
-// only at their expiry. For failover tests and drills.
-func (m *Member) Abandon() {
+// only at their expiry. For failover tests and drills; it does nothing
+// after Leave or Abandon.
+func (m *Member) Abandon() { m.end.Do(m.abandon) }
+
+func (m *Member) abandon() {
 	m.stop()
 	<-m.done
 	conn := m.conn.Hijack()

@@ -149,7 +149,7 @@ func TestMembersShareThePartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ma.Leave()
+	t.Cleanup(ma.Leave) // before the store closes, whatever fails
 	follow(ctx, ma)
 	testkit.Eventually(t, 10*time.Second, "the first member to lead every partition", func() bool {
 		return len(ma.Partitions()) == store.RelayPartitions
@@ -158,6 +158,7 @@ func TestMembersShareThePartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(mb.Leave)
 	follow(ctx, mb)
 	overlap := func() {
 		pa, pb := ma.Partitions(), mb.Partitions()
@@ -193,7 +194,6 @@ func TestMembersShareThePartitions(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "the first member to take every partition back", func() bool {
 		return len(ma.Partitions()) == store.RelayPartitions
 	})
-	mb.Leave()
 }
 
 // TestMemberStandsByForAnEarlierRelease: while a leader of the single
@@ -213,7 +213,7 @@ func TestMemberStandsByForAnEarlierRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Leave()
+	t.Cleanup(m.Leave)
 	follow(ctx, m)
 	time.Sleep(time.Second) // ten ticks
 	if p := m.Partitions(); len(p) != 0 {
@@ -236,11 +236,12 @@ func TestAbandonedMemberExpires(t *testing.T) {
 	a, b := openLeaderStores(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const ttl = 2400 * time.Millisecond
+	const ttl = 3 * time.Second
 	ma, err := a.JoinRelayTTL(ctx, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(ma.Leave) // nothing after Abandon; for a failure before it
 	follow(ctx, ma)
 	testkit.Eventually(t, 10*time.Second, "the first member to lead every partition", func() bool {
 		return len(ma.Partitions()) == store.RelayPartitions
@@ -249,7 +250,7 @@ func TestAbandonedMemberExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mb.Leave()
+	t.Cleanup(mb.Leave)
 	follow(ctx, mb)
 	testkit.Eventually(t, 10*time.Second, "the second member to lead", func() bool { return len(mb.Partitions()) > 0 })
 	ma.Abandon()
@@ -261,7 +262,9 @@ func TestAbandonedMemberExpires(t *testing.T) {
 		}
 		return n == store.RelayPartitions
 	})
-	if took := time.Since(abandoned); took > ttl+ttl/4 {
-		t.Fatalf("took over %v after the member stopped; want within the TTL and a tick (%v)", took, ttl)
+	// At expiry: within the TTL and the taker's tick, with room for a
+	// loaded machine.
+	if took := time.Since(abandoned); took > ttl+time.Second {
+		t.Fatalf("took over %v after the member stopped; want within the TTL (%v) and a tick", took, ttl)
 	}
 }
