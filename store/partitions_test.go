@@ -268,3 +268,43 @@ func TestAbandonedMemberExpires(t *testing.T) {
 		t.Fatalf("took over %v after the member stopped; want within the TTL (%v) and a tick", took, ttl)
 	}
 }
+
+// TestThreeMembersTakeAtMostTheirShare: with three members each leads at
+// most ceil(16 / 3) = 6 partitions, none twice, all 16 between them.
+func TestThreeMembersTakeAtMostTheirShare(t *testing.T) {
+	t.Parallel()
+	a, b := openLeaderStores(t)
+	c, err := store.Open(context.Background(), a.Pool.Config().ConnString(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ms []*store.Member
+	for _, s := range []*store.Store{a, b, c} {
+		m, err := s.JoinRelayTTL(ctx, 1200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Leave)
+		follow(ctx, m)
+		ms = append(ms, m)
+	}
+	testkit.Eventually(t, 15*time.Second, "three members to share the partitions", func() bool {
+		led := map[int]bool{}
+		for _, m := range ms {
+			ps := m.Partitions()
+			if len(ps) > 6 {
+				return false
+			}
+			for _, p := range ps {
+				if led[p] {
+					t.Fatalf("partition %d led twice", p)
+				}
+				led[p] = true
+			}
+		}
+		return len(led) == store.RelayPartitions
+	})
+}
