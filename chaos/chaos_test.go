@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"herald/store"
 )
 
 // gracefulLimit bounds a worker's exit after SIGTERM.
@@ -106,20 +108,21 @@ func TestChaos(t *testing.T) {
 	}
 	r.at(75 * time.Second)
 	r.inject(fault{Name: "two workers, then SIGTERM the relay leader w1 mid-delivery", LosesAnswers: true, Kind: kindWorker}, func() string {
-		if !w1.leader() || w2.leader() {
-			t.Errorf("before the hand-over: w1 leader %v, w2 leader %v; want w1 alone", w1.leader(), w2.leader())
+		// Both relays lead partitions of the log (docs/design.md#relay-partitions).
+		if p1, p2 := w1.partitions(), w2.partitions(); p1 <= 0 || p2 <= 0 || p1+p2 != store.RelayPartitions {
+			t.Errorf("before the hand-over: w1 leads %d partitions, w2 %d; want both some, %d in all", p1, p2, store.RelayPartitions)
 		}
 		var exit string
 		n := r.midDelivery("handover", func() { exit = r.stopGracefully(w1, gracefulLimit) })
 		start := time.Now()
-		for !w2.leader() {
+		for w2.partitions() != store.RelayPartitions {
 			if time.Since(start) > 15*time.Second {
-				t.Errorf("w2 did not take the relay over within 15 s of w1's exit")
+				t.Errorf("w2 did not take all of the relay over within 15 s of w1's exit")
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		return fmt.Sprintf("%d deliveries in flight; %s; w2 led the relay %.1fs later", n, exit, time.Since(start).Seconds())
+		return fmt.Sprintf("%d deliveries in flight; %s; w2 led every partition %.1fs later", n, exit, time.Since(start).Seconds())
 	})
 	r.note("pool exhaustion: w2 runs with HERALD_DB_MAX_CONNS=2 from %.0fs to the end, alone from %.0fs",
 		w2Start.Seconds(), time.Since(r.t0).Seconds())

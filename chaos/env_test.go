@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -389,7 +390,7 @@ func (w *workerProc) term(limit time.Duration) (took time.Duration, exitErr erro
 // readiness is one answer of /readyz.
 type readiness struct {
 	Status int               // 0 when the request failed
-	Body   map[string]string // database, temporal, relayLeader
+	Body   map[string]string // database, temporal, relayLeader, relayPartitions
 	Err    error
 }
 
@@ -408,8 +409,15 @@ func (w *workerProc) readyz() readiness {
 	return r
 }
 
-// leader reports whether the worker's relay holds the leader lock.
-func (w *workerProc) leader() bool { return w.readyz().Body["relayLeader"] == "true" }
+// partitions is how many partitions of the log the worker's relay leads
+// (-1 when /readyz did not say).
+func (w *workerProc) partitions() int {
+	n, err := strconv.Atoi(w.readyz().Body["relayPartitions"])
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 func (w *workerProc) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)

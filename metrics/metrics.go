@@ -244,6 +244,15 @@ func (c unreachable) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// RelayPartitions exports how many partitions of the log this process's
+// relay leads (0 while it stands by), read at each scrape.
+func (m *Metrics) RelayPartitions(led func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "herald_relay_partitions_led",
+		Help: "Partitions of the event log this process's relay leads (of 16 among all relays; 0 while it stands by).",
+	}, func() float64 { return float64(led()) }))
+}
+
 // RelayLag exports the relay's lag, read from the database once per scrape.
 func (m *Metrics) RelayLag(read func(context.Context) (store.Lag, error)) {
 	m.Registry.MustRegister(relayLag{read: read})

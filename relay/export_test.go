@@ -8,3 +8,7 @@ func (r *Relay) FilterRests(id, text string) (string, bool) { return r.resting(i
 
 // FilterErrorStreak is filterErrorStreak.
 const FilterErrorStreak = filterErrorStreak
+
+// AbandonOnStop makes r stop, when its context ends, as a frozen worker
+// would: giving nothing back.
+func AbandonOnStop(r *Relay) { r.abandon = true }

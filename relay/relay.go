@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,9 +34,11 @@ type Signaler interface {
 // for dispatch (HERALD_RELAY_POLL_INTERVAL).
 const DefaultIdlePoll = 100 * time.Millisecond
 
-// Relay is the outbox relay. One relay per database is the leader (a lease
-// row only Herald's roles may take, store.Leader); others stand by, so two
-// worker replicas never dispatch concurrently and never reorder a key.
+// Relay is the outbox relay. The log's keys fall into store.RelayPartitions
+// partitions, each led by one relay at a time through a lease row only
+// Herald's roles may take (store.Member); the relays of one database share
+// them out, so two worker replicas never dispatch one key concurrently and
+// never reorder it, and dispatching grows with the workers.
 type Relay struct {
 	Store    *store.Store
 	Temporal Signaler
@@ -54,12 +57,14 @@ type Relay struct {
 	// key workflow's operational event wait at most this long, and events
 	// backing off come due within it.
 	IdlePoll time.Duration
-	// Parallel caps the signals in flight at once (default 64).
+	// Parallel caps the signals in flight at once, across the partitions
+	// the relay leads (default 64).
 	Parallel int
 	// MaxEventsPerSignal caps the events of one key in one signal (default 500).
 	MaxEventsPerSignal int
-	// SweepInterval is how often the leader looks for keys of removed
-	// subscriptions that still hold events (default 20s).
+	// SweepInterval is how often the leader of partition 0 looks for keys
+	// of removed subscriptions that still hold events, and for keys to
+	// re-drive (default 20s).
 	SweepInterval time.Duration
 	// MaxAttempts is the failed signals after which an event is dead, code
 	// relay_failed (default 10; HERALD_RELAY_MAX_ATTEMPTS).
@@ -75,8 +80,16 @@ type Relay struct {
 	// HERALD_RELAY_SIGNAL_ONLY turns it off).
 	StartNewKeys bool
 
-	leader bool
+	// abandon makes the relay stop as a frozen worker would, giving back
+	// nothing (tests).
+	abandon bool
+	// signalSlots caps the signals in flight across the partitions this
+	// relay leads (Parallel).
+	slotsOnce   sync.Once
+	signalSlots chan struct{}
+
 	mu     sync.Mutex
+	led    []int // the partitions led
 	cursor redriveCursor
 	// recent are the keys started or signalled lately (startKey).
 	recent recentKeys
@@ -149,16 +162,27 @@ func (r *Relay) defaults() {
 	}
 }
 
-// IsLeader reports whether this relay currently holds the leader lock.
-func (r *Relay) IsLeader() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.leader
+// slots is the relay's semaphore of signals in flight.
+func (r *Relay) slots() chan struct{} {
+	r.slotsOnce.Do(func() { r.signalSlots = make(chan struct{}, r.Parallel) })
+	return r.signalSlots
 }
 
-func (r *Relay) setLeader(v bool) {
+// IsLeader reports whether this relay currently leads at least one
+// partition of the log (Partitions).
+func (r *Relay) IsLeader() bool { return len(r.Partitions()) > 0 }
+
+// Partitions lists the partitions of the log this relay currently leads,
+// in ascending order (store.RelayPartitions in all, among every relay).
+func (r *Relay) Partitions() []int {
 	r.mu.Lock()
-	r.leader = v
+	defer r.mu.Unlock()
+	return slices.Clone(r.led)
+}
+
+func (r *Relay) setLed(ps []int) {
+	r.mu.Lock()
+	r.led = ps
 	r.mu.Unlock()
 }
 
@@ -167,8 +191,8 @@ func (r *Relay) setLeader(v bool) {
 func (r *Relay) Run(ctx context.Context) error {
 	r.defaults()
 	for ctx.Err() == nil {
-		err := r.lead(ctx)
-		r.setLeader(false)
+		err := r.serve(ctx)
+		r.setLed(nil)
 		if ctx.Err() != nil {
 			break
 		}
@@ -176,102 +200,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.Logger.Warn("relay interrupted", zap.Error(err))
 		}
 		sleep(ctx, r.PollInterval)
-	}
-	return nil
-}
-
-// lead takes the leader lease, then dispatches until ctx ends or the lease is
-// lost. Without the lease it returns nil at once.
-func (r *Relay) lead(ctx context.Context) error {
-	lock, err := r.Store.TryLead(ctx)
-	if err != nil || lock == nil {
-		return err
-	}
-	defer lock.Release()
-	r.setLeader(true)
-	r.Logger.Info("relay is the leader")
-	// Dispatching ends when the lease is lost (its renewals failed), before
-	// it can expire for another relay.
-	parent := ctx
-	ctx, stopLeading := lock.Context(ctx)
-	defer stopLeading()
-	// The sweep runs beside dispatching, so a removal with many held keys
-	// never delays the events of other subscriptions.
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	go r.sweepLoop(sweepCtx)
-	for ctx.Err() == nil {
-		// Every round first makes sure the lease is still held: a backlog
-		// keeps the leader in this loop without waiting on the lease's
-		// connection, and a lost lease may already have a new leader. A
-		// round that was under way when the lease was lost is cancelled;
-		// the key workflows drop what they already have.
-		if err := lock.Check(ctx); err != nil {
-			if parent.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		// The highest sequence number before the round reads: an event
-		// committed after it has a higher one, which the idle probe sees.
-		seen, err := r.Store.MaxSeq(ctx)
-		if err != nil {
-			if parent.Err() == nil && ctx.Err() != nil {
-				return lock.Check(ctx)
-			}
-			return err
-		}
-		started := time.Now()
-		round, err := r.DispatchOnce(ctx)
-		if err != nil {
-			if parent.Err() == nil && ctx.Err() != nil {
-				return lock.Check(ctx) // why the lease was lost
-			}
-			return err
-		}
-		if r.OnRound != nil {
-			r.OnRound(round)
-		}
-		if round.Failed > 0 && round.Signals == 0 {
-			// Temporal accepted nothing: do not spin through the backlog.
-			sleep(ctx, r.PollInterval)
-			continue
-		}
-		if round.Events == r.BatchSize {
-			continue // more is waiting; failed keys back off
-		}
-		if err := r.idle(ctx, lock, seen, started); err != nil {
-			return err
-		}
-	}
-	if parent.Err() == nil {
-		return lock.Check(ctx) // the lease was lost: why
-	}
-	return nil
-}
-
-// idle waits for the next round: a wake-up (the HTTP API's and starter
-// publish's commits notify), a new event seen by the idle probe, or
-// PollInterval since the last round began. Events committed in other
-// transactions than Herald's own (PublishTx, a publisher role, a key
-// workflow's operational event) send no wake-up: every IdlePoll the probe
-// reads the log's highest sequence number, one index probe, and a round
-// runs when it passed seen. The full round every PollInterval finds events
-// backing off that came due, and an event whose sequence number was taken
-// before seen but committed after it, so neither waits longer than that;
-// an idle leader costs the database no more than one round a PollInterval.
-func (r *Relay) idle(ctx context.Context, lock *store.Leader, seen int64, started time.Time) error {
-	for ctx.Err() == nil {
-		if err := lock.WaitForEvents(ctx, r.IdlePoll); err != nil {
-			return err
-		}
-		if time.Since(started) >= r.PollInterval {
-			return nil
-		}
-		top, err := r.Store.MaxSeq(ctx)
-		if err != nil || top > seen {
-			return nil // a round reports the error, if it persists
-		}
 	}
 	return nil
 }
@@ -288,12 +216,22 @@ type group struct {
 	events []store.PendingEvent
 }
 
-// DispatchOnce reads one batch of undispatched events and signals them.
+// DispatchOnce reads one batch of undispatched events, of every partition,
+// and signals them.
 func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	r.defaults()
 	evs, err := r.Store.Undispatched(ctx, r.BatchSize)
-	if err != nil || len(evs) == 0 {
+	if err != nil {
 		return Round{}, err
+	}
+	return r.dispatch(ctx, evs)
+}
+
+// dispatch signals the undispatched events evs (one batch, in sequence
+// order) and marks them dispatched or backing off.
+func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, error) {
+	if len(evs) == 0 {
+		return Round{}, nil
 	}
 	subs, err := r.Store.DeliverableSubscriptions(ctx)
 	if err != nil {
@@ -370,7 +308,7 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	sem := make(chan struct{}, r.Parallel)
+	sem := r.slots()
 	var wg sync.WaitGroup
 	for _, g := range order {
 		wg.Add(1)

@@ -100,7 +100,7 @@ func (f *fakeTemporal) bySeq() map[string][]int64 {
 	return out
 }
 
-func setup(t *testing.T) (*store.Store, *publish.Publisher) {
+func setup(t testing.TB) (*store.Store, *publish.Publisher) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
@@ -231,78 +231,9 @@ func TestFailedSignalHoldsOnlyThatKey(t *testing.T) {
 	}
 }
 
-// TestTwoRelaysOneLeader: two relays on one database never both dispatch;
-// when the leader stops, the other takes over, and every key's events are
-// signalled in sequence order throughout.
-func TestTwoRelaysOneLeader(t *testing.T) {
-	// Serial: leadership hand-over within a timing bound.
-	st, p := setup(t)
-	tmp := &fakeTemporal{}
-	ctx1, stop1 := context.WithCancel(context.Background())
-	ctx2, stop2 := context.WithCancel(context.Background())
-	defer stop2()
-	r1 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 7}
-	r2 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 7}
-	done1 := make(chan struct{})
-	go func() { defer close(done1); _ = r1.Run(ctx1) }()
-	testkit.Eventually(t, 20*time.Second, "r1 to lead", r1.IsLeader)
-	go func() { _ = r2.Run(ctx2) }()
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for k := 0; k < 4; k++ {
-		wg.Add(1)
-		go func(k int) {
-			defer wg.Done()
-			errs <- tryPublishN(p, "contacts.person.updated", fmt.Sprintf("k%d", k), 25)
-		}(k)
-	}
-	// While r1 leads and events flow, r2 never leads too: checked until r1
-	// has dispatched some of them.
-	testkit.Eventually(t, 20*time.Second, "r1 to dispatch while r2 stands by", func() bool {
-		if r2.IsLeader() {
-			t.Fatal("two leaders")
-		}
-		return len(tmp.bySeq()) > 0
-	})
-	if r2.IsLeader() {
-		t.Fatal("two leaders")
-	}
-	stop1()
-	<-done1
-	testkit.Eventually(t, 20*time.Second, "r2 to take over", r2.IsLeader)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	testkit.Eventually(t, 20*time.Second, "everything dispatched", func() bool {
-		lag, err := st.RelayLag(context.Background())
-		return err == nil && lag.Undispatched == 0
-	})
-	for id, seqs := range tmp.bySeq() {
-		seen := map[int64]bool{}
-		var last int64
-		for _, s := range seqs {
-			if seen[s] {
-				continue // a re-send after the hand-over is allowed; the workflow drops it
-			}
-			if s < last {
-				t.Fatalf("%s: seq %d signalled after %d", id, s, last)
-			}
-			seen[s], last = true, s
-		}
-		if len(seen) != 25 {
-			t.Fatalf("%s: %d distinct events, want 25", id, len(seen))
-		}
-	}
-}
-
-// TestLeaderStepsDownWhenItsLockIsLost: a standby may take the relay lease
-// the moment the leader's lease connection ends. The old leader must stop
-// within a round, not when its backlog runs out.
+// TestLeaderStepsDownWhenItsLockIsLost: a standby may take the relay's
+// partitions the moment its lease connection ends. The old leader must
+// stop within a round, not when its backlog runs out.
 func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
 	// Serial: a bound on how soon the leader notices.
 	st, p := setup(t)
@@ -325,8 +256,8 @@ func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
 	// End the lease connection's backend from outside, as an operator's
 	// pg_terminate_backend or a dropped connection would.
 	var pid int32
-	if err := st.Pool.QueryRow(ctx, `SELECT holder_pid FROM relay_lease`).Scan(&pid); err != nil {
-		t.Fatalf("find the relay lease's backend: %v", err)
+	if err := st.Pool.QueryRow(ctx, `SELECT holder_pid FROM relay_workers`).Scan(&pid); err != nil {
+		t.Fatalf("find the relay's lease backend: %v", err)
 	}
 	killed := time.Now()
 	var ok bool
@@ -346,8 +277,8 @@ func TestLeaderStepsDownWhenItsLockIsLost(t *testing.T) {
 			noticed, lag.Undispatched)
 	}
 	msg := fmt.Sprint(logs.FilterMessage("relay interrupted").All()[0].ContextMap()["error"])
-	if !strings.Contains(msg, "relay lock") {
-		t.Fatalf("step-down reason %q does not name the relay lock", msg)
+	if !strings.Contains(msg, "relay partitions") {
+		t.Fatalf("step-down reason %q does not name the relay partitions", msg)
 	}
 	// It takes the lock again on a fresh connection and finishes the backlog
 	// in order.

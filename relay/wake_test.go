@@ -12,6 +12,7 @@ import (
 	"herald/internal/testkit"
 	"herald/publish"
 	"herald/relay"
+	"herald/store"
 )
 
 // TestPublishTxEventIsDispatchedByThePoll: a PublishTx commit wakes no one
@@ -65,7 +66,9 @@ func TestIdleLeaderProbesRatherThanPolls(t *testing.T) {
 	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
 		OnRound: func(relay.Round) { rounds.Add(1) }}
 	go func() { _ = r.Run(ctx) }()
-	testkit.Eventually(t, 20*time.Second, "the relay to lead and run its first round", func() bool { return rounds.Load() > 0 })
+	testkit.Eventually(t, 20*time.Second, "the relay to lead and run a first round in every partition", func() bool {
+		return rounds.Load() >= store.RelayPartitions
+	})
 	before := rounds.Load()
 	time.Sleep(time.Second) // 50 idle polls
 	if idle := rounds.Load() - before; idle > 2 {

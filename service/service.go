@@ -164,6 +164,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		OnRound:      func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
+	s.Metrics.RelayPartitions(func() int { return len(s.Relay.Partitions()) })
 	s.Metrics.Held(s.Store.HeldPerSubscription)
 	s.Metrics.Unreachable(s.Store.UnreachableApps)
 	// A started worker polls only while Temporal answers.
@@ -323,7 +324,11 @@ func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
 		checks["temporal"] = err.Error()
 		status = http.StatusServiceUnavailable
 	}
-	checks["relayLeader"] = fmt.Sprint(s.Relay.IsLeader())
+	// relayLeader: the relay leads at least one partition of the log;
+	// relayPartitions: how many (of store.RelayPartitions, among all relays).
+	led := len(s.Relay.Partitions())
+	checks["relayLeader"] = fmt.Sprint(led > 0)
+	checks["relayPartitions"] = fmt.Sprint(led)
 	writeJSON(w, status, checks)
 }
 

@@ -75,3 +75,15 @@ func (s *Store) ListDeliveriesOutcomeReads(ctx context.Context, f DeliveryFilter
 	}
 	return page, reads[1] - reads[0], nil
 }
+
+// JoinRelayTTL is JoinRelay with leases of ttl (ticks of ttl/12), for tests
+// that wait for rebalancing or expiry.
+func (s *Store) JoinRelayTTL(ctx context.Context, ttl time.Duration) (*Member, error) {
+	return s.joinRelay(ctx, ttl)
+}
+
+// MemberPID is the backend of m's connection.
+func MemberPID(m *Member) uint32 { return m.conn.Conn().PgConn().PID() }
+
+// UndispatchedInSQL is the statement UndispatchedIn runs.
+func UndispatchedInSQL() string { return undispatchedIn }

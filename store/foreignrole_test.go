@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ func TestForeignRoleCannotTakeHeraldsLocks(t *testing.T) {
 	for _, sql := range []string{
 		`SELECT * FROM ` + pgx.Identifier{schema, "relay_lease"}.Sanitize() + ` FOR UPDATE`,
 		`UPDATE ` + pgx.Identifier{schema, "relay_lease"}.Sanitize() + ` SET expires_at = 'infinity'`,
+		`SELECT * FROM ` + pgx.Identifier{schema, "relay_partitions"}.Sanitize() + ` FOR UPDATE`,
+		`UPDATE ` + pgx.Identifier{schema, "relay_partitions"}.Sanitize() + ` SET expires_at = 'infinity'`,
+		`INSERT INTO ` + pgx.Identifier{schema, "relay_workers"}.Sanitize() + ` VALUES ('x', 1, NULL, 'infinity')`,
 		`SELECT * FROM ` + pgx.Identifier{schema, "key_stripes"}.Sanitize() + ` FOR UPDATE`,
 		`INSERT INTO ` + pgx.Identifier{schema, "key_stripes"}.Sanitize() + ` VALUES ('contacts.person.updated', 1, 0)`,
 		`SELECT * FROM ` + pgx.Identifier{schema, "apps"}.Sanitize() + ` FOR UPDATE`,
@@ -78,6 +82,9 @@ func TestForeignRoleCannotTakeHeraldsLocks(t *testing.T) {
 		}
 		defer l.Release()
 		return l.Check(ctx)
+	})
+	within("lead every relay partition", 10*time.Second, func(ctx context.Context) error {
+		return leadAll(ctx, s)
 	})
 	within("publish the key", 10*time.Second, func(ctx context.Context) error {
 		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-9", "h1")})
@@ -128,8 +135,32 @@ func TestRuntimeRoleTakesHeraldsLocks(t *testing.T) {
 	if err != nil || l == nil {
 		t.Fatalf("lead as the runtime role: %v, %v", l, err)
 	}
-	defer l.Release()
-	if err := l.Check(ctx); err != nil {
+	err = l.Check(ctx)
+	l.Release() // the members stand by while it leads
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := leadAll(ctx, rt); err != nil {
+		t.Fatalf("lead the relay partitions as the runtime role: %v", err)
+	}
+}
+
+// leadAll joins s's relays and returns once the member leads every
+// partition, or with why not when ctx ends.
+func leadAll(ctx context.Context, s *store.Store) error {
+	m, err := s.JoinRelay(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.Leave()
+	for len(m.Partitions()) != store.RelayPartitions {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leads %v: %w", m.Partitions(), ctx.Err())
+		case <-m.Lost():
+			return m.Err()
+		case <-m.Changed():
+		}
+	}
+	return nil
 }

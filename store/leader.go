@@ -20,7 +20,9 @@ import (
 // before that.
 const LeaderLeaseTTL = 15 * time.Second
 
-// Leader is the relay's leader lock: the row of relay_lease, which names
+// Leader is the single leader lock of the relays before partitions
+// (migration 0029; docs/design.md#relay-partitions): the row of
+// relay_lease, which names
 // its holder, the backend of the holder's connection and when the lease
 // expires. Only Herald's roles may update it, unlike an advisory lock,
 // which any role that can log in may take. The holder keeps a connection
@@ -44,8 +46,11 @@ type Leader struct {
 	valid time.Time // the lease is held at least until then (local clock)
 }
 
-// TryLead takes the relay's leader lease. It returns nil and no error when
-// another relay holds it; the caller then keeps no connection.
+// TryLead takes the relay's leader lease, as a relay of a release before
+// partitions does. It returns nil and no error when another relay, or a
+// member of the partitioned relays (Member), holds it; the caller then
+// keeps no connection. The relay of this release uses JoinRelay; TryLead
+// stays to show that the two never lead together.
 func (s *Store) TryLead(ctx context.Context) (*Leader, error) {
 	return s.tryLead(ctx, LeaderLeaseTTL)
 }
@@ -82,7 +87,7 @@ func (s *Store) tryLead(ctx context.Context, ttl time.Duration) (*Leader, error)
 		closeConn(conn)
 		return nil, fmt.Errorf("take the relay lock: %w", err)
 	}
-	if old, err := oldLeaderRuns(ctx, conn); err != nil || old {
+	if _, old, err := oldLeaderRuns(ctx, conn); err != nil || old {
 		(&Leader{conn: conn, holder: holder}).giveBack()
 		if err != nil {
 			return nil, fmt.Errorf("take the relay lock: %w", err)
@@ -111,17 +116,17 @@ const oldRelayLockKey = `hashtext('herald.relay:' || current_schema())::bigint`
 const leaseApplicationName = "herald relay lease"
 
 // oldLeaderRuns takes the old advisory leader lock on conn, and reports
-// whether a worker of an earlier release leads: a session of Herald's own
-// role (current_user) that is no lease holder's holds that lock. A session
+// whether it got it and whether a worker of an earlier release leads: a
+// session of Herald's own role (current_user) that is no lease holder's
+// holds that lock. A session
 // of another role holding it is ignored: any role may take an advisory
 // lock, which is why the lease replaced it. Remove once no release before
 // 0014 can run.
-func oldLeaderRuns(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
+func oldLeaderRuns(ctx context.Context, conn *pgxpool.Conn) (got, old bool, err error) {
 	if _, err := conn.Exec(ctx, `SELECT set_config('application_name', $1, false)`, leaseApplicationName); err != nil {
-		return false, fmt.Errorf("name the relay lease's session: %w", err)
+		return false, false, fmt.Errorf("name the relay lease's session: %w", err)
 	}
-	var got, old bool
-	err := conn.QueryRow(ctx, `
+	err = conn.QueryRow(ctx, `
 		WITH k AS (SELECT `+oldRelayLockKey+` AS key),
 		     t AS (SELECT pg_try_advisory_lock(key) AS got FROM k)
 		SELECT t.got, NOT t.got AND EXISTS (
@@ -132,9 +137,9 @@ func oldLeaderRuns(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
 			   AND a.usename = current_user AND a.application_name IS DISTINCT FROM $1)
 		  FROM t`, leaseApplicationName).Scan(&got, &old)
 	if err != nil {
-		return false, fmt.Errorf("look for a leader of an earlier release: %w", err)
+		return false, false, fmt.Errorf("look for a leader of an earlier release: %w", err)
 	}
-	return old, nil
+	return got, old, nil
 }
 
 // validFor is how long after sending a renewal the leader trusts its lease:

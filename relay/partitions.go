@@ -1,0 +1,209 @@
+package relay
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"herald/store"
+)
+
+// partitionLoop is the dispatching of one partition this relay leads.
+type partitionLoop struct {
+	p      int
+	cancel context.CancelFunc
+	wake   chan struct{} // a round is due (capacity 1)
+	done   chan struct{} // closed when the loop ended
+}
+
+// serve joins the database's relays (store.Member) and dispatches the
+// partitions that fall to this relay, one loop each, until ctx ends or the
+// member is lost. It starts and stops loops as the member takes and gives
+// back partitions; a partition is given back only after its loop ended.
+// The duties that are not per key (the sweep of removed subscriptions and
+// the re-drive of keys whose workflow is gone) belong to the leader of
+// partition 0.
+func (r *Relay) serve(ctx context.Context) error {
+	m, err := r.Store.JoinRelay(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, stopAll := context.WithCancel(ctx)
+	loops := map[int]*partitionLoop{}
+	ended := make(chan *partitionLoop)
+	defer func() {
+		stopAll()
+		for _, l := range loops {
+			<-l.done
+		}
+		r.setLed(nil)
+		if r.abandon {
+			m.Abandon()
+		} else {
+			m.Leave()
+		}
+	}()
+	pulse := make(chan struct{}, 1)
+	go r.probe(sctx, m.Wake(), pulse)
+	for {
+		r.reconcile(sctx, m, loops, ended)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.Lost():
+			return m.Err()
+		case <-m.Changed():
+		case <-pulse:
+			wakeAll(loops)
+		case l := <-ended:
+			if loops[l.p] == l {
+				delete(loops, l.p)
+				m.Stopped(l.p)
+			}
+		}
+	}
+}
+
+// reconcile stops the loops of partitions the member no longer leads (and
+// tells it they stopped) and starts one for each partition it newly leads.
+func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*partitionLoop, ended chan<- *partitionLoop) {
+	want := m.Partitions()
+	for p, l := range loops {
+		if !slices.Contains(want, p) {
+			l.cancel()
+			<-l.done
+			delete(loops, p)
+			m.Stopped(p)
+		}
+	}
+	for _, p := range want {
+		if loops[p] != nil {
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		l := &partitionLoop{p: p, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		loops[p] = l
+		go func() {
+			err := r.leadPartition(lctx, m, l)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				r.Logger.Info("relay partition stopped", zap.Int("partition", p), zap.Error(err))
+			}
+			close(l.done)
+			select {
+			case ended <- l:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	led := slices.Sorted(maps.Keys(loops))
+	if !slices.Equal(led, r.Partitions()) {
+		r.Logger.Info("relay partitions led", zap.Ints("partitions", led), zap.Int("relays", m.Workers()))
+	}
+	r.setLed(led)
+}
+
+func wakeAll(loops map[int]*partitionLoop) {
+	for _, l := range loops {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// probe wakes the partition loops when the log grew: on a notification
+// (the HTTP API's and starter publish's commits send one) and every
+// IdlePoll it reads the log's highest sequence number, one index probe,
+// and sends on pulse when it passed the last one seen. Events committed in other
+// transactions than Herald's own (PublishTx, a publisher role, a key
+// workflow's operational event) send no wake-up, so they wait at most
+// IdlePoll; an event whose sequence number was taken before the last one
+// seen but committed after it waits for its partition's next full round,
+// at most PollInterval.
+func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, pulse chan<- struct{}) {
+	seen := int64(-1)
+	t := time.NewTicker(r.IdlePoll)
+	defer t.Stop()
+	for {
+		top, err := r.Store.MaxSeq(ctx)
+		if err == nil && top > seen {
+			seen = top
+			select {
+			case pulse <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-notified:
+		case <-t.C:
+		}
+	}
+}
+
+// leadPartition dispatches partition l.p until ctx ends or the member
+// stops trusting the partition. Every round first checks that it still
+// does: a backlog keeps the loop going without waiting on the member, and
+// a partition lost may already have another leader. A round under way when
+// the member is lost or gives the partition back is cancelled; the key
+// workflows drop what they already have. An idle partition runs a round
+// when woken (a notification or the probe) and at least every
+// PollInterval, which finds events backing off that came due.
+func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partitionLoop) error {
+	if l.p == 0 {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		// The sweep runs beside dispatching, so a removal with many held
+		// keys never delays the events of other subscriptions.
+		go func() { defer wg.Done(); r.sweepLoop(ctx) }()
+		defer wg.Wait()
+	}
+	for ctx.Err() == nil {
+		if err := m.Check(l.p); err != nil {
+			return err
+		}
+		select {
+		case <-l.wake: // this round covers it
+		default:
+		}
+		started := time.Now()
+		evs, err := r.Store.UndispatchedIn(ctx, l.p, r.BatchSize)
+		var round Round
+		if err == nil {
+			round, err = r.dispatch(ctx, evs)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.Logger.Warn("relay round failed", zap.Int("partition", l.p), zap.Error(err))
+			sleep(ctx, r.PollInterval)
+			continue
+		}
+		if r.OnRound != nil {
+			r.OnRound(round)
+		}
+		switch {
+		case round.Failed > 0 && round.Signals == 0:
+			// Temporal accepted nothing: do not spin through the backlog.
+			sleep(ctx, r.PollInterval)
+			continue
+		case round.Events == r.BatchSize:
+			continue // more is waiting; failed keys back off
+		}
+		t := time.NewTimer(r.PollInterval - time.Since(started))
+		select {
+		case <-ctx.Done():
+		case <-l.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"herald/internal/testkit"
+	"herald/manifest"
+	"herald/relay"
+	"herald/store"
+)
+
+// TestTwoRelaysSharePartitions: two relays on one database both lead
+// partitions, each some, together all, none twice; when one is killed the
+// other leads all of them within 15 s, and every key's events are signalled
+// in sequence order throughout, each of them at least once. Killed twice
+// over: its connection terminated (pg_terminate_backend; taken over at the
+// survivor's next tick), and its context cancelled with nothing given back
+// and its connection lingering, as a frozen host (taken over when the
+// leases expire).
+func TestTwoRelaysSharePartitions(t *testing.T) {
+	// Serial: hand-over within a timing bound.
+	for _, kill := range []string{"terminated", "frozen"} {
+		t.Run(kill, func(t *testing.T) { twoRelays(t, kill) })
+	}
+}
+
+func twoRelays(t *testing.T, kill string) {
+	st, p := setup(t)
+	ctx := context.Background()
+	tmp := &fakeTemporal{delay: 2 * time.Millisecond}
+	ctx1, stop1 := context.WithCancel(ctx)
+	ctx2, stop2 := context.WithCancel(ctx)
+	r1 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 7}
+	r2 := &relay.Relay{Store: st, Temporal: tmp, PollInterval: 50 * time.Millisecond, BatchSize: 7}
+	relay.AbandonOnStop(r2) // a killed worker gives nothing back
+	var running sync.WaitGroup
+	for _, run := range []struct {
+		r   *relay.Relay
+		ctx context.Context
+	}{{r1, ctx1}, {r2, ctx2}} {
+		running.Add(1)
+		go func() { defer running.Done(); _ = run.r.Run(run.ctx) }()
+	}
+	defer func() { stop1(); stop2(); running.Wait() }()
+
+	// No partition is ever led by both: watched every few milliseconds
+	// until the test ends.
+	watch, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watch.Err() == nil {
+			p1, p2 := r1.Partitions(), r2.Partitions()
+			for _, q := range p1 {
+				if slices.Contains(p2, q) {
+					t.Errorf("partition %d led by both relays: %v and %v", q, p1, p2)
+					return
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	defer func() { stopWatch(); <-watched }()
+
+	testkit.Eventually(t, 20*time.Second, "both relays to lead, all partitions between them", func() bool {
+		n1, n2 := len(r1.Partitions()), len(r2.Partitions())
+		return n1 > 0 && n2 > 0 && n1+n2 == store.RelayPartitions
+	})
+	var holders int
+	if err := st.Pool.QueryRow(ctx, `SELECT count(DISTINCT holder) FROM relay_partitions
+		WHERE holder IS NOT NULL AND expires_at > now()`).Scan(&holders); err != nil || holders != 2 {
+		t.Fatalf("holders of relay_partitions: %d (%v), want 2", holders, err)
+	}
+
+	const keys, perKey = 24, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, keys)
+	for k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- tryPublishN(p, "contacts.person.updated", fmt.Sprintf("k%d", k), perKey)
+		}()
+	}
+	testkit.Eventually(t, 20*time.Second, "both relays to dispatch", func() bool { return len(tmp.bySeq()) > keys })
+
+	victim := r2.Partitions()
+	if kill == "terminated" {
+		var pid int32
+		if err := st.Pool.QueryRow(ctx, `SELECT holder_pid FROM relay_partitions WHERE partition = $1`,
+			victim[0]).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		var ok bool
+		if err := st.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
+		}
+	}
+	killed := time.Now()
+	stop2()
+	testkit.Eventually(t, 20*time.Second, "the survivor to lead every partition", func() bool {
+		return len(r1.Partitions()) == store.RelayPartitions
+	})
+	took := time.Since(killed)
+	t.Logf("%s: %d partitions taken over after %v", kill, len(victim), took)
+	switch {
+	case took > 15*time.Second:
+		t.Fatalf("took over %v after the kill, want within 15 s", took)
+	case kill == "terminated" && took > 3*time.Second:
+		t.Fatalf("took over a terminated relay's partitions after %v, want at the next tick", took)
+	case kill == "frozen" && took < store.PartitionLeaseTTL/2:
+		t.Fatalf("took over a frozen relay's partitions after %v, before they could expire", took)
+	}
+
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, "everything dispatched", func() bool {
+		lag, err := st.RelayLag(ctx)
+		return err == nil && lag.Undispatched == 0
+	})
+	got := tmp.bySeq()
+	if len(got) != 2*keys { // billing and crm subscribe
+		t.Fatalf("%d key workflows signalled, want %d", len(got), 2*keys)
+	}
+	for id, seqs := range got {
+		seen := map[int64]bool{}
+		var last int64
+		for _, s := range seqs {
+			if seen[s] {
+				continue // a re-send of a round cut short by the kill; the workflow drops it
+			}
+			if s < last {
+				t.Fatalf("%s: seq %d signalled after %d", id, s, last)
+			}
+			seen[s], last = true, s
+		}
+		if len(seen) != perKey {
+			t.Fatalf("%s: %d distinct events, want %d", id, len(seen), perKey)
+		}
+	}
+}
+
+// TestOnlyPartitionZeroSweeps: of two relays leading partitions, only the
+// one leading partition 0 sweeps the keys of removed subscriptions (and
+// re-drives keys, with it), so no such key is told twice per interval.
+func TestOnlyPartitionZeroSweeps(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	publishN(t, p, "contacts.person.updated", "p1", 2)
+	if _, err := (&relay.Relay{Store: st, Temporal: &fakeTemporal{}}).DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// billing stops subscribing: its key p1 still holds two events.
+	if _, err := st.ApplyManifest(ctx, &manifest.Manifest{App: "billing", Endpoint: "http://billing.test"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tmp1, tmp2 := &fakeTemporal{}, &fakeTemporal{}
+	r1 := &relay.Relay{Store: st, Temporal: tmp1, PollInterval: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond}
+	r2 := &relay.Relay{Store: st, Temporal: tmp2, PollInterval: 50 * time.Millisecond, SweepInterval: 20 * time.Millisecond}
+	rctx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	for _, r := range []*relay.Relay{r1, r2} {
+		running.Add(1)
+		go func() { defer running.Done(); _ = r.Run(rctx) }()
+	}
+	defer func() { stop(); running.Wait() }()
+	testkit.Eventually(t, 20*time.Second, "both relays to lead", func() bool {
+		n1, n2 := len(r1.Partitions()), len(r2.Partitions())
+		return n1 > 0 && n2 > 0 && n1+n2 == store.RelayPartitions
+	})
+	zero, other := tmp1, tmp2
+	if !slices.Contains(r1.Partitions(), 0) {
+		zero, other = tmp2, tmp1
+	}
+	told := func(f *fakeTemporal) int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.told)
+	}
+	before := told(other)
+	testkit.Eventually(t, 10*time.Second, "the leader of partition 0 to sweep", func() bool { return told(zero) > 2 })
+	time.Sleep(200 * time.Millisecond) // ten more sweep intervals
+	if n := told(other); n != before {
+		t.Fatalf("the relay without partition 0 told %d keys of removed subscriptions", n-before)
+	}
+}
