@@ -118,10 +118,12 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 		byID[ev.GetEventId()] = ev
 	}
 	at := func(id int64) time.Time { return byID[id].GetEventTime().AsTime() }
-	var signaled time.Time
+	var signaled, started time.Time
 	var scheduled *historypb.HistoryEvent // a Deliver activity, or a local one's marker
 	for _, ev := range events {
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			started = ev.GetEventTime().AsTime()
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			if signaled.IsZero() && containsID(ev.GetWorkflowExecutionSignaledEventAttributes().GetInput(), te.EventID) {
 				signaled = ev.GetEventTime().AsTime()
@@ -138,8 +140,13 @@ func (te *TailEvent) explain(events []*historypb.HistoryEvent, published, arrive
 			}
 		}
 	}
+	if signaled.IsZero() && !started.IsZero() && started.After(published) {
+		// The relay started the key's workflow with no signal (relay/start.go):
+		// the run read the event from its rows.
+		signaled = started
+	}
 	if signaled.IsZero() || scheduled == nil {
-		te.Error = "the history does not show the event's signal and Deliver activity"
+		te.Error = "the history does not show the event's signal or start, and Deliver activity"
 		return
 	}
 	te.RelayMS = ms(signaled.Sub(published))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 )
 
@@ -77,6 +78,21 @@ func TestTailEventExplain(t *testing.T) {
 	failed.explain(history, t0, t0)
 	if failed.Local || failed.Error == "" {
 		t.Errorf("an event whose local attempt failed, with no activity after: %+v", failed)
+	}
+
+	// The relay started the key's workflow for s1 with no signal: the start
+	// is the hand-over, and the run read s1 from its rows.
+	startedHistory := []*historypb.HistoryEvent{
+		ev(1, 30, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED),
+		wftScheduled(2, 30, 1),
+		wftStarted(3, 35, 2),
+		wftCompleted(4, 80, 3),
+		localMarker(t, 5, 80, 4, "Deliver", done("s1")),
+	}
+	fresh := TailEvent{EventID: "s1", LatencyMS: 90}
+	fresh.explain(startedHistory, t0.Add(10*time.Millisecond), t0.Add(100*time.Millisecond))
+	if fresh.Error != "" || fresh.RelayMS != 20 || fresh.WorkflowTaskWaitMS != 5 || !fresh.Local {
+		t.Errorf("explain a started key's event = %+v", fresh)
 	}
 
 	missing := TailEvent{EventID: "e9"}
