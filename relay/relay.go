@@ -425,11 +425,19 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	if _, ok := r.starter(id); ok {
 		// A start carries the signal's span (its trace reaches the new run).
 		sctx, span := startSignalSpan(ctx, id, g, g.events[:min(r.MaxEventsPerSignal, len(g.events))])
-		started := r.startKey(sctx, id, opts, params)
-		endSignalSpan(span, nil)
-		if started {
+		started, err := r.startKey(sctx, id, opts, params)
+		endSignalSpan(span, err)
+		switch {
+		case started:
 			return 1, -1, nil // the new run reads the key's queued rows
+		case err != nil && outage(err):
+			// Temporal did not answer the start: the signal would wait as
+			// long again for the same answer, doubling every new key's
+			// wait in an outage. The events back off as a failed signal's.
+			return 0, 0, fmt.Errorf("start %s: %w", id, err)
 		}
+		// The key's workflow runs, or Temporal refused the start itself
+		// (the signal may still go through): the key is signalled.
 	}
 	for start := 0; start < len(g.events); {
 		// Signals carry ids and sequence numbers only (about 70 bytes an
