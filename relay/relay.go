@@ -422,9 +422,11 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	if _, ok := r.starter(id); ok {
-		// A start carries the signal's span (its trace reaches the new run).
-		sctx, span := startSignalSpan(ctx, id, g, g.events[:min(r.MaxEventsPerSignal, len(g.events))])
+	// A start carries the span a signal of the same events would (its trace
+	// reaches the new run): only a key whose events fit one signal is
+	// started, so that every event's trace has its relay signal span.
+	if _, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
+		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		started, err := r.startKey(sctx, id, opts, params)
 		endSignalSpan(span, err)
 		switch {
