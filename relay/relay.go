@@ -422,14 +422,24 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	if _, ok := r.starter(id); ok {
-		// A start carries the signal's span (its trace reaches the new run).
-		sctx, span := startSignalSpan(ctx, id, g, g.events[:min(r.MaxEventsPerSignal, len(g.events))])
-		started := r.startKey(sctx, id, opts, params)
-		endSignalSpan(span, nil)
-		if started {
+	// A start carries the span a signal of the same events would (its trace
+	// reaches the new run): only a key whose events fit one signal is
+	// started, so that every event's trace has its relay signal span.
+	if _, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
+		sctx, span := startSignalSpan(ctx, id, g, g.events)
+		started, err := r.startKey(sctx, id, opts, params)
+		endSignalSpan(span, err)
+		switch {
+		case started:
 			return 1, -1, nil // the new run reads the key's queued rows
+		case err != nil && outage(err):
+			// Temporal did not answer the start: the signal would wait as
+			// long again for the same answer, doubling every new key's
+			// wait in an outage. The events back off as a failed signal's.
+			return 0, 0, fmt.Errorf("start %s: %w", id, err)
 		}
+		// The key's workflow runs, or Temporal refused the start itself
+		// (the signal may still go through): the key is signalled.
 	}
 	for start := 0; start < len(g.events); {
 		// Signals carry ids and sequence numbers only (about 70 bytes an

@@ -91,12 +91,13 @@ func (r *Relay) starter(id string) (Starter, bool) {
 
 // startKey starts the workflow of a key the relay has not started or
 // signalled lately, eagerly, with no events (the run reads the rows). It
-// reports whether it started one; false sends the key's signal as before
-// (a running workflow, starting off, or a failed start).
-func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkflowOptions, params workflows.Params) bool {
+// reports whether it started one and, when it did not, why: nil when the
+// key's workflow runs ("already started") or starting is off, which the
+// key's signal answers; the start's error otherwise.
+func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkflowOptions, params workflows.Params) (bool, error) {
 	starter, ok := r.starter(id)
 	if !ok {
-		return false
+		return false, nil
 	}
 	opts.EnableEagerStart = true
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
@@ -104,11 +105,12 @@ func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkfl
 	_, err := starter.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflowType, params)
 	if err == nil {
 		r.recent.note(id, time.Now())
-		return true
+		return true, nil
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		r.Logger.Debug("start a key's workflow; signalling it instead", zap.String("workflow", id), zap.Error(err))
+	if errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return false, nil
 	}
-	return false
+	r.Logger.Warn("start a key's workflow", zap.String("workflow", id), zap.Error(err))
+	return false, err
 }

@@ -4,13 +4,21 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"herald/internal/tracing"
 	"herald/relay"
 	"herald/workflows"
 )
@@ -23,6 +31,8 @@ type startingTemporal struct {
 	started []string
 	running map[string]bool
 	opts    []client.StartWorkflowOptions
+	// startErr, when set, is every start's answer.
+	startErr error
 }
 
 func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
@@ -35,6 +45,9 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 		return nil, fmt.Errorf("start params %+v", p)
 	}
 	f.opts = append(f.opts, opts)
+	if f.startErr != nil {
+		return nil, f.startErr
+	}
 	if f.running[opts.ID] {
 		return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("running", "", "")
 	}
@@ -112,3 +125,76 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestStartOutageSendsNoSignal: a start that Temporal does not answer
+// (unavailable, a deadline, a rate limit) is the key's failed attempt, as a
+// failed signal is, and the relay does not send the signal after it, which
+// would wait as long again for the same answer. Like a failed signal's, the
+// failure counts no attempt in a round in which Temporal accepted nothing.
+func TestStartOutageSendsNoSignal(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		serviceerror.NewUnavailable("connection refused"),
+		serviceerror.NewDeadlineExceeded("context deadline exceeded"),
+		serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT, "namespace rate limit"),
+	} {
+		t.Run(err.Error(), func(t *testing.T) {
+			t.Parallel()
+			st, p := setup(t)
+			tmp := &startingTemporal{startErr: err}
+			var signalled atomic.Int32 // signals tried, all refused as the starts were
+			tmp.refuse = func(string) bool { signalled.Add(1); return true }
+			tmp.refuseWith = err
+			r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, MaxAttempts: 5}
+			publishN(t, p, "contacts.person.updated", "p1", 2)
+			round, rerr := r.DispatchOnce(context.Background())
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if calls := signalled.Load(); len(tmp.opts) != 2 || calls != 0 || round.Signals != 0 || round.Failed != 2 || round.BackingOff != 2 {
+				t.Fatalf("round %+v, %d starts, %d signals: want 2 failed starts (billing's and crm's p1) and no signal", round, len(tmp.opts), calls)
+			}
+			if ev := relayState(t, st, 1); ev.RelayAttempts != 0 || !strings.Contains(ev.RelayError, err.Error()) || ev.RelayNextTry == nil {
+				t.Fatalf("event after an outage's round: %+v; want it backing off, no attempt counted", ev)
+			}
+		})
+	}
+}
+
+// TestRefusedStartIsSignalled: a start Temporal refuses for a reason of its
+// own (not "already started", not an outage) is logged as a warning and
+// recorded on the start's span, and the key gets its signal, which may
+// still go through. Serial: installs the process-wide tracer provider.
+func TestRefusedStartIsSignalled(t *testing.T) {
+	st, p := setup(t)
+	rec := tracetest.NewSpanRecorder()
+	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	defer tracing.Reset()
+	core, logs := observer.New(zap.WarnLevel)
+	tmp := &startingTemporal{startErr: serviceerror.NewInvalidArgument("eager start refused")}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Logger: zap.New(core)}
+	publishN(t, p, "contacts.person.deleted", "p1", 1) // crm's only
+	round, err := r.DispatchOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if round.Signals != 1 || round.Failed != 0 || round.Dispatched != 1 || len(tmp.opts) != 1 {
+		t.Fatalf("round %+v after %d starts: want the refused start's key signalled", round, len(tmp.opts))
+	}
+	if got := logs.FilterMessage("start a key's workflow").Len(); got != 1 {
+		t.Fatalf("%d warnings about the refused start, want 1 (logs %v)", got, logs.All())
+	}
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == relay.SpanSignal {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 2 || spans[0].Status().Code != codes.Error || spans[1].Status().Code == codes.Error {
+		var st []codes.Code
+		for _, s := range spans {
+			st = append(st, s.Status().Code)
+		}
+		t.Fatalf("%d relay signal spans, statuses %v: want the start's failed and the signal's not", len(spans), st)
+	}
+}

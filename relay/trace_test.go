@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -9,6 +10,7 @@ import (
 
 	"herald/internal/tracing"
 	"herald/relay"
+	"herald/workflows"
 )
 
 // TestSignalSpan: each signal gets a span, a child of its first event's
@@ -56,5 +58,48 @@ func TestSignalSpan(t *testing.T) {
 	}
 	if got := tmp.signals[0].Span; got.SpanID() != sig.SpanContext().SpanID() {
 		t.Errorf("the signal was sent with span %v in its context, want the signal span %v", got, sig.SpanContext())
+	}
+}
+
+// TestStartedKeyEventsHaveTheirSpan: a new key whose events of a round
+// need more than one signal is signalled, one span per signal as ever: a
+// start's one span would leave the events past the first signal's worth
+// with no relay signal span in their traces.
+func TestStartedKeyEventsHaveTheirSpan(t *testing.T) {
+	// Serial: installs the process-wide tracer provider.
+	st, p := setup(t)
+	rec := tracetest.NewSpanRecorder()
+	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	defer tracing.Reset()
+	publishN(t, p, "contacts.person.deleted", "big", 3) // crm's only
+	publishN(t, p, "contacts.person.deleted", "small", 2)
+	publishes := map[string]bool{} // trace ids
+	for _, s := range rec.Ended() {
+		if s.Name() == "publish contacts.person.deleted" {
+			publishes[s.SpanContext().TraceID().String()] = true
+		}
+	}
+	tmp := &startingTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, MaxEventsPerSignal: 2}
+	if _, err := r.DispatchOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	signalled := map[string]bool{} // trace ids of the events a relay signal span is the child of or links
+	for _, s := range rec.Ended() {
+		if s.Name() != relay.SpanSignal {
+			continue
+		}
+		signalled[s.SpanContext().TraceID().String()] = true
+		for _, l := range s.Links() {
+			signalled[l.SpanContext.TraceID().String()] = true
+		}
+	}
+	for id := range publishes {
+		if !signalled[id] {
+			t.Errorf("the event of trace %s has no relay signal span", id)
+		}
+	}
+	if fmt.Sprint(tmp.started) != fmt.Sprint([]string{workflows.DeliveryID("crm:contacts.person.deleted@1", "small")}) {
+		t.Errorf("started %v, want only the key whose events fit one signal", tmp.started)
 	}
 }
