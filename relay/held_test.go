@@ -14,8 +14,8 @@ import (
 // good, the relay writes the rows of the key's new events and marks them
 // dispatched but does not signal them (the key's workflow reads them from
 // the rows once the head resolves, in order after it); a head that failed
-// once, another subscription's key and the key once its head is delivered
-// are signalled as before.
+// once, or was queued less than store.HeldAfter ago, another subscription's
+// key and the key once its head is delivered are signalled as before.
 func TestHeldKeyIsNotSignalled(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
@@ -37,6 +37,16 @@ func TestHeldKeyIsNotSignalled(t *testing.T) {
 	}
 	if err := st.RecordOutcomes(ctx, billing, "p2", []store.OutcomeUpdate{
 		{EventID: other, Seq: 2, Status: store.EventQueued, Attempts: 1, LastCode: "handler_failed"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A head queued less than store.HeldAfter ago does not hold its key:
+	// the events right behind a head that failed at once are signalled.
+	p1 := store.KeyRef{SubscriptionID: billing, Subject: "p1"}
+	if held, err := st.HeldKeys(ctx, []store.KeyRef{p1}); err != nil || held[p1] {
+		t.Fatalf("a head queued just now holds its key: %v %v", held, err)
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE outcomes SET queued_at = queued_at - make_interval(secs => $1)`,
+		2*store.HeldAfter.Seconds()); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, p, "contacts.person.updated", "p1", 2) // seq 3, 4

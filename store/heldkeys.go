@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -15,7 +16,8 @@ type KeyRef struct {
 
 // HeldKeys returns those of keys whose head (the held outcome row with the
 // lowest sequence number) is failed, or queued with at least two attempts
-// spent: a key that holds on a failing head. The relay does not signal such
+// spent, and was queued HeldAfter ago or more: a key that holds on a
+// failing head. The relay does not signal such
 // a key's new events; its workflow reads them from the rows once the head
 // resolves (workflows.HeldKeysChange). One probe of the held-rows index per
 // key, in one statement.
@@ -32,11 +34,12 @@ func (s *Store) HeldKeys(ctx context.Context, keys []KeyRef) (map[KeyRef]bool, e
 		SELECT k.subscription_id, k.subject
 		  FROM unnest($1::text[], $2::text[]) AS k(subscription_id, subject)
 		 CROSS JOIN LATERAL (
-		       SELECT o.status, o.attempts FROM outcomes o
+		       SELECT o.status, o.attempts, o.queued_at FROM outcomes o
 		        WHERE o.subscription_id = k.subscription_id AND o.subject = k.subject
 		          AND o.status IN ('queued', 'failed')
 		        ORDER BY o.event_seq LIMIT 1) h
-		 WHERE h.status = 'failed' OR h.attempts >= $3`, subs, subjects, HeldAttempts)
+		 WHERE (h.status = 'failed' OR h.attempts >= $3)
+		   AND h.queued_at < now() - make_interval(secs => $4)`, subs, subjects, HeldAttempts, HeldAfter.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("read the heads of %d keys: %w", len(keys), err)
 	}
@@ -50,6 +53,15 @@ func (s *Store) HeldKeys(ctx context.Context, keys []KeyRef) (map[KeyRef]bool, e
 	}
 	return held, nil
 }
+
+// HeldAfter is how long a failing head must have been queued before its key
+// counts as held. A head that fails at once (a subscriber that refuses it)
+// would otherwise leave the events published right behind it unsignalled,
+// out of the run's queue and so out of its state query (`starter inspect`)
+// and out of reach of an operator's cancel of one event, until the head
+// resolves; a key that keeps failing, the neighbour whose signals cost the
+// others Temporal work, is held all the same once this long has passed.
+const HeldAfter = 10 * time.Second
 
 // HeldAttempts is the attempts spent on a queued head from which its key
 // counts as held (HeldKeys). Two, not one: a second attempt is always made
