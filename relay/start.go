@@ -32,8 +32,6 @@ type Starter interface {
 // whose workflow runs answers "already started", and gets its signal as
 // before; the relay remembers the keys it started or signalled within the
 // idle timeout, whose workflows most likely run, and signals them at once.
-// Only a key with one event in the round is started (signalGroup): one
-// with several is signalled, which measured faster for bursts of keys.
 
 // maxRecentKeys bounds the keys the relay remembers as recently started or
 // signalled; the oldest are forgotten first.
