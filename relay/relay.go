@@ -422,13 +422,10 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
-	// Only a key with one event in the round is started: there the start
-	// saves the most (no wait for matching), and a start carries the span
-	// a signal of the same event would (its trace reaches the new run). A
-	// key with several is signalled: shape B of make bench (200 keys × 5
-	// events at once) ran at 0.7-0.8x with such keys started (the started
-	// run and the next round's signal each took a workflow task).
-	if _, ok := r.starter(id); ok && len(g.events) == 1 {
+	// A start carries the span a signal of the same events would (its trace
+	// reaches the new run): only a key whose events fit one signal is
+	// started, so that every event's trace has its relay signal span.
+	if _, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		started, err := r.startKey(sctx, id, opts, params)
 		endSignalSpan(span, err)

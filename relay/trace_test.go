@@ -61,10 +61,10 @@ func TestSignalSpan(t *testing.T) {
 	}
 }
 
-// TestStartedKeyEventsHaveTheirSpan: a new key with several events in a
-// round is signalled, one span per signal as ever (a start's one span would
-// leave the events past the first signal's worth with no relay signal span
-// in their traces); a new key with one event is started under its span.
+// TestStartedKeyEventsHaveTheirSpan: a new key whose events of a round
+// need more than one signal is signalled, one span per signal as ever: a
+// start's one span would leave the events past the first signal's worth
+// with no relay signal span in their traces.
 func TestStartedKeyEventsHaveTheirSpan(t *testing.T) {
 	// Serial: installs the process-wide tracer provider.
 	st, p := setup(t)
@@ -72,7 +72,7 @@ func TestStartedKeyEventsHaveTheirSpan(t *testing.T) {
 	tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	defer tracing.Reset()
 	publishN(t, p, "contacts.person.deleted", "big", 3) // crm's only
-	publishN(t, p, "contacts.person.deleted", "small", 1)
+	publishN(t, p, "contacts.person.deleted", "small", 2)
 	publishes := map[string]bool{} // trace ids
 	for _, s := range rec.Ended() {
 		if s.Name() == "publish contacts.person.deleted" {
@@ -100,6 +100,6 @@ func TestStartedKeyEventsHaveTheirSpan(t *testing.T) {
 		}
 	}
 	if fmt.Sprint(tmp.started) != fmt.Sprint([]string{workflows.DeliveryID("crm:contacts.person.deleted@1", "small")}) {
-		t.Errorf("started %v, want only the key with one event", tmp.started)
+		t.Errorf("started %v, want only the key whose events fit one signal", tmp.started)
 	}
 }
