@@ -425,9 +425,9 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	// A start carries the span a signal of the same events would (its trace
 	// reaches the new run): only a key whose events fit one signal is
 	// started, so that every event's trace has its relay signal span.
-	if _, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
+	if starter, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
-		started, err := r.startKey(sctx, id, opts, params)
+		started, err := r.startKey(sctx, starter, id, opts, params)
 		endSignalSpan(span, err)
 		switch {
 		case started:

@@ -2,12 +2,10 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -72,12 +70,7 @@ func (k *recentKeys) note(id string, now time.Time) {
 
 // recentFor is how long a started or signalled key's workflow is taken to
 // be running: its idle timeout.
-func (r *Relay) recentFor() time.Duration {
-	if r.Params.IdleTimeout > 0 {
-		return r.Params.IdleTimeout
-	}
-	return workflows.DefaultIdleTimeout
-}
+func (r *Relay) recentFor() time.Duration { return r.Params.WithDefaults().IdleTimeout }
 
 // starter is the Starter to start id's workflow with, when the relay
 // starts new keys and has not started or signalled id lately.
@@ -90,15 +83,11 @@ func (r *Relay) starter(id string) (Starter, bool) {
 }
 
 // startKey starts the workflow of a key the relay has not started or
-// signalled lately, eagerly, with no events (the run reads the rows). It
-// reports whether it started one and, when it did not, why: nil when the
-// key's workflow runs ("already started") or starting is off, which the
-// key's signal answers; the start's error otherwise.
-func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkflowOptions, params workflows.Params) (bool, error) {
-	starter, ok := r.starter(id)
-	if !ok {
-		return false, nil
-	}
+// signalled lately (starter), eagerly, with no events (the run reads the
+// rows). It reports whether it started one and, when it did not, why: nil
+// when the key's workflow runs ("already started"), which the key's signal
+// answers; the start's error otherwise.
+func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts client.StartWorkflowOptions, params workflows.Params) (bool, error) {
 	opts.EnableEagerStart = true
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
@@ -107,8 +96,7 @@ func (r *Relay) startKey(ctx context.Context, id string, opts client.StartWorkfl
 		r.recent.note(id, time.Now())
 		return true, nil
 	}
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		return false, nil
 	}
 	r.Logger.Warn("start a key's workflow", zap.String("workflow", id), zap.Error(err))
