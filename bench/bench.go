@@ -140,6 +140,11 @@ const (
 	// legitimate work; what they lose beyond it beside the neighbours is
 	// what misbehaviour costs them.
 	SystemCalm = "herald + calm neighbours"
+	// SystemAloneAgain measures each healthy shape alone a second time,
+	// right after the first: how far two runs with nothing beside them
+	// differ on this machine (the comparison's own noise, and its drift as
+	// the server's store grows), against which the neighbours' cost is read.
+	SystemAloneAgain = "herald alone again"
 )
 
 // Measurement is one shape on one system.
@@ -296,10 +301,12 @@ func (b *bench) noisy(ctx context.Context, rep *Report) error {
 		alone[sh.Name] = m
 		rep.Measurements = append(rep.Measurements, m)
 	}
-	// The control before the neighbours misbehave: the keys of a failing
-	// neighbour go on retrying after its measurement, and would deliver
-	// their backlog into the control's.
+	// Alone again before anyone else: the comparison's noise. The control
+	// before the neighbours misbehave: the keys of a failing neighbour go on
+	// retrying after its measurement, and would deliver their backlog into
+	// the control's.
 	for _, run := range []heraldRun{
+		{system: SystemAloneAgain, api: true},
 		{system: SystemCalm, api: true, neighbours: b.neighbours, calm: true},
 		{system: SystemNeighbours, api: true, neighbours: b.neighbours},
 	} {

@@ -147,12 +147,12 @@ func TestNoisySmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 6; got != want {
-		t.Fatalf("%d measurements, want %d (NB and NP alone, beside the calm neighbours, then the misbehaving ones)", got, want)
+	if got, want := len(rep.Measurements), 8; got != want {
+		t.Fatalf("%d measurements, want %d (NB and NP alone, alone again, beside the calm neighbours, then the misbehaving ones)", got, want)
 	}
 	for i, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
-		wantSystem := []string{SystemAlone, SystemCalm, SystemNeighbours}[i/2]
+		wantSystem := []string{SystemAlone, SystemAloneAgain, SystemCalm, SystemNeighbours}[i/2]
 		if m.System != wantSystem {
 			t.Errorf("measurement %d is %q, want %q", i, m.System, wantSystem)
 		}
@@ -160,9 +160,12 @@ func TestNoisySmoke(t *testing.T) {
 			t.Errorf("%s: delivered %d of %d, lost %d, out of order %d, duplicates %d, stray %d",
 				name, m.Delivered, m.Deliveries, m.Lost, m.OutOfOrder, m.Duplicates, m.Stray)
 		}
-		if m.System == SystemAlone {
+		if m.System == SystemAlone || m.System == SystemAloneAgain {
 			if m.Neighbours != nil {
 				t.Errorf("%s: neighbour figures on a measurement alone", name)
+			}
+			if m.System == SystemAloneAgain && (m.AloneRatio <= 0 || m.AloneP99Ratio <= 0) {
+				t.Errorf("%s: ratios to the first measurement alone not computed: %v, %v", name, m.AloneRatio, m.AloneP99Ratio)
 			}
 			continue
 		}

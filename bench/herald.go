@@ -114,6 +114,8 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 	switch run.system {
 	case SystemAlone:
 		prefix += "-alone"
+	case SystemAloneAgain:
+		prefix += "-again"
 	case SystemNeighbours:
 		prefix += "-beside"
 	case SystemCalm:
