@@ -174,6 +174,11 @@ type Measurement struct {
 	// WorkerPeakRSSMB is the Herald worker process's VmHWM; the worker is
 	// started afresh for every Herald measurement.
 	WorkerPeakRSSMB float64 `json:"workerPeakRssMb,omitempty"`
+	// PostgresMB is the size of Herald's tables (indexes and TOAST
+	// included) after a Herald measurement, and PostgresGrowthMB how much
+	// they grew during it.
+	PostgresMB       float64 `json:"postgresMb,omitempty"`
+	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
 	// publisher or the ceiling's worker and driver), worker, temporal, postgres.
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
@@ -244,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, sh := range all {
 		var c, bc, fl Measurement
-		if !cfg.HeraldOnly && !sh.FloorOnly {
+		if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
 			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 			}
@@ -256,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				rep.Measurements = append(rep.Measurements, bc)
 			}
 		}
-		if !cfg.HeraldOnly && hasFloor(sh) {
+		if !cfg.HeraldOnly && !sh.HeraldOnly && hasFloor(sh) {
 			if fl, err = b.floor(ctx, sh); err != nil {
 				return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
 			}

@@ -70,7 +70,7 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.shapes, "shapes", "A,B,C,D,E", "shapes to measure: A (20 keys × 50 events), B (200 × 5), C (1000 × 1), D (B to 3 subscriptions), E (10000 × 1; against the floor only); empty for none")
+	fs.StringVar(&o.shapes, "shapes", "A,B,C,D,E", "shapes to measure: A (20 keys × 50 events), B (200 × 5), C (1000 × 1), D (B to 3 subscriptions), E (10000 × 1; against the floor only), F (50000 × 2 published at once, on Herald only: its drain time, memory and database size; not by default, it drains for tens of minutes); empty for none")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply each shape's event count (by its number of keys)")
 	fs.DurationVar(&o.steady, "steady", 30*time.Second, "length of the steady run; 0 skips it")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "events per second of the steady run")

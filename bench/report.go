@@ -25,11 +25,15 @@ func writeTables(w io.Writer, rep *Report) error {
 	if floor {
 		header = append(header, "× floor")
 	}
-	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
+	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB",
+		"PostgreSQL MB (+ growth)")}
 	for _, m := range rep.Measurements {
-		ratio, ratioBatched, ratioFloor, rss := "", "", "", ""
+		ratio, ratioBatched, ratioFloor, rss, pg := "", "", "", "", ""
 		if !isReference(m.System) {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
+			if m.PostgresMB > 0 {
+				pg = fmt.Sprintf("%.0f (+%.0f)", m.PostgresMB, m.PostgresGrowthMB)
+			}
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
 			}
@@ -51,7 +55,7 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
+			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss, pg))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
 		"local activities/event", "SA upserts/event", "history events/event", "starts/event", "updates/event",
