@@ -140,6 +140,11 @@ const (
 	// legitimate work; what they lose beyond it beside the neighbours is
 	// what misbehaviour costs them.
 	SystemCalm = "herald + calm neighbours"
+	// SystemAloneAgain measures each healthy shape alone a second time,
+	// right after the first: how far two runs with nothing beside them
+	// differ on this machine (the comparison's own noise, and its drift as
+	// the server's store grows), against which the neighbours' cost is read.
+	SystemAloneAgain = "herald alone again"
 )
 
 // Measurement is one shape on one system.
@@ -169,6 +174,11 @@ type Measurement struct {
 	// WorkerPeakRSSMB is the Herald worker process's VmHWM; the worker is
 	// started afresh for every Herald measurement.
 	WorkerPeakRSSMB float64 `json:"workerPeakRssMb,omitempty"`
+	// PostgresMB is the size of Herald's tables (indexes and TOAST
+	// included) after a Herald measurement, and PostgresGrowthMB how much
+	// they grew during it.
+	PostgresMB       float64 `json:"postgresMb,omitempty"`
+	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
 	// publisher or the ceiling's worker and driver), worker, temporal, postgres.
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
@@ -239,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, sh := range all {
 		var c, bc, fl Measurement
-		if !cfg.HeraldOnly && !sh.FloorOnly {
+		if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
 			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 			}
@@ -251,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				rep.Measurements = append(rep.Measurements, bc)
 			}
 		}
-		if !cfg.HeraldOnly && hasFloor(sh) {
+		if !cfg.HeraldOnly && !sh.HeraldOnly && hasFloor(sh) {
 			if fl, err = b.floor(ctx, sh); err != nil {
 				return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
 			}
@@ -296,10 +306,12 @@ func (b *bench) noisy(ctx context.Context, rep *Report) error {
 		alone[sh.Name] = m
 		rep.Measurements = append(rep.Measurements, m)
 	}
-	// The control before the neighbours misbehave: the keys of a failing
-	// neighbour go on retrying after its measurement, and would deliver
-	// their backlog into the control's.
+	// Alone again before anyone else: the comparison's noise. The control
+	// before the neighbours misbehave: the keys of a failing neighbour go on
+	// retrying after its measurement, and would deliver their backlog into
+	// the control's.
 	for _, run := range []heraldRun{
+		{system: SystemAloneAgain, api: true},
 		{system: SystemCalm, api: true, neighbours: b.neighbours, calm: true},
 		{system: SystemNeighbours, api: true, neighbours: b.neighbours},
 	} {

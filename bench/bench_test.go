@@ -31,6 +31,7 @@ func TestSmoke(t *testing.T) {
 			{Name: "A", Keys: 2, EventsPerKey: 6, Subscriptions: 1},
 			{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 2}, // one event per key: the floor too
 			{Name: "D", Keys: 3, EventsPerKey: 2, Subscriptions: 3},
+			{Name: "F", Keys: 3, EventsPerKey: 2, Subscriptions: 1, HeraldOnly: true}, // a burst: Herald alone
 		},
 		Steady:       Shape{Name: "steady", Keys: 4, EventsPerKey: 2, Subscriptions: 1, Rate: 10},
 		Timeout:      90 * time.Second,
@@ -46,8 +47,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 13; got != want {
-		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, C, D, steady; the floor for C)", got, want)
+	if got, want := len(rep.Measurements), 14; got != want {
+		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, C, D, steady; the floor for C; Herald alone for F)", got, want)
 	}
 	floors := 0
 	for _, m := range rep.Measurements {
@@ -61,6 +62,14 @@ func TestSmoke(t *testing.T) {
 		}
 		if m.System == SystemHerald && m.WorkerPeakRSSMB <= 0 {
 			t.Errorf("%s: no worker peak RSS", name)
+		}
+		// A few rows may fit pages already allocated: growth may be 0.
+		if m.System == SystemHerald && (m.PostgresMB <= 0 || m.PostgresGrowthMB < 0 || m.PostgresMB < m.PostgresGrowthMB) {
+			t.Errorf("%s: PostgreSQL size %v MB, grown by %v MB: want a size, and the growth within it",
+				name, m.PostgresMB, m.PostgresGrowthMB)
+		}
+		if m.Shape.HeraldOnly && m.System != SystemHerald {
+			t.Errorf("%s: a shape on Herald only measured on %s", name, m.System)
 		}
 		if m.System == SystemFloor {
 			// Started eagerly with the event in its input: no signal, one
@@ -103,8 +112,8 @@ func TestSmoke(t *testing.T) {
 	if err := writeTables(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "| × floor |") {
-		t.Errorf("the results table has no × floor column:\n%s", table.String())
+	if !strings.Contains(table.String(), "| × floor |") || !strings.Contains(table.String(), "| PostgreSQL MB (+ growth) |") {
+		t.Errorf("the results table has no × floor or PostgreSQL size column:\n%s", table.String())
 	}
 	suite := &Suite{Runs: []*Report{rep}}
 	if err := writeJSON(filepath.Join(dir, "r.json"), suite); err != nil {
@@ -147,12 +156,12 @@ func TestNoisySmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 6; got != want {
-		t.Fatalf("%d measurements, want %d (NB and NP alone, beside the calm neighbours, then the misbehaving ones)", got, want)
+	if got, want := len(rep.Measurements), 8; got != want {
+		t.Fatalf("%d measurements, want %d (NB and NP alone, alone again, beside the calm neighbours, then the misbehaving ones)", got, want)
 	}
 	for i, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
-		wantSystem := []string{SystemAlone, SystemCalm, SystemNeighbours}[i/2]
+		wantSystem := []string{SystemAlone, SystemAloneAgain, SystemCalm, SystemNeighbours}[i/2]
 		if m.System != wantSystem {
 			t.Errorf("measurement %d is %q, want %q", i, m.System, wantSystem)
 		}
@@ -160,9 +169,12 @@ func TestNoisySmoke(t *testing.T) {
 			t.Errorf("%s: delivered %d of %d, lost %d, out of order %d, duplicates %d, stray %d",
 				name, m.Delivered, m.Deliveries, m.Lost, m.OutOfOrder, m.Duplicates, m.Stray)
 		}
-		if m.System == SystemAlone {
+		if m.System == SystemAlone || m.System == SystemAloneAgain {
 			if m.Neighbours != nil {
 				t.Errorf("%s: neighbour figures on a measurement alone", name)
+			}
+			if m.System == SystemAloneAgain && (m.AloneRatio <= 0 || m.AloneP99Ratio <= 0) {
+				t.Errorf("%s: ratios to the first measurement alone not computed: %v, %v", name, m.AloneRatio, m.AloneP99Ratio)
 			}
 			continue
 		}

@@ -100,7 +100,7 @@ func pairs(rep *Report) (herald, ceiling []Measurement) {
 		}
 	}
 	for _, m := range rep.Measurements {
-		if m.System == SystemHerald && m.Shape.Rate == 0 && !m.Shape.FloorOnly {
+		if m.System == SystemHerald && m.Shape.Rate == 0 && !m.Shape.FloorOnly && !m.Shape.HeraldOnly {
 			herald = append(herald, m)
 			ceiling = append(ceiling, ceil[m.Shape.Name])
 		}

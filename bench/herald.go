@@ -114,6 +114,8 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 	switch run.system {
 	case SystemAlone:
 		prefix += "-alone"
+	case SystemAloneAgain:
+		prefix += "-again"
 	case SystemNeighbours:
 		prefix += "-beside"
 	case SystemCalm:
@@ -200,8 +202,13 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		}
 		return nil
 	}
+	sizeBefore, sizeErr := b.schemaBytes(ctx)
 	m, err := b.measure(ctx, ph, w.pid(), drive)
 	m.Neighbours = stopNeighbours()
+	if after, aerr := b.schemaBytes(ctx); aerr == nil && sizeErr == nil {
+		m.PostgresMB = round(float64(after)/(1<<20), 1)
+		m.PostgresGrowthMB = round(float64(after-sizeBefore)/(1<<20), 1)
+	}
 	if rss, rerr := peakRSS(w.pid()); rerr == nil {
 		m.WorkerPeakRSSMB = round(float64(rss)/(1<<20), 1)
 	}
@@ -232,3 +239,15 @@ func logName(system string) string {
 // healthy events are published: long enough for the first timeouts to be
 // hanging and the first failures retried.
 const neighbourLead = 5 * time.Second
+
+// schemaBytes is the size on disk of Herald's tables in the bench's schema,
+// with their indexes and TOAST: what a measurement's events, outcome rows
+// and audit rows take in PostgreSQL.
+func (b *bench) schemaBytes(ctx context.Context) (int64, error) {
+	var n int64
+	err := b.store.Pool.QueryRow(ctx, `
+		SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+		  FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		 WHERE ns.nspname = current_schema() AND c.relkind IN ('r', 'p', 'm')`).Scan(&n)
+	return n, err
+}

@@ -10,9 +10,10 @@
 // records arrivals and per-key order, then prints tables per server, writes
 // the figures as JSON and draws a PNG.
 //
-// Last it measures two healthy shapes alone, beside calm neighbours (the
-// control: the same publishing load, well-behaved) and then beside noisy
-// neighbours (-noisy; bench/neighbours.go).
+// Last it measures two healthy shapes alone, alone again (the comparison's
+// own noise), beside calm neighbours (the control: the same publishing
+// load, well-behaved) and then beside noisy neighbours (-noisy;
+// bench/neighbours.go).
 //
 //	go run ./bench [-servers default,eager] [-repeat 1] [-shapes A,B,C,D,E] [-scale 1] [-steady 30s] [-noisy 20s] [-out bench-results.json] [-png bench.png]
 package main
@@ -69,12 +70,12 @@ type options struct {
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.shapes, "shapes", "A,B,C,D,E", "shapes to measure: A (20 keys × 50 events), B (200 × 5), C (1000 × 1), D (B to 3 subscriptions), E (10000 × 1; against the floor only); empty for none")
+	fs.StringVar(&o.shapes, "shapes", "A,B,C,D,E", "shapes to measure: A (20 keys × 50 events), B (200 × 5), C (1000 × 1), D (B to 3 subscriptions), E (10000 × 1; against the floor only), F (50000 × 2 published at once, on Herald only: its drain time, memory and database size; not by default, it drains for tens of minutes); empty for none")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply each shape's event count (by its number of keys)")
 	fs.DurationVar(&o.steady, "steady", 30*time.Second, "length of the steady run; 0 skips it")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "events per second of the steady run")
 	fs.IntVar(&o.steadyKeys, "steady-keys", 50, "subject keys of the steady run")
-	fs.DurationVar(&o.noisy, "noisy", 20*time.Second, "length of the noisy-neighbour comparison's paced run (its burst is 200 keys × 5 to 2 subscriptions); each is measured alone, beside the same neighbours behaving (the control), then beside a subscriber that never answers, one that answers 500, a costly accepted filter and a token guesser; 0 skips it")
+	fs.DurationVar(&o.noisy, "noisy", 20*time.Second, "length of the noisy-neighbour comparison's paced run (its burst is 200 keys × 5 to 2 subscriptions); each is measured alone, alone again, beside the same neighbours behaving (the control), then beside a subscriber that never answers, one that answers 500, a costly accepted filter and a token guesser; 0 skips it")
 	fs.Float64Var(&o.noisyRate, "noisy-rate", 20, "events per second of the noisy-neighbour comparison's paced run")
 	fs.Float64Var(&o.neighbourRate, "noisy-neighbour-rate", defaultNeighbourLoad.Rate, "events per second each publishing neighbour (slow, failing, heavy) sends")
 	fs.Float64Var(&o.guessRate, "noisy-guess-rate", defaultNeighbourLoad.GuessRate, "token guesses per second of each of the 4 guessing clients; 0 turns them off")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,11 +25,15 @@ func writeTables(w io.Writer, rep *Report) error {
 	if floor {
 		header = append(header, "× floor")
 	}
-	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB")}
+	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB",
+		"PostgreSQL MB (+ growth)")}
 	for _, m := range rep.Measurements {
-		ratio, ratioBatched, ratioFloor, rss := "", "", "", ""
+		ratio, ratioBatched, ratioFloor, rss, pg := "", "", "", "", ""
 		if !isReference(m.System) {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
+			if m.PostgresMB > 0 {
+				pg = fmt.Sprintf("%.0f (+%.0f)", m.PostgresMB, m.PostgresGrowthMB)
+			}
 			if m.Ratio > 0 {
 				ratio = fmt.Sprintf("%.2f×", m.Ratio)
 			}
@@ -50,7 +55,7 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss))
+			fmt.Sprint(m.Lost), fmt.Sprint(m.OutOfOrder), fmt.Sprint(m.Duplicates), rss, pg))
 	}
 	actions := [][]string{{"shape", "system", "signals/event", "workflow tasks/event", "activities/event",
 		"local activities/event", "SA upserts/event", "history events/event", "starts/event", "updates/event",
@@ -126,31 +131,33 @@ func tailRows(rep *Report) [][]string {
 	return rows
 }
 
-// noisyRows is the noisy-neighbour comparison: each healthy shape alone and
-// beside the neighbours, and what the neighbours did meanwhile.
+// noisyRows is the noisy-neighbour comparison: each healthy shape alone,
+// alone again (the comparison's noise), beside the calm neighbours and
+// beside the misbehaving ones, and what the neighbours did meanwhile.
 func noisyRows(rep *Report) [][]string {
-	rows := [][]string{{"shape", "load", "alone deliveries/s", "calm deliveries/s", "beside deliveries/s", "× alone",
-		"× calm", "alone p99 ms", "calm p99 ms", "beside p99 ms", "p99 × alone", "p99 × calm", "lost / out of order / duplicates",
+	rows := [][]string{{"shape", "load", "alone deliveries/s", "again deliveries/s", "calm deliveries/s",
+		"beside deliveries/s", "again × alone", "× alone", "× calm", "alone p99 ms", "again p99 ms", "calm p99 ms",
+		"beside p99 ms", "again p99 × alone", "p99 × alone", "p99 × calm", "lost / out of order / duplicates",
 		"neighbour events slow/fail/heavy", "neighbour POSTs slow/fail/filtered", "token guesses by status"}}
-	alone, calm := map[string]Measurement{}, map[string]Measurement{}
+	of := map[string]map[string]Measurement{SystemAlone: {}, SystemAloneAgain: {}, SystemCalm: {}}
 	for _, m := range rep.Measurements {
-		switch m.System {
-		case SystemAlone:
-			alone[m.Shape.Name] = m
-		case SystemCalm:
-			calm[m.Shape.Name] = m
+		if byShape, ok := of[m.System]; ok {
+			byShape[m.Shape.Name] = m
 		}
 	}
 	for _, m := range rep.Measurements {
 		if m.System != SystemNeighbours {
 			continue
 		}
-		a, c := alone[m.Shape.Name], calm[m.Shape.Name]
-		lost, ooo, dups := m.Lost+c.Lost, m.OutOfOrder+c.OutOfOrder, m.Duplicates+c.Duplicates
-		row := []string{m.Shape.Name, m.Shape.String(), fmt.Sprintf("%.1f", a.PerSecond), figure(c.PerSecond, "%.1f"),
-			fmt.Sprintf("%.1f", m.PerSecond), fmt.Sprintf("%.2f×", m.AloneRatio), ratioCell(m.PerSecond, c.PerSecond),
-			fmt.Sprintf("%.0f", a.LatencyMS.P99), figure(c.LatencyMS.P99, "%.0f"), fmt.Sprintf("%.0f", m.LatencyMS.P99),
-			fmt.Sprintf("%.2f×", m.AloneP99Ratio), ratioCell(m.LatencyMS.P99, c.LatencyMS.P99),
+		a, g, c := of[SystemAlone][m.Shape.Name], of[SystemAloneAgain][m.Shape.Name], of[SystemCalm][m.Shape.Name]
+		lost, ooo, dups := m.Lost+c.Lost+g.Lost, m.OutOfOrder+c.OutOfOrder+g.OutOfOrder, m.Duplicates+c.Duplicates+g.Duplicates
+		row := []string{m.Shape.Name, m.Shape.String(), fmt.Sprintf("%.1f", a.PerSecond), figure(g.PerSecond, "%.1f"),
+			figure(c.PerSecond, "%.1f"), fmt.Sprintf("%.1f", m.PerSecond),
+			ratioCell(g.PerSecond, a.PerSecond), fmt.Sprintf("%.2f×", m.AloneRatio), ratioCell(m.PerSecond, c.PerSecond),
+			fmt.Sprintf("%.0f", a.LatencyMS.P99), figure(g.LatencyMS.P99, "%.0f"), figure(c.LatencyMS.P99, "%.0f"),
+			fmt.Sprintf("%.0f", m.LatencyMS.P99),
+			ratioCell(g.LatencyMS.P99, a.LatencyMS.P99), fmt.Sprintf("%.2f×", m.AloneP99Ratio),
+			ratioCell(m.LatencyMS.P99, c.LatencyMS.P99),
 			fmt.Sprintf("%d / %d / %d", lost, ooo, dups)}
 		if n := m.Neighbours; n != nil {
 			row = append(row,
@@ -173,9 +180,10 @@ func figure(v float64, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// ratioCell is v ÷ of as "0.00×", empty without a divisor.
+// ratioCell is v ÷ of as "0.00×", empty without either (a measurement
+// not made in that run).
 func ratioCell(v, of float64) string {
-	if of == 0 {
+	if v == 0 || of == 0 {
 		return ""
 	}
 	return fmt.Sprintf("%.2f×", v/of)
@@ -183,72 +191,80 @@ func ratioCell(v, of float64) string {
 
 // noisySummaryRows are the rows (header first) of the noisy-neighbour
 // summary: per server configuration and shape, the medians over runs of
-// the healthy deliveries per second and p99 alone and beside the
-// neighbours, and of each run's own ratios.
+// the healthy deliveries per second and p99 alone, alone again, beside the
+// calm neighbours and beside the misbehaving ones, and of each run's own
+// ratios.
 func noisySummaryRows(suite *Suite) [][]string {
-	rows := [][]string{{"server", "shape", "runs", "alone deliveries/s", "calm deliveries/s", "beside deliveries/s", "× alone",
-		"× calm", "alone p99 ms", "calm p99 ms", "beside p99 ms", "p99 × alone", "p99 × calm", "lost / out of order / duplicates"}}
+	rows := [][]string{{"server", "shape", "runs", "alone deliveries/s", "again deliveries/s", "calm deliveries/s",
+		"beside deliveries/s", "again × alone", "× alone", "× calm", "alone p99 ms", "again p99 ms", "calm p99 ms",
+		"beside p99 ms", "again p99 × alone", "p99 × alone", "p99 × calm", "lost / out of order / duplicates"}}
 	type key struct{ server, shape string }
+	// figures are one system's rates and p99s over runs, and each run's own
+	// ratios of them to its first measurement alone and to its control.
+	type figures struct{ rate, p99, ratio, p99Ratio, calmRatio, calmP99Ratio []float64 }
 	type acc struct {
-		aloneRate, calmRate, besideRate, ratio, calmRatio    []float64
-		aloneP99, calmP99, besideP99, p99Ratio, calmP99Ratio []float64
-		lost, ooo, dups                                      int
-		calmOf                                               map[*Report]Measurement
+		by              map[string]*figures
+		lost, ooo, dups int
 	}
 	var order []key
 	accs := map[key]*acc{}
+	systems := []string{SystemAlone, SystemAloneAgain, SystemCalm, SystemNeighbours}
 	for _, rep := range suite.Runs {
+		of := map[key]map[string]Measurement{}
 		for _, m := range rep.Measurements {
-			if m.System != SystemAlone && m.System != SystemNeighbours && m.System != SystemCalm {
+			if !slices.Contains(systems, m.System) {
 				continue
 			}
 			k := key{rep.Server.Name, m.Shape.Name}
 			a := accs[k]
 			if a == nil {
-				a = &acc{calmOf: map[*Report]Measurement{}}
+				a = &acc{by: map[string]*figures{}}
+				for _, s := range systems {
+					a.by[s] = &figures{}
+				}
 				accs[k] = a
 				order = append(order, k)
 			}
+			if of[k] == nil {
+				of[k] = map[string]Measurement{}
+			}
+			of[k][m.System] = m
 			a.lost += m.Lost
 			a.ooo += m.OutOfOrder
 			a.dups += m.Duplicates
-			switch m.System {
-			case SystemAlone:
-				a.aloneRate = append(a.aloneRate, m.PerSecond)
-				a.aloneP99 = append(a.aloneP99, m.LatencyMS.P99)
-				continue
-			case SystemCalm:
-				a.calmRate = append(a.calmRate, m.PerSecond)
-				a.calmP99 = append(a.calmP99, m.LatencyMS.P99)
-				a.calmOf[rep] = m
-				continue
-			}
-			a.besideRate = append(a.besideRate, m.PerSecond)
-			a.besideP99 = append(a.besideP99, m.LatencyMS.P99)
-			if m.AloneRatio > 0 {
-				a.ratio = append(a.ratio, m.AloneRatio)
-				a.p99Ratio = append(a.p99Ratio, m.AloneP99Ratio)
-			}
+			f := a.by[m.System]
+			f.rate = append(f.rate, m.PerSecond)
+			f.p99 = append(f.p99, m.LatencyMS.P99)
 		}
-		// Each run's own ratio to its control (the control comes first).
-		for _, m := range rep.Measurements {
-			a := accs[key{rep.Server.Name, m.Shape.Name}]
-			if m.System != SystemNeighbours || a == nil {
-				continue
-			}
-			if c, ok := a.calmOf[rep]; ok && c.PerSecond > 0 && c.LatencyMS.P99 > 0 {
-				a.calmRatio = append(a.calmRatio, m.PerSecond/c.PerSecond)
-				a.calmP99Ratio = append(a.calmP99Ratio, m.LatencyMS.P99/c.LatencyMS.P99)
+		// Each run's own ratios, to its first measurement alone and to its
+		// control.
+		for k, ms := range of {
+			alone, calm := ms[SystemAlone], ms[SystemCalm]
+			for _, s := range []string{SystemAloneAgain, SystemNeighbours} {
+				m, ok := ms[s]
+				if !ok {
+					continue
+				}
+				f := accs[k].by[s]
+				if alone.PerSecond > 0 && alone.LatencyMS.P99 > 0 {
+					f.ratio = append(f.ratio, m.PerSecond/alone.PerSecond)
+					f.p99Ratio = append(f.p99Ratio, m.LatencyMS.P99/alone.LatencyMS.P99)
+				}
+				if calm.PerSecond > 0 && calm.LatencyMS.P99 > 0 {
+					f.calmRatio = append(f.calmRatio, m.PerSecond/calm.PerSecond)
+					f.calmP99Ratio = append(f.calmP99Ratio, m.LatencyMS.P99/calm.LatencyMS.P99)
+				}
 			}
 		}
 	}
 	for _, k := range order {
 		a := accs[k]
-		rows = append(rows, []string{k.server, k.shape, fmt.Sprint(len(a.besideRate)),
-			medianCell(a.aloneRate, "%.1f"), medianCell(a.calmRate, "%.1f"), medianCell(a.besideRate, "%.1f"),
-			medianCell(a.ratio, "%.2f×"), medianCell(a.calmRatio, "%.2f×"),
-			medianCell(a.aloneP99, "%.0f"), medianCell(a.calmP99, "%.0f"), medianCell(a.besideP99, "%.0f"),
-			medianCell(a.p99Ratio, "%.2f×"), medianCell(a.calmP99Ratio, "%.2f×"),
+		al, ag, ca, be := a.by[SystemAlone], a.by[SystemAloneAgain], a.by[SystemCalm], a.by[SystemNeighbours]
+		rows = append(rows, []string{k.server, k.shape, fmt.Sprint(len(be.rate)),
+			medianCell(al.rate, "%.1f"), medianCell(ag.rate, "%.1f"), medianCell(ca.rate, "%.1f"), medianCell(be.rate, "%.1f"),
+			medianCell(ag.ratio, "%.2f×"), medianCell(be.ratio, "%.2f×"), medianCell(be.calmRatio, "%.2f×"),
+			medianCell(al.p99, "%.0f"), medianCell(ag.p99, "%.0f"), medianCell(ca.p99, "%.0f"), medianCell(be.p99, "%.0f"),
+			medianCell(ag.p99Ratio, "%.2f×"), medianCell(be.p99Ratio, "%.2f×"), medianCell(be.calmP99Ratio, "%.2f×"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)})
 	}
 	return rows

@@ -193,6 +193,7 @@ func TestNoisyRows(t *testing.T) {
 	rep := &Report{Measurements: []Measurement{
 		{Shape: nb, System: SystemHerald, PerSecond: 1},
 		{Shape: nb, System: SystemAlone, PerSecond: 200, LatencyMS: Latency{P99: 100}},
+		{Shape: nb, System: SystemAloneAgain, PerSecond: 190, LatencyMS: Latency{P99: 110}, OutOfOrder: 3},
 		{Shape: nb, System: SystemCalm, PerSecond: 150, LatencyMS: Latency{P99: 250}, Duplicates: 2},
 		{Shape: nb, System: SystemNeighbours, PerSecond: 180, AloneRatio: 0.9, AloneP99Ratio: 1.25,
 			LatencyMS: Latency{P99: 125}, Lost: 1,
@@ -205,16 +206,17 @@ func TestNoisyRows(t *testing.T) {
 		t.Fatalf("%d rows, want a header and one: %v", len(rows), rows)
 	}
 	got := strings.Join(rows[1], "|")
-	want := "NB|200 keys × 5 × 2 subs|200.0|150.0|180.0|0.90×|1.20×|100|250|125|1.25×|0.50×|1 / 0 / 2|7/8/9|3/4/5|401: 10, 429: 90"
+	want := "NB|200 keys × 5 × 2 subs|200.0|190.0|150.0|180.0|0.95×|0.90×|1.20×|100|110|250|125|1.10×|1.25×|0.50×|1 / 3 / 2|7/8/9|3/4/5|401: 10, 429: 90"
 	if got != want {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
-	if rows := noisyRows(&Report{Measurements: rep.Measurements[:3]}); len(rows) != 1 {
+	if rows := noisyRows(&Report{Measurements: rep.Measurements[:4]}); len(rows) != 1 {
 		t.Errorf("rows without a measurement beside neighbours: %v", rows)
 	}
-	// Without the control (a report of an earlier run) its cells are empty.
-	rows = noisyRows(&Report{Measurements: []Measurement{rep.Measurements[1], rep.Measurements[3]}})
-	if got, want := strings.Join(rows[1][:13], "|"), "NB|200 keys × 5 × 2 subs|200.0||180.0|0.90×||100||125|1.25×||1 / 0 / 0"; got != want {
+	// Without the control and the second run alone (a report of an earlier
+	// run) their cells are empty.
+	rows = noisyRows(&Report{Measurements: []Measurement{rep.Measurements[1], rep.Measurements[4]}})
+	if got, want := strings.Join(rows[1][:17], "|"), "NB|200 keys × 5 × 2 subs|200.0|||180.0||0.90×||100|||125||1.25×||1 / 0 / 0"; got != want {
 		t.Errorf("row without the control\n got %s\nwant %s", got, want)
 	}
 }
@@ -227,6 +229,7 @@ func TestNoisySummaryRows(t *testing.T) {
 		return &Report{Server: ServerConfig{Name: "default"}, Measurements: []Measurement{
 			{Shape: nb, System: SystemHerald, PerSecond: 1},
 			{Shape: nb, System: SystemAlone, PerSecond: alone, LatencyMS: Latency{P99: p99a}},
+			{Shape: nb, System: SystemAloneAgain, PerSecond: alone * 0.9, LatencyMS: Latency{P99: p99a * 2}},
 			{Shape: nb, System: SystemCalm, PerSecond: calm, LatencyMS: Latency{P99: p99c}},
 			{Shape: nb, System: SystemNeighbours, PerSecond: beside, LatencyMS: Latency{P99: p99b}, Duplicates: 1,
 				AloneRatio: beside / alone, AloneP99Ratio: p99b / p99a},
@@ -239,7 +242,8 @@ func TestNoisySummaryRows(t *testing.T) {
 	}
 	got := strings.Join(rows[1], "|")
 	// × calm: the median of 90/90, 100/125 and 150/100; p99: of 20/10, 30/15, 20/40.
-	want := "default|NB|3|150.0|100.0|100.0|0.90×|1.00×|10|15|20|2.00×|2.00×|0 / 0 / 3"
+	// Again: 0.9 × alone and twice its p99 in every run.
+	want := "default|NB|3|150.0|135.0|100.0|100.0|0.90×|0.90×|1.00×|10|20|15|20|2.00×|2.00×|2.00×|0 / 0 / 3"
 	if got != want {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}

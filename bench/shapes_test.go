@@ -17,12 +17,13 @@ func TestSelectShapes(t *testing.T) {
 		want    []Shape
 		wantErr string
 	}{
-		{"A,B,C,D,E", 1, StandardShapes, ""},
+		{"A,B,C,D,E", 1, StandardShapes[:5], ""},
+		{"f", 0.01, []Shape{{Name: "F", Keys: 500, EventsPerKey: 2, Subscriptions: 1, HeraldOnly: true}}, ""},
 		{"c, a", 1, []Shape{StandardShapes[2], StandardShapes[0]}, ""},
 		{"A,C", 10, []Shape{{Name: "A", Keys: 200, EventsPerKey: 50, Subscriptions: 1}, {Name: "C", Keys: 10000, EventsPerKey: 1, Subscriptions: 1}}, ""},
 		{"A", 0.01, []Shape{{Name: "A", Keys: 1, EventsPerKey: 50, Subscriptions: 1}}, ""},
 		{"D", 0.5, []Shape{{Name: "D", Keys: 100, EventsPerKey: 5, Subscriptions: 3}}, ""},
-		{"F", 1, nil, "unknown shape"},
+		{"G", 1, nil, "unknown shape"},
 		{"e", 0.1, []Shape{{Name: "E", Keys: 1000, EventsPerKey: 1, Subscriptions: 1, FloorOnly: true}}, ""},
 		{"A,A", 1, nil, "named twice"},
 		{"A", 0, nil, "scale must be positive"},
