@@ -41,7 +41,7 @@ var commitPages = append(slices.Clone(figurePages), "CHANGELOG.md")
 
 var (
 	// measuredAt is the one form a commit of figures is named in.
-	measuredAt = regexp.MustCompile("[Mm]easured at (`[0-9a-f]{7,40}`(?:(?:,| and|, and) `[0-9a-f]{7,40}`)*)")
+	measuredAt = regexp.MustCompile("[Mm]easured\\s+at\\s+(`[0-9a-f]{7,40}`(?:(?:,|\\s+and|,\\s+and)\\s+`[0-9a-f]{7,40}`)*)")
 	// commitInMention is one commit of such a mention.
 	commitInMention = regexp.MustCompile("`([0-9a-f]{7,40})`")
 	// figure is a measured quantity: a ratio (2.23×), a rate (40.7/s), a
@@ -230,7 +230,7 @@ func gitErr(err error) error {
 // them cannot quietly stop them from finding anything.
 func TestFigureRules(t *testing.T) {
 	page := []byte("# Title\n\nIntro without figures.\n\n" +
-		"## Dated\n\nMeasured at `abc1234` and `def5678`: Herald 40.7/s, 0.80× the floor.\n\n" +
+		"## Dated\n\nMeasured at `abc1234`, `4567abc` and\n`def5678`: Herald 40.7/s, 0.80× the floor.\n\n" +
 		"## Undated\n\n| run | result |\n|---|---|\n| 1 | PASS |\n\n" +
 		"## Only a command\n\n```sh\ngo test -bench X -benchtime 100x # 55.4 ms\n```\n\n" +
 		"## Prose\n\nIt passed 3 runs of 3, at commit 1234abc.\n\n" +
@@ -238,14 +238,22 @@ func TestFigureRules(t *testing.T) {
 		"## Bounds\n\n| retry | 200 ms |\n")
 	got := undated(page, []string{"## Bounds"})
 	want := []string{
-		`line 9 "## Undated" quotes "PASS"`,
-		`line 21 "## Prose" quotes "3 runs of 3"`,
+		`line 10 "## Undated" quotes "PASS"`,
+		`line 22 "## Prose" quotes "3 runs of 3"`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("undated sections:\n got %q\nwant %q", got, want)
 	}
-	if got, want := commitsNamed(string(page)), []string{"abc1234", "def5678"}; !slices.Equal(got, want) {
+	if got, want := commitsNamed(string(page)), []string{"abc1234", "4567abc", "def5678"}; !slices.Equal(got, want) {
 		t.Errorf("commits named: got %q, want %q", got, want)
+	}
+	for _, want := range []string{"dated", "only-a-command", "prose"} {
+		if !anchors(page)[want] {
+			t.Errorf("anchors: no %q in %v", want, anchors(page))
+		}
+	}
+	if a := anchors([]byte("### `make chaos` on a fresh clone (2026-11-30, 15:32–15:57 UTC)\n")); !a["make-chaos-on-a-fresh-clone-2026-11-30-15321557-utc"] {
+		t.Errorf("anchors of a heading with code and punctuation: %v", a)
 	}
 	for text, want := range map[string]string{
 		"a ratio 2.23×":                  "2.23×",
@@ -259,5 +267,82 @@ func TestFigureRules(t *testing.T) {
 		if got := figure.FindString(text); got != want {
 			t.Errorf("figure in %q: got %q, want %q", text, got, want)
 		}
+	}
+}
+
+var (
+	// mdLink is a Markdown link or image: its target, without a title.
+	mdLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+	// slugDrop is what GitHub leaves out of a heading's anchor.
+	slugDrop = regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+)
+
+// anchors returns the anchors of a page's headings, as GitHub makes them.
+func anchors(page []byte) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range sections(page) {
+		if s.heading == "" {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(s.heading, "#"))
+		out[strings.ReplaceAll(slugDrop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
+	}
+	return out
+}
+
+// TestPerformanceLinksResolve checks the performance page's links (a chart,
+// the changelog's history) and every page's links into it: each file
+// exists, and each anchor is one of its target's headings.
+func TestPerformanceLinksResolve(t *testing.T) {
+	check := func(from, target string) {
+		t.Helper()
+		if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			return
+		}
+		file, anchor, _ := strings.Cut(target, "#")
+		path := filepath.Join(filepath.Dir(from), file)
+		if file == "" {
+			path = from
+		}
+		page, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			t.Errorf("%s links to %s: %v", from, target, err)
+			return
+		}
+		if anchor != "" && strings.HasSuffix(path, ".md") && !anchors(page)[anchor] {
+			t.Errorf("%s links to %s: %s has no heading with the anchor %q", from, target, path, anchor)
+		}
+	}
+	for _, m := range mdLink.FindAllStringSubmatch(string(readPage(t, perfPage)), -1) {
+		check(perfPage, m[1])
+	}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && path != root) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			if filepath.Join(filepath.Dir(rel), file) == perfPage && rel != perfPage {
+				check(rel, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
