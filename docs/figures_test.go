@@ -47,7 +47,7 @@ var (
 	// figure is a measured quantity: a ratio (2.23×), a rate (40.7/s), a
 	// latency (131 ms), a memory size (162 MB), a test run's outcome (PASS,
 	// FAIL) or a count of passing runs (3 runs of 3, 7490 of 7490).
-	figure = regexp.MustCompile(`\d+(?:[.,]\d+)*(?:×|/s\b|\s?ms\b|\s?MB\b)|\b(?:PASS|FAIL)\b|\b\d+ (?:runs? )?of \d+\b`)
+	figure = regexp.MustCompile(`\b\d+(?:[.,]\d+)*(?:×|/s\b|\s?ms\b|\s?MB\b)|\b(?:PASS|FAIL)\b|\b\d+ (?:runs? )?of \d+\b`)
 	// inlineCode is a code span: settings and commands, not figures.
 	inlineCode = regexp.MustCompile("`[^`\n]*`")
 )
@@ -263,6 +263,7 @@ func TestFigureRules(t *testing.T) {
 		"counters 7490 of 7490":          "7490 of 7490",
 		"shape 20 keys × 50, p99 ≤ 1 s":  "",
 		"a 10 s hold, 1 MiB, 500 events": "",
+		"columns p50 ms and p99 ms":      "",
 	} {
 		if got := figure.FindString(text); got != want {
 			t.Errorf("figure in %q: got %q, want %q", text, got, want)
