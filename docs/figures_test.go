@@ -194,8 +194,9 @@ func gitIn(t *testing.T, dir string) func(args ...string) string {
 		}
 		t.Skip("not a git checkout, and no git command: the named commits cannot be checked")
 	}
-	if err := exec.Command("git", "-C", dir, "rev-parse", "--is-inside-work-tree").Run(); err != nil {
-		t.Skipf("%s is not a git checkout: the named commits cannot be checked", dir)
+	top, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil || !sameDir(strings.TrimSpace(string(top)), dir) {
+		t.Skipf("%s is not a git checkout of its own: the named commits cannot be checked", dir)
 	}
 	return func(args ...string) string {
 		t.Helper()
@@ -205,6 +206,18 @@ func gitIn(t *testing.T, dir string) func(args ...string) string {
 		}
 		return string(out)
 	}
+}
+
+// sameDir reports whether two paths name one directory.
+func sameDir(a, b string) bool {
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	ra, errA = filepath.Abs(ra)
+	rb, errB = filepath.Abs(rb)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // resolveCommit returns the full id of the commit an abbreviated id names.
