@@ -418,7 +418,7 @@ func (a *Activities) startOutcomeWriter(ctx context.Context, subscriptionID, sub
 				}
 			}
 			wctx, cancel := context.WithTimeout(base, outcomeWriteTimeout)
-			if err := a.Store.RecordOutcomes(wctx, subscriptionID, subject, batch); err != nil {
+			if err := a.Store.RecordOutcomes(wctx, subscriptionID, subject, storeOutcomes(batch)); err != nil {
 				w.unrecorded = append(w.unrecorded, batch...)
 				w.err = err
 			}
@@ -665,7 +665,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		audit[i] = storeAudit(e)
 		audit[i].OnceKey = fmt.Sprintf("record:%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, i)
 	}
-	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit); err != nil {
+	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, storeOutcomes(outcomes), audit); err != nil {
 		return err
 	}
 	// The workflow decides cancellations and expiries and records them
