@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -104,7 +105,8 @@ func TestPayloadEncodingGolden(t *testing.T) {
 }
 
 // describeEncoding writes, once per struct type, its JSON fields: name,
-// tag options and Go type.
+// tag options and JSON form (jsonForm), so that moving or renaming a type
+// without changing its encoding leaves the golden file as it is.
 func describeEncoding(b *strings.Builder, ty reflect.Type, seen map[reflect.Type]bool) {
 	for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Map || ty.Kind() == reflect.Array {
 		ty = ty.Elem()
@@ -113,7 +115,7 @@ func describeEncoding(b *strings.Builder, ty reflect.Type, seen map[reflect.Type
 		return
 	}
 	seen[ty] = true
-	fmt.Fprintf(b, "%s\n", ty)
+	fmt.Fprintf(b, "%s\n", ty.Name())
 	var nested []reflect.Type
 	for f := range ty.Fields() {
 		if !f.IsExported() {
@@ -123,12 +125,33 @@ func describeEncoding(b *strings.Builder, ty reflect.Type, seen map[reflect.Type
 		if tag == "" {
 			tag = f.Name
 		}
-		fmt.Fprintf(b, "\t%s %s\n", tag, f.Type)
+		fmt.Fprintf(b, "\t%s %s\n", tag, jsonForm(f.Type))
 		nested = append(nested, f.Type)
 	}
 	for _, n := range nested {
 		describeEncoding(b, n, seen)
 	}
+}
+
+// jsonForm names how a field's type encodes: its kind, or a struct's name.
+func jsonForm(ty reflect.Type) string {
+	switch {
+	case ty == reflect.TypeFor[time.Time]():
+		return "time"
+	case ty == reflect.TypeFor[time.Duration]():
+		return "duration"
+	}
+	switch ty.Kind() {
+	case reflect.Pointer:
+		return "*" + jsonForm(ty.Elem())
+	case reflect.Slice, reflect.Array:
+		return "[]" + jsonForm(ty.Elem())
+	case reflect.Map:
+		return "map[" + jsonForm(ty.Key()) + "]" + jsonForm(ty.Elem())
+	case reflect.Struct:
+		return ty.Name()
+	}
+	return ty.Kind().String()
 }
 
 // TestRecordedPayloadsRoundTrip decodes every payload of every recorded
@@ -352,4 +375,3 @@ func jsonValue(data []byte) any {
 	}
 	return v
 }
-
