@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"herald/reason"
 	"herald/store"
 )
 
@@ -587,7 +588,13 @@ func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResul
 	if err != nil {
 		return RequeueResult{}, err
 	}
-	res := RequeueResult{Refused: refused}
+	res := RequeueResult{}
+	if len(refused) > 0 {
+		res.Refused = make(map[string]reason.Code, len(refused))
+		for id, why := range refused {
+			res.Refused[id] = reason.Code(why)
+		}
+	}
 	for _, ev := range evs {
 		res.Events = append(res.Events, Event{ID: ev.ID, Seq: ev.Seq, Again: true})
 	}

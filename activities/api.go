@@ -6,6 +6,7 @@ package activities
 import (
 	"time"
 
+	"herald/reason"
 	"herald/store"
 	"herald/workflows/payload"
 )
@@ -268,8 +269,8 @@ type RequeueInput struct {
 // RequeueResult lists the events put back in the queue, in sequence order,
 // and the ids refused with why.
 type RequeueResult struct {
-	Events  []Event           `json:"events,omitempty"`
-	Refused map[string]string `json:"refused,omitempty"`
+	Events  []Event                `json:"events,omitempty"`
+	Refused map[string]reason.Code `json:"refused,omitempty"`
 }
 
 // AuditEntry is the input of Activities.Audit.

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"herald/activities"
+	"herald/reason"
 )
 
 // TaskQueue is the task queue of the Delivery workflow and its activities.
@@ -61,14 +62,14 @@ const (
 // Update. Changed is false when there was nothing to do; Reason then says
 // why, with the code the audit row carries.
 type OpResult struct {
-	Changed bool   `json:"changed"`
-	Reason  string `json:"reason,omitempty"`
+	Changed bool        `json:"changed"`
+	Reason  reason.Code `json:"reason,omitempty"`
 	// Requeued lists the events put back in the queue (redeliver), Cancelled
 	// the events dropped (cancel), in order.
 	Requeued  []string `json:"requeued,omitempty"`
 	Cancelled []string `json:"cancelled,omitempty"`
 	// Refused holds the named events that could not be requeued, with why.
-	Refused map[string]string `json:"refused,omitempty"`
+	Refused map[string]reason.Code `json:"refused,omitempty"`
 	// Status and Queued describe the key afterwards.
 	Status string `json:"status"`
 	Queued int    `json:"queued"`

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/reason"
 )
 
 // PostgreSQL is the state of record of every key (QueueFromLogVersion).
@@ -209,7 +210,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 	}
 	if q.Unknown > 0 {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
-			"signal": SignalEvent, "reason": "event_not_owed", "count": q.Unknown, "eventIds": q.UnknownIDs,
+			"signal": SignalEvent, "reason": reason.EventNotOwed, "count": q.Unknown, "eventIds": q.UnknownIDs,
 		})
 	}
 }

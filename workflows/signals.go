@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/reason"
 )
 
 // Audit actions written by the delivery workflow.
@@ -241,8 +242,8 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 	head := d.head()
 	if len(s.EventIDs) == 0 && (s.EventID == "" || (head != nil && head.Event.ID == s.EventID)) {
 		if head == nil || !d.stuck(head) {
-			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "nothing_to_redeliver", s.EventID, map[string]any{"reason": s.Reason})
-			return OpResult{Reason: "nothing_to_redeliver"}
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.NothingToRedeliver), s.EventID, map[string]any{"reason": s.Reason})
+			return OpResult{Reason: reason.NothingToRedeliver}
 		}
 		d.freshAttempts(head)
 		d.Rearms = 0 // an operator's redeliver restores the automatic re-arms
@@ -265,10 +266,10 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 		ids = append([]string{s.EventID}, ids...)
 	}
 	var fresh []string
-	refused := map[string]string{}
+	refused := map[string]reason.Code{}
 	for _, id := range ids {
 		if d.find(id) >= 0 {
-			refused[id] = "already_queued"
+			refused[id] = reason.AlreadyQueued
 		} else {
 			fresh = append(fresh, id)
 		}
@@ -277,9 +278,9 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 	if len(fresh) > 0 {
 		in := activities.RequeueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, EventIDs: fresh}
 		if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Requeue, in).Get(ctx, &res); err != nil {
-			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", "requeue_failed", s.EventID,
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.RequeueFailed), s.EventID,
 				map[string]any{"reason": s.Reason, "count": len(fresh), "error": err.Error()})
-			return OpResult{Reason: "requeue_failed"}
+			return OpResult{Reason: reason.RequeueFailed}
 		}
 	}
 	// Copying into another map: the order does not matter.
@@ -310,8 +311,8 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 	if len(res.Events) == 0 {
 		// The first named id's reason: one id, or a window none of which
 		// could be queued (in request order: map order is not deterministic).
-		outcome, code = "failed", refused[ids[0]]
-		result.Reason = code
+		result.Reason = refused[ids[0]]
+		outcome, code = "failed", string(result.Reason)
 	}
 	if len(res.Events) == 1 {
 		eventID = res.Events[0].ID
@@ -349,22 +350,22 @@ func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) OpResult {
 		meta["count"] = len(rows) + backlog
 		meta["all"] = true
 		if len(rows)+backlog == 0 {
-			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "nothing_queued", "", meta)
-			return OpResult{Reason: "nothing_queued"}
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.NothingQueued), "", meta)
+			return OpResult{Reason: reason.NothingQueued}
 		}
 	case s.EventID != "":
 		i := d.find(s.EventID)
 		if i < 0 {
-			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "event_not_queued", s.EventID, meta)
-			return OpResult{Reason: "event_not_queued"}
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.EventNotQueued), s.EventID, meta)
+			return OpResult{Reason: reason.EventNotQueued}
 		}
 		rows = append(rows, d.cancelAt(ctx, i, activities.RowCancelled, ""))
 		eventID = s.EventID
 	default:
 		head := d.head()
 		if head == nil || !d.stuck(head) {
-			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", "no_failed_head", "", meta)
-			return OpResult{Reason: "no_failed_head"}
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.NoFailedHead), "", meta)
+			return OpResult{Reason: reason.NoFailedHead}
 		}
 		eventID = head.Event.ID
 		rows = append(rows, d.cancelAt(ctx, 0, activities.RowCancelled, ""))
@@ -410,14 +411,14 @@ func (d *delivery) cancelAll(ctx workflow.Context, status, code string) []activi
 // once the database confirms it: the signal alone proves nothing.
 func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) OpResult {
 	if s.State != activities.SubscriptionCancelled {
-		return OpResult{Reason: "unknown_state"}
+		return OpResult{Reason: reason.UnknownState}
 	}
 	var state string
 	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state)
 	if err != nil || state != activities.SubscriptionCancelled {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "",
-			map[string]any{"signal": SignalSubscription, "reason": "subscription_not_cancelled", "state": state})
-		return OpResult{Reason: "subscription_not_cancelled"}
+			map[string]any{"signal": SignalSubscription, "reason": reason.SubscriptionNotCancelled, "state": state})
+		return OpResult{Reason: reason.SubscriptionNotCancelled}
 	}
 	d.removed(ctx, activities.CodeSubscriptionRemoved)
 	return OpResult{Changed: true}
@@ -476,7 +477,7 @@ func (d *delivery) expire(ctx workflow.Context, now time.Time) {
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 	if d.KeyPaused {
-		return OpResult{Reason: "already_paused"}
+		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	d.KeyPaused = true
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
@@ -493,7 +494,7 @@ func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 		rechecked = true
 	}
 	if !wasPaused && !rechecked {
-		return OpResult{Reason: "not_paused"}
+		return OpResult{Reason: reason.NotPaused}
 	}
 	d.Rearms = 0 // a resume restores the automatic re-arms
 	if wasPaused {
