@@ -216,7 +216,7 @@ type Params struct {
 	MaxBatch int `json:"maxBatch,omitempty"`
 	// MaxQueue caps the events a key holds in memory (and carries across
 	// continue-as-new); the rest stays in PostgreSQL as its backlog, read
-	// back in order as the queue drains (default 5,000).
+	// back in order as the queue drains (default DefaultMaxQueue).
 	MaxQueue int `json:"maxQueue,omitempty"`
 	// BatchTime caps how long one execution keeps taking events
 	// (activities.DefaultBatchTime when zero).
@@ -240,8 +240,9 @@ var DefaultRetrySchedule = []time.Duration{
 // (HERALD_MAX_REARMS=0).
 const NoRearms = -1
 
-// Defaults of the delivery settings (docs/configuration.md). The delivery
-// timeout's is activities.DefaultPostTimeout.
+// Defaults of the delivery settings (docs/configuration.md): the one place
+// each is written. The delivery timeout's is activities.DefaultPostTimeout,
+// the batch time's activities.DefaultBatchTime.
 const (
 	// DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
 	DefaultHoldExpiry = 720 * time.Hour
@@ -254,6 +255,18 @@ const (
 	// DefaultIdleTimeout is how long a key's workflow waits with nothing
 	// queued before it completes (HERALD_IDLE_TIMEOUT).
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultRecheckInterval is how often a blocked or paused subscription
+	// is re-checked (Params.RecheckInterval).
+	DefaultRecheckInterval = time.Minute
+	// DefaultMaxQueue is how many events a key holds in memory
+	// (Params.MaxQueue).
+	DefaultMaxQueue = 5000
+	// DefaultMaxBatch caps the events one activity execution delivers
+	// (Params.MaxBatch).
+	DefaultMaxBatch = 50
+	// DefaultSignalsPerRun is the signals after which a run continues as
+	// new (Params.SignalsPerRun).
+	DefaultSignalsPerRun = 2000
 )
 
 // WithDefaults fills every zero setting with its default.
@@ -274,16 +287,16 @@ func (p Params) WithDefaults() Params {
 		p.IdleTimeout = DefaultIdleTimeout
 	}
 	if p.RecheckInterval <= 0 {
-		p.RecheckInterval = time.Minute
+		p.RecheckInterval = DefaultRecheckInterval
 	}
 	if p.MaxQueue <= 0 {
-		p.MaxQueue = 5000
+		p.MaxQueue = DefaultMaxQueue
 	}
 	if p.MaxBatch <= 0 {
-		p.MaxBatch = 50
+		p.MaxBatch = DefaultMaxBatch
 	}
 	if p.SignalsPerRun <= 0 {
-		p.SignalsPerRun = 2000
+		p.SignalsPerRun = DefaultSignalsPerRun
 	}
 	if p.HoldExpiry <= 0 {
 		p.HoldExpiry = DefaultHoldExpiry
