@@ -28,6 +28,9 @@ const (
 	// NotPaused: a resume of a key that is not paused and whose
 	// subscription is not waiting to be re-checked.
 	NotPaused Code = "not_paused"
+	// HeadChanged: an action about the head (no event id) found another
+	// head when it applied: the one it was sent for was settled meanwhile.
+	HeadChanged Code = "head_changed"
 	// RequeueFailed: the workflow could not read the event log to requeue
 	// the named events.
 	RequeueFailed Code = "requeue_failed"
@@ -68,6 +71,7 @@ var Texts = map[Code]string{
 	NothingQueued:            "nothing is queued for this key",
 	AlreadyPaused:            "the key is paused already",
 	NotPaused:                "the key is not paused, and its subscription is not waiting to be re-checked",
+	HeadChanged:              "the head it was sent for was settled meanwhile; look again",
 	RequeueFailed:            "the workflow could not read the event log; try again",
 	UnknownState:             "the subscription signal named a state the key does not act on",
 	SubscriptionNotCancelled: "the subscription is not removed",
@@ -82,7 +86,7 @@ var Texts = map[Code]string{
 // All lists every code, in the order of docs/design.md's list.
 var All = []Code{
 	NothingToRedeliver, NoFailedHead, EventNotQueued, NothingQueued, AlreadyPaused, NotPaused,
-	RequeueFailed, UnknownState, SubscriptionNotCancelled,
+	HeadChanged, RequeueFailed, UnknownState, SubscriptionNotCancelled,
 	EventNotFound, EventNotForKey, NotDispatchedYet, AlreadyQueued, Filtered,
 	EventNotOwed,
 }

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
+
+	"herald/reason"
 )
 
 // op is one operator action on the key, from a signal or an Update. Both
@@ -76,9 +78,9 @@ func (d *delivery) headChanged(pin string) bool {
 	return pin != "" && d.headID() != pin
 }
 
-func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, reason, pin string) OpResult {
-	d.audit(ctx, action, actor, "failed", "head_changed", pin, map[string]any{"reason": reason})
-	return OpResult{Reason: "head_changed"}
+func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, why, pin string) OpResult {
+	d.audit(ctx, action, actor, "failed", string(reason.HeadChanged), pin, map[string]any{"reason": why})
+	return OpResult{Reason: reason.HeadChanged}
 }
 
 func (d *delivery) pauseOp(s ControlSignal) *op {
