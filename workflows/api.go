@@ -104,20 +104,6 @@ type StartResult struct {
 // QueryState is the query that returns a State as JSON.
 const QueryState = "state"
 
-// Statuses of a delivery workflow, also its HeraldStatus search attribute.
-const (
-	StatusIdle        = "idle"
-	StatusDelivering  = "delivering"
-	StatusRetrying    = "retrying"
-	StatusUnreachable = "unreachable"
-	StatusFailed      = "failed"
-	// StatusExhausted is a failed key whose automatic re-arms are used up:
-	// only an operator (redeliver, cancel, resume) moves it on.
-	StatusExhausted = "exhausted"
-	StatusBlocked   = "blocked"
-	StatusPaused    = "paused"
-)
-
 // Search attributes, registered by the dev scripts and docker-compose.
 var (
 	SASubscription = temporal.NewSearchAttributeKeyKeyword("HeraldSubscription")

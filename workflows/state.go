@@ -7,21 +7,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// setStatus records a status change: the search attributes (status and the
-// queue length at that moment) and the current details are upserted on
-// changes only, never per event.
-func (d *delivery) setStatus(ctx workflow.Context, status string) {
-	if status == d.status {
-		return
-	}
-	d.status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue)))); err != nil {
-		d.logger.Warn("upsert search attributes failed", "error", err)
-	}
-	d.refreshDetails(ctx)
-}
-
 // refreshDetails shows the key's current state in the Temporal UI. Current
 // details are answered from memory, not written to the history, so they can
 // follow every attempt.
