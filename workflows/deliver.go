@@ -35,9 +35,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
-	if head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle) {
-		d.setStatus(ctx, StatusDelivering)
-	}
+	d.attemptStarts(ctx, head)
 	d.inActivity = true
 	d.inflight = len(batch)
 	before := head.Attempts
@@ -324,7 +322,7 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		// ahead of the workflow's clock, whatever the worker's clock says.
 		head.NotBefore = maxTime(now, minTime(res.FailedAt, now.Add(time.Minute))).Add(delay)
 		head.NextAttemptAt = head.NotBefore
-		d.setStatus(ctx, StatusRetrying)
+		d.attemptFailed(ctx)
 	case activities.OutcomeUnreachable:
 		head.Attempts = res.Attempt - 1
 		head.Code, head.LastCode, head.LastError = res.Code, res.Code, res.Error
@@ -453,7 +451,7 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 	}}, d.auditEntry(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
 		"seq": head.Event.Seq, "attempts": head.Attempts, "lastCode": head.LastCode, "error": head.LastError,
 	}))
-	d.setStatus(ctx, d.failedStatus())
+	d.headFailed(ctx)
 }
 
 // auditEntry builds one audit row about this key.

@@ -1,3 +1,5 @@
+// Expiry: an event a key holds longer than Params.HoldExpiry is cancelled
+// as retention_expired, whatever the key is doing.
 package workflows
 
 import (

@@ -108,7 +108,7 @@ func (d *delivery) onAttempt(ctx workflow.Context, r activities.AttemptReport) {
 	head.LastError = r.Error
 	head.NextAttemptAt = r.NextAttemptAt
 	if !r.NextAttemptAt.IsZero() {
-		d.setStatus(ctx, StatusRetrying)
+		d.attemptFailed(ctx)
 	}
 	d.refreshDetails(ctx)
 }

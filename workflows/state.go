@@ -52,16 +52,10 @@ func (d *delivery) outcome(ctx workflow.Context, it QueueItem, result, code stri
 
 // state answers QueryState.
 func (d *delivery) state(now time.Time) State {
-	status := d.status
-	if status == StatusIdle && d.inActivity {
-		// FirstAttemptChange: the search attribute stays idle through a first
-		// attempt; the query tells what the key is doing.
-		status = StatusDelivering
-	}
 	st := State{
 		Subscription: d.p.SubscriptionID,
 		Subject:      d.p.SubjectKey,
-		Status:       status,
+		Status:       d.queryStatus(),
 		Queued:       []QueuedEvent{},
 		Counters:     d.Counters,
 		Outcomes:     append([]Outcome{}, d.Outcomes...),
@@ -81,7 +75,7 @@ func (d *delivery) state(now time.Time) State {
 		h.NextAttemptAt = &t
 	}
 	st.Head = h
-	held := d.status != StatusDelivering && d.status != StatusIdle
+	held := d.holdsQueue()
 	for _, it := range d.Queue[1:] {
 		q := QueuedEvent{EventID: it.Event.ID, Seq: it.Event.Seq, Type: d.p.EventType}
 		if held {

@@ -1,3 +1,32 @@
+// This file is the Delivery workflow's state machine: the statuses a key
+// can be in, the one function that works out a key's status (keyStatus),
+// the transitions, and the run loop that drives them.
+//
+// A key's status is its HeraldStatus search attribute (upserted on changes
+// only, by setStatus), the state query's status and an operator's answer.
+// Each turn of the run loop decides what the key does next and, when it
+// waits, sets keyStatus first; three transitions happen inside a turn and
+// are named below (attemptStarts, attemptFailed, headFailed):
+//
+//	to                    when                                            where
+//	blocked               its outcome rows could not be read yet          run
+//	paused                an operator paused the key                      run
+//	idle                  nothing is queued                               run
+//	delivering            the head's first attempt starts (an idle key    attemptStarts
+//	                      stays idle through a local first attempt:
+//	                      FirstAttemptChange)
+//	retrying              an attempt failed and attempts are left         attemptFailed
+//	failed, exhausted     the head failed for good (exhausted: its        headFailed, run
+//	                      automatic re-arms are used up)
+//	unreachable           nothing reached the subscriber: back-off        run (WaitStatus)
+//	blocked, paused       the subscription is not active: re-check        run (WaitStatus)
+//
+// A key leaves failed or exhausted when it re-arms (rearm, after
+// RearmCooldown), an operator redelivers or cancels the head, or the head
+// expires; it leaves a wait when the wait ends, a signal ends it early
+// (reachable, resume), or an operator acts on the head (ops.go). The queue
+// (queue.go), expiry (expiry.go) and the operator actions (ops.go) change
+// the state keyStatus reads; they never set a status themselves.
 package workflows
 
 import (
@@ -71,22 +100,26 @@ func (d *delivery) run(ctx workflow.Context) error {
 				continue
 			}
 		}
+		// Each turn that waits shows why first; a turn that acts (reads the
+		// backlog or a failed head's row again, delivers) leaves the status
+		// to what it does.
 		head := d.head()
+		status := d.keyStatus(now, atTurn)
 		switch {
 		case d.fromLog && !d.loaded:
 			// The outcome rows could not be read: deliver nothing until
 			// they are, whatever the signals say.
-			d.setStatus(ctx, StatusBlocked)
+			d.setStatus(ctx, status) // blocked
 			d.wait(ctx, now.Add(5*time.Second))
 		case d.KeyPaused:
-			d.setStatus(ctx, StatusPaused)
+			d.setStatus(ctx, status) // paused
 			d.wait(ctx, d.nextExpiry())
 		case head == nil && d.Backlog:
 			// The backlog could not be read (the database did not answer):
 			// never idle out with events left in it; look again soon.
 			d.wait(ctx, now.Add(5*time.Second))
 		case head == nil:
-			d.setStatus(ctx, StatusIdle)
+			d.setStatus(ctx, status) // idle
 			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
 				return nil
 			}
@@ -96,7 +129,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.checkedHead = head.Event.ID
 			d.recheckHead(ctx)
 		case head.Failed:
-			d.setStatus(ctx, d.failedStatus())
+			d.setStatus(ctx, status) // failed or exhausted
 			var rearmAt time.Time
 			if d.canRearm() {
 				rearmAt = head.FailedAt.Add(d.p.RearmCooldown)
@@ -106,7 +139,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 				d.rearm(ctx, head)
 			}
 		case now.Before(d.WaitUntil):
-			d.setStatus(ctx, d.WaitStatus)
+			d.setStatus(ctx, status) // WaitStatus
 			if d.wait(ctx, earliest(d.WaitUntil, d.nextExpiry())) && !workflow.Now(ctx).Before(d.WaitUntil) {
 				d.WaitUntil = time.Time{}
 			}
@@ -124,22 +157,82 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// restingStatus is the status shown between runs.
-func (d *delivery) restingStatus() string {
+// statusMoment is when keyStatus is asked.
+type statusMoment int
+
+const (
+	// atTurn: at a turn of the run loop, for what the key waits for now.
+	// Outcome rows not read yet hold the key blocked, and a wait whose
+	// time has come is over (the turn delivers).
+	atTurn statusMoment = iota
+	// atRest: between turns, for the next run (continue-as-new), an
+	// operator's answer and the current details. A wait not yet acted on
+	// still shows.
+	atRest
+)
+
+// keyStatus works out the key's status from its state: the one function
+// that does (the state query shows the status last set: queryStatus).
+func (d *delivery) keyStatus(now time.Time, at statusMoment) string {
 	head := d.head()
 	switch {
+	case at == atTurn && d.fromLog && !d.loaded:
+		return StatusBlocked
 	case d.KeyPaused:
 		return StatusPaused
 	case head == nil:
 		return StatusIdle
 	case head.Failed:
 		return d.failedStatus()
-	case d.WaitStatus != "" && !d.WaitUntil.IsZero():
+	// WaitStatus is set whenever WaitUntil is (applyResult).
+	case d.WaitStatus != "" && !d.WaitUntil.IsZero() && (at == atRest || now.Before(d.WaitUntil)):
 		return d.WaitStatus
 	case head.Attempts > 0:
 		return StatusRetrying
 	}
 	return StatusDelivering
+}
+
+// restingStatus is the key's status between turns (keyStatus atRest).
+func (d *delivery) restingStatus() string {
+	return d.keyStatus(time.Time{}, atRest)
+}
+
+// queryStatus is the status the state query answers: the one last set,
+// except that a key that stays idle through a first attempt
+// (FirstAttemptChange) says it is delivering.
+func (d *delivery) queryStatus() string {
+	if d.status == StatusIdle && d.inActivity {
+		return StatusDelivering
+	}
+	return d.status
+}
+
+// holdsQueue reports whether the head holds the events behind it (the
+// state query names it as what they wait behind): any status but
+// delivering and idle.
+func (d *delivery) holdsQueue() bool {
+	return d.status != StatusDelivering && d.status != StatusIdle
+}
+
+// attemptStarts is the transition as a Deliver execution starts: a head's
+// first attempt shows delivering, except that an idle key stays idle
+// through a local first attempt (FirstAttemptChange).
+func (d *delivery) attemptStarts(ctx workflow.Context, head *QueueItem) {
+	if head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle) {
+		d.setStatus(ctx, StatusDelivering)
+	}
+}
+
+// attemptFailed is the transition when an attempt failed and the head will
+// be retried.
+func (d *delivery) attemptFailed(ctx workflow.Context) {
+	d.setStatus(ctx, StatusRetrying)
+}
+
+// headFailed is the transition when the head failed for good.
+func (d *delivery) headFailed(ctx workflow.Context) {
+	d.setStatus(ctx, d.failedStatus())
 }
 
 // canRearm reports whether a failed head may still re-arm itself.
