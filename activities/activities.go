@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"herald/reason"
 	"herald/store"
 )
 
@@ -418,7 +419,7 @@ func (a *Activities) startOutcomeWriter(ctx context.Context, subscriptionID, sub
 				}
 			}
 			wctx, cancel := context.WithTimeout(base, outcomeWriteTimeout)
-			if err := a.Store.RecordOutcomes(wctx, subscriptionID, subject, batch); err != nil {
+			if err := a.Store.RecordOutcomes(wctx, subscriptionID, subject, storeOutcomes(batch)); err != nil {
 				w.unrecorded = append(w.unrecorded, batch...)
 				w.err = err
 			}
@@ -587,7 +588,13 @@ func (a *Activities) Requeue(ctx context.Context, in RequeueInput) (RequeueResul
 	if err != nil {
 		return RequeueResult{}, err
 	}
-	res := RequeueResult{Refused: refused}
+	res := RequeueResult{}
+	if len(refused) > 0 {
+		res.Refused = make(map[string]reason.Code, len(refused))
+		for id, why := range refused {
+			res.Refused[id] = reason.Code(why)
+		}
+	}
 	for _, ev := range evs {
 		res.Events = append(res.Events, Event{ID: ev.ID, Seq: ev.Seq, Again: true})
 	}
@@ -665,7 +672,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		audit[i] = storeAudit(e)
 		audit[i].OnceKey = fmt.Sprintf("record:%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, i)
 	}
-	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, outcomes, audit); err != nil {
+	if err := a.Store.RecordWithAudit(ctx, in.SubscriptionID, in.SubjectKey, storeOutcomes(outcomes), audit); err != nil {
 		return err
 	}
 	// The workflow decides cancellations and expiries and records them

@@ -6,7 +6,9 @@ package activities
 import (
 	"time"
 
+	"herald/reason"
 	"herald/store"
+	"herald/workflows/payload"
 )
 
 // SignalAttempt is the name of the internal signal by which the deliver
@@ -230,7 +232,23 @@ type AttemptReport struct {
 }
 
 // OutcomeUpdate is a change to one event's outcome row for a subscription.
-type OutcomeUpdate = store.OutcomeUpdate
+// It travels in workflow histories, so its encoding is the workflows'
+// (payload.OutcomeUpdate); storeOutcomes converts it for the store.
+type OutcomeUpdate = payload.OutcomeUpdate
+
+// storeOutcomes converts outcome updates from their history form to the
+// store's. The conversion stops compiling when either side changes a field,
+// which is the moment to decide how recorded histories read.
+func storeOutcomes(us []OutcomeUpdate) []store.OutcomeUpdate {
+	if us == nil {
+		return nil
+	}
+	out := make([]store.OutcomeUpdate, len(us))
+	for i, u := range us {
+		out[i] = store.OutcomeUpdate(u)
+	}
+	return out
+}
 
 // RecordInput is the input of Activities.Record: outcome rows of one key and
 // the audit rows that go with them.
@@ -251,8 +269,8 @@ type RequeueInput struct {
 // RequeueResult lists the events put back in the queue, in sequence order,
 // and the ids refused with why.
 type RequeueResult struct {
-	Events  []Event           `json:"events,omitempty"`
-	Refused map[string]string `json:"refused,omitempty"`
+	Events  []Event                `json:"events,omitempty"`
+	Refused map[string]reason.Code `json:"refused,omitempty"`
 }
 
 // AuditEntry is the input of Activities.Audit.

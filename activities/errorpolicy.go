@@ -5,12 +5,15 @@ import (
 	"errors"
 
 	"herald/store"
+	"herald/workflows/payload"
 )
 
 // ErrorPolicy is a subscription's error policy (docs/design.md#error-policy):
 // what its keys do with an event that failed for good, and how many
-// attempts an event gets.
-type ErrorPolicy = store.Policy
+// attempts an event gets. It travels in workflow histories (the result of
+// the ErrorPolicy and DeliveryStart local activities), so its encoding is
+// the workflows' (payload.ErrorPolicy), converted from the store's here.
+type ErrorPolicy = payload.ErrorPolicy
 
 // Error policies (the manifest's onFailure).
 const (
@@ -41,5 +44,5 @@ func (a *Activities) ErrorPolicy(ctx context.Context, subscriptionID string) (Er
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrorPolicy{OnFailure: OnFailureHold}, nil
 	}
-	return p, err
+	return ErrorPolicy(p), err
 }

@@ -18,6 +18,7 @@ import (
 
 	"herald/internal/zaplog"
 	"herald/publish"
+	"herald/relay"
 	"herald/signing"
 	"herald/store"
 )
@@ -63,7 +64,7 @@ type Config struct {
 	// delivery, to catch late duplicates. It is not part of the timing.
 	Grace time.Duration
 	// Parallel caps the ceiling's signals in flight (Herald's relay sends up
-	// to 32 at once by default; so does the ceiling).
+	// to relay.DefaultParallel at once by default; so does the ceiling).
 	Parallel int
 	// CeilingPollers, when positive, gives the ceiling's worker that many
 	// workflow and activity task pollers; zero keeps the SDK defaults (2 each).
@@ -88,7 +89,7 @@ func (c *Config) defaults() {
 		c.Grace = 0
 	}
 	if c.Parallel <= 0 {
-		c.Parallel = 32
+		c.Parallel = relay.DefaultParallel
 	}
 	if c.PublishBatch <= 0 {
 		c.PublishBatch = 100

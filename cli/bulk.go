@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"herald/keyops"
+	"herald/reason"
 	"herald/workflows"
 )
 
@@ -112,7 +113,7 @@ func bulkOne(ctx context.Context, tc *temporalConn, k deliveryKey, name string, 
 	case err == nil && res.Changed:
 		r.Result, r.Answer = bulkChanged, &res
 	case err == nil:
-		r.Result, r.Reason, r.Answer = bulkNothing, res.Reason, &res
+		r.Result, r.Reason, r.Answer = bulkNothing, string(res.Reason), &res
 	case isNotFound(err):
 		r.Result = bulkGone
 	case errors.As(err, &rejected):
@@ -140,7 +141,7 @@ func printBulk(inv *invocation, out bulkJSON) {
 		}
 		switch r.Result {
 		case bulkNothing:
-			t.row("  "+r.Subject, "nothing to do: "+reasonText(r.Reason), now)
+			t.row("  "+r.Subject, "nothing to do: "+reasonText(reason.Code(r.Reason)), now)
 		case bulkGone:
 			t.row("  "+r.Subject, "gone (the workflow completed meanwhile; nothing to do)", now)
 		case bulkError:

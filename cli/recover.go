@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/keyops"
+	"herald/reason"
 	"herald/workflows"
 )
 
@@ -267,11 +268,11 @@ func listIDs(ids []string) string {
 }
 
 // refusedText lists refused event ids with why, in id order.
-func refusedText(refused map[string]string) string {
+func refusedText(refused map[string]reason.Code) string {
 	ids := slices.Sorted(maps.Keys(refused))
 	parts := make([]string, 0, min(len(ids), listedIDs))
 	for _, id := range ids[:min(len(ids), listedIDs)] {
-		parts = append(parts, id+": "+refused[id])
+		parts = append(parts, id+": "+string(refused[id]))
 	}
 	if len(ids) > listedIDs {
 		parts = append(parts, fmt.Sprintf("… %d more", len(ids)-listedIDs))

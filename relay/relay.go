@@ -45,10 +45,11 @@ type Relay struct {
 	Logger   *zap.Logger
 	// Params are given to the delivery workflows the relay starts.
 	Params workflows.Params
-	// BatchSize caps the events read per round (default 1000).
+	// BatchSize caps the events read per round (default DefaultBatchSize).
 	BatchSize int
 	// PollInterval is the pause after a failed round or lease attempt, and
-	// the longest an idle leader goes without a round (default 1s).
+	// the longest an idle leader goes without a round (default
+	// DefaultPollInterval).
 	PollInterval time.Duration
 	// IdlePoll is how long the leader waits for a wake-up before it looks
 	// for new events anyway (default DefaultIdlePoll;
@@ -58,16 +59,17 @@ type Relay struct {
 	// backing off come due within it.
 	IdlePoll time.Duration
 	// Parallel caps the signals in flight at once, across the partitions
-	// the relay leads (default 64).
+	// the relay leads (default DefaultParallel).
 	Parallel int
-	// MaxEventsPerSignal caps the events of one key in one signal (default 500).
+	// MaxEventsPerSignal caps the events of one key in one signal (default
+	// DefaultMaxEventsPerSignal).
 	MaxEventsPerSignal int
 	// SweepInterval is how often the leader of partition 0 looks for keys
 	// of removed subscriptions that still hold events, and for keys to
-	// re-drive (default 20s).
+	// re-drive (default DefaultSweepInterval).
 	SweepInterval time.Duration
 	// MaxAttempts is the failed signals after which an event is dead, code
-	// relay_failed (default 10; HERALD_RELAY_MAX_ATTEMPTS).
+	// relay_failed (default DefaultMaxAttempts; HERALD_RELAY_MAX_ATTEMPTS).
 	MaxAttempts int
 	// OnRound, when set, is called after every round (metrics, tests).
 	OnRound func(r Round)
@@ -132,27 +134,41 @@ type Round struct {
 	Held int
 }
 
-// DefaultMaxAttempts is the default of Relay.MaxAttempts.
-const DefaultMaxAttempts = 10
+// Defaults of the Relay's settings: the one place each is written (the
+// benchmark's ceiling takes DefaultParallel from here).
+const (
+	// DefaultMaxAttempts is the default of Relay.MaxAttempts.
+	DefaultMaxAttempts = 10
+	// DefaultBatchSize is the default of Relay.BatchSize.
+	DefaultBatchSize = 1000
+	// DefaultPollInterval is the default of Relay.PollInterval.
+	DefaultPollInterval = time.Second
+	// DefaultParallel is the default of Relay.Parallel: signals in flight at once.
+	DefaultParallel = 64
+	// DefaultMaxEventsPerSignal is the default of Relay.MaxEventsPerSignal.
+	DefaultMaxEventsPerSignal = 500
+	// DefaultSweepInterval is the default of Relay.SweepInterval.
+	DefaultSweepInterval = 20 * time.Second
+)
 
 func (r *Relay) defaults() {
 	if r.BatchSize <= 0 {
-		r.BatchSize = 1000
+		r.BatchSize = DefaultBatchSize
 	}
 	if r.PollInterval <= 0 {
-		r.PollInterval = time.Second
+		r.PollInterval = DefaultPollInterval
 	}
 	if r.IdlePoll <= 0 {
 		r.IdlePoll = DefaultIdlePoll
 	}
 	if r.Parallel <= 0 {
-		r.Parallel = 64
+		r.Parallel = DefaultParallel
 	}
 	if r.MaxEventsPerSignal <= 0 {
-		r.MaxEventsPerSignal = 500
+		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
 	}
 	if r.SweepInterval <= 0 {
-		r.SweepInterval = 20 * time.Second
+		r.SweepInterval = DefaultSweepInterval
 	}
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = DefaultMaxAttempts

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"herald/reason"
 )
 
 // Statuses of an event for one subscription (outcome rows): what became of one event for one subscription.
@@ -333,13 +335,14 @@ type RequeuedEvent struct {
 // "event_not_found" (not a UUID, not in the log, or removed by retention),
 // "event_not_for_key", "not_dispatched_yet" (the relay has yet to hand it
 // out: requeued now, it would overtake older events), "already_queued" or
-// "filtered" (the subscription's filter excluded it).
+// "filtered" (the subscription's filter excluded it): the reason package's
+// codes, which the query below spells out.
 func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
 	refused := map[string]string{}
 	var valid []string
 	for _, id := range ids {
 		if !IsUUID(id) {
-			refused[id] = "event_not_found"
+			refused[id] = string(reason.EventNotFound)
 			continue
 		}
 		valid = append(valid, id)
@@ -391,7 +394,7 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 	}
 	for _, id := range valid {
 		if !seen[id] {
-			refused[id] = "event_not_found"
+			refused[id] = string(reason.EventNotFound)
 		}
 	}
 	return out, refused, nil

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"herald/activities"
+	"herald/reason"
 )
 
 // TaskQueue is the task queue of the Delivery workflow and its activities.
@@ -61,14 +62,14 @@ const (
 // Update. Changed is false when there was nothing to do; Reason then says
 // why, with the code the audit row carries.
 type OpResult struct {
-	Changed bool   `json:"changed"`
-	Reason  string `json:"reason,omitempty"`
+	Changed bool        `json:"changed"`
+	Reason  reason.Code `json:"reason,omitempty"`
 	// Requeued lists the events put back in the queue (redeliver), Cancelled
 	// the events dropped (cancel), in order.
 	Requeued  []string `json:"requeued,omitempty"`
 	Cancelled []string `json:"cancelled,omitempty"`
 	// Refused holds the named events that could not be requeued, with why.
-	Refused map[string]string `json:"refused,omitempty"`
+	Refused map[string]reason.Code `json:"refused,omitempty"`
 	// Status and Queued describe the key afterwards.
 	Status string `json:"status"`
 	Queued int    `json:"queued"`
@@ -102,20 +103,6 @@ type StartResult struct {
 
 // QueryState is the query that returns a State as JSON.
 const QueryState = "state"
-
-// Statuses of a delivery workflow, also its HeraldStatus search attribute.
-const (
-	StatusIdle        = "idle"
-	StatusDelivering  = "delivering"
-	StatusRetrying    = "retrying"
-	StatusUnreachable = "unreachable"
-	StatusFailed      = "failed"
-	// StatusExhausted is a failed key whose automatic re-arms are used up:
-	// only an operator (redeliver, cancel, resume) moves it on.
-	StatusExhausted = "exhausted"
-	StatusBlocked   = "blocked"
-	StatusPaused    = "paused"
-)
 
 // Search attributes, registered by the dev scripts and docker-compose.
 var (
@@ -215,7 +202,7 @@ type Params struct {
 	MaxBatch int `json:"maxBatch,omitempty"`
 	// MaxQueue caps the events a key holds in memory (and carries across
 	// continue-as-new); the rest stays in PostgreSQL as its backlog, read
-	// back in order as the queue drains (default 5,000).
+	// back in order as the queue drains (default DefaultMaxQueue).
 	MaxQueue int `json:"maxQueue,omitempty"`
 	// BatchTime caps how long one execution keeps taking events
 	// (activities.DefaultBatchTime when zero).
@@ -239,8 +226,9 @@ var DefaultRetrySchedule = []time.Duration{
 // (HERALD_MAX_REARMS=0).
 const NoRearms = -1
 
-// Defaults of the delivery settings (docs/configuration.md). The delivery
-// timeout's is activities.DefaultPostTimeout.
+// Defaults of the delivery settings (docs/configuration.md): the one place
+// each is written. The delivery timeout's is activities.DefaultPostTimeout,
+// the batch time's activities.DefaultBatchTime.
 const (
 	// DefaultHoldExpiry is how long a key may hold an event (HERALD_HOLD_EXPIRY).
 	DefaultHoldExpiry = 720 * time.Hour
@@ -253,6 +241,18 @@ const (
 	// DefaultIdleTimeout is how long a key's workflow waits with nothing
 	// queued before it completes (HERALD_IDLE_TIMEOUT).
 	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultRecheckInterval is how often a blocked or paused subscription
+	// is re-checked (Params.RecheckInterval).
+	DefaultRecheckInterval = time.Minute
+	// DefaultMaxQueue is how many events a key holds in memory
+	// (Params.MaxQueue).
+	DefaultMaxQueue = 5000
+	// DefaultMaxBatch caps the events one activity execution delivers
+	// (Params.MaxBatch).
+	DefaultMaxBatch = 50
+	// DefaultSignalsPerRun is the signals after which a run continues as
+	// new (Params.SignalsPerRun).
+	DefaultSignalsPerRun = 2000
 )
 
 // WithDefaults fills every zero setting with its default.
@@ -273,16 +273,16 @@ func (p Params) WithDefaults() Params {
 		p.IdleTimeout = DefaultIdleTimeout
 	}
 	if p.RecheckInterval <= 0 {
-		p.RecheckInterval = time.Minute
+		p.RecheckInterval = DefaultRecheckInterval
 	}
 	if p.MaxQueue <= 0 {
-		p.MaxQueue = 5000
+		p.MaxQueue = DefaultMaxQueue
 	}
 	if p.MaxBatch <= 0 {
-		p.MaxBatch = 50
+		p.MaxBatch = DefaultMaxBatch
 	}
 	if p.SignalsPerRun <= 0 {
-		p.SignalsPerRun = 2000
+		p.SignalsPerRun = DefaultSignalsPerRun
 	}
 	if p.HoldExpiry <= 0 {
 		p.HoldExpiry = DefaultHoldExpiry

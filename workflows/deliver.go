@@ -35,9 +35,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
-	if head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle) {
-		d.setStatus(ctx, StatusDelivering)
-	}
+	d.attemptStarts(ctx, head)
 	d.inActivity = true
 	d.inflight = len(batch)
 	before := head.Attempts
@@ -154,6 +152,25 @@ const localGrace = 2 * time.Second
 // length (the task's started event id) marks a new task, as does a clock
 // that moved on by more than a task may last (the test environment keeps
 // no history length). What does not fit goes to a regular activity.
+//
+// The SDK has its own deadline beside this one, and both are needed. At 80 %
+// of the task's timeout (ratioToForceCompleteWorkflowTaskComplete in
+// go.temporal.io/sdk's internal_task_pollers.go), counted from when the
+// worker began processing the task, a workflow task still waiting for a
+// local activity is completed as a heartbeat and a new task is started: the
+// server does not time it out, but the local activity keeps running and its
+// result lands in a later task, at the cost of three more history events and
+// a round trip per heartbeat. That deadline only keeps the task alive; it
+// does not bound what the local activity does, so a POST would still run
+// past it. This budget bounds the attempts themselves (Deliver makes no POST
+// it could not finish by DeliverInput.Deadline: OutcomeHandOver), so a local
+// delivery normally ends, with its result recorded in the same task, before
+// the SDK's heartbeat is needed. It counts from the task's start as the
+// workflow sees it, which is earlier than the worker's own start, and the 20
+// points between them leave room for that lag and for completing the task.
+// With the default 10 s timeout, localGrace's 2 s bring the local activity's
+// own timeout to 8 s, the SDK's 80 %: one that overruns is given up when the
+// SDK would heartbeat anyway (sdkdeadline_test.go pins the SDK's ratio).
 func (d *delivery) localDeadline(ctx workflow.Context) time.Time {
 	info := workflow.GetInfo(ctx)
 	timeout := info.WorkflowTaskTimeout
@@ -305,7 +322,7 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 		// ahead of the workflow's clock, whatever the worker's clock says.
 		head.NotBefore = maxTime(now, minTime(res.FailedAt, now.Add(time.Minute))).Add(delay)
 		head.NextAttemptAt = head.NotBefore
-		d.setStatus(ctx, StatusRetrying)
+		d.attemptFailed(ctx)
 	case activities.OutcomeUnreachable:
 		head.Attempts = res.Attempt - 1
 		head.Code, head.LastCode, head.LastError = res.Code, res.Code, res.Error
@@ -434,7 +451,7 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 	}}, d.auditEntry(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
 		"seq": head.Event.Seq, "attempts": head.Attempts, "lastCode": head.LastCode, "error": head.LastError,
 	}))
-	d.setStatus(ctx, d.failedStatus())
+	d.headFailed(ctx)
 }
 
 // auditEntry builds one audit row about this key.

@@ -92,15 +92,6 @@ func (d *delivery) skip(ctx workflow.Context, head *QueueItem) {
 	}))
 }
 
-// failedStatus is the status of a key held on a failed head: exhausted
-// once its automatic re-arms are used up (ErrorPolicyChange).
-func (d *delivery) failedStatus() string {
-	if d.errorPolicy && !d.canRearm() {
-		return StatusExhausted
-	}
-	return StatusFailed
-}
-
 // countedFailure reports whether a Deliver execution that began with
 // `before` attempts spent on its head spent a counted attempt that failed:
 // the subscriber answered, so an unreachable back-off starts over.

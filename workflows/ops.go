@@ -3,10 +3,14 @@ package workflows
 import (
 	"errors"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
+
+	"herald/activities"
+	"herald/reason"
 )
 
 // op is one operator action on the key, from a signal or an Update. Both
@@ -76,9 +80,9 @@ func (d *delivery) headChanged(pin string) bool {
 	return pin != "" && d.headID() != pin
 }
 
-func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, reason, pin string) OpResult {
-	d.audit(ctx, action, actor, "failed", "head_changed", pin, map[string]any{"reason": reason})
-	return OpResult{Reason: "head_changed"}
+func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, why, pin string) OpResult {
+	d.audit(ctx, action, actor, "failed", string(reason.HeadChanged), pin, map[string]any{"reason": why})
+	return OpResult{Reason: reason.HeadChanged}
 }
 
 func (d *delivery) pauseOp(s ControlSignal) *op {
@@ -237,4 +241,202 @@ func (d *delivery) operatorSignal(ctx workflow.Context, name string, invalid err
 		msg = msg[:200]
 	}
 	d.logger.Warn("refused an invalid operator signal", "signal", name, "error", msg)
+}
+
+func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult {
+	head := d.head()
+	if len(s.EventIDs) == 0 && (s.EventID == "" || (head != nil && head.Event.ID == s.EventID)) {
+		if head == nil || !d.stuck(head) {
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.NothingToRedeliver), s.EventID, map[string]any{"reason": s.Reason})
+			return OpResult{Reason: reason.NothingToRedeliver}
+		}
+		d.freshAttempts(head)
+		d.Rearms = 0 // an operator's redeliver restores the automatic re-arms
+		entry := d.auditEntry(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", head.Event.ID,
+			map[string]any{"reason": s.Reason, "seq": head.Event.Seq})
+		if !d.fromLog {
+			d.record(ctx, nil, entry)
+			return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
+		}
+		// Its row says so too, and its hold clock starts again, as for a
+		// redelivery by id.
+		head.QueuedAt = workflow.Now(ctx)
+		d.expiryKnown = false
+		d.record(ctx, []activities.OutcomeUpdate{{EventID: head.Event.ID, Seq: head.Event.Seq,
+			Status: activities.RowQueued, Restart: true}}, entry)
+		return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
+	}
+	ids := s.EventIDs
+	if s.EventID != "" {
+		ids = append([]string{s.EventID}, ids...)
+	}
+	var fresh []string
+	refused := map[string]reason.Code{}
+	for _, id := range ids {
+		if d.find(id) >= 0 {
+			refused[id] = reason.AlreadyQueued
+		} else {
+			fresh = append(fresh, id)
+		}
+	}
+	var res activities.RequeueResult
+	if len(fresh) > 0 {
+		in := activities.RequeueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, EventIDs: fresh}
+		if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Requeue, in).Get(ctx, &res); err != nil {
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.RequeueFailed), s.EventID,
+				map[string]any{"reason": s.Reason, "count": len(fresh), "error": err.Error()})
+			return OpResult{Reason: reason.RequeueFailed}
+		}
+	}
+	// Copying into another map: the order does not matter.
+	//workflowcheck:ignore
+	for id, why := range res.Refused {
+		refused[id] = why
+	}
+	// In front of every queued event, after earlier redeliveries and the
+	// delivery in flight, in sequence order.
+	pos := d.inflight
+	for pos < len(d.Queue) && d.Queue[pos].Event.Again {
+		pos++
+	}
+	now := workflow.Now(ctx)
+	result := OpResult{Changed: len(res.Events) > 0}
+	for _, ev := range res.Events {
+		ev.Again = true
+		d.insert(pos, QueueItem{Event: ev, QueuedAt: now})
+		result.Requeued = append(result.Requeued, ev.ID)
+		pos++
+	}
+	meta := map[string]any{"reason": s.Reason, "again": true, "count": len(res.Events)}
+	if len(refused) > 0 {
+		meta["refused"] = refused
+		result.Refused = refused
+	}
+	outcome, code, eventID := "allowed", "", s.EventID
+	if len(res.Events) == 0 {
+		// The first named id's reason: one id, or a window none of which
+		// could be queued (in request order: map order is not deterministic).
+		result.Reason = refused[ids[0]]
+		outcome, code = "failed", string(result.Reason)
+	}
+	if len(res.Events) == 1 {
+		eventID = res.Events[0].ID
+		meta["seq"] = res.Events[0].Seq
+	}
+	d.audit(ctx, AuditDeliveryRedelivered, s.Actor, outcome, code, eventID, meta)
+	return result
+}
+
+// stuck reports whether the head is held or waiting, so an operator's
+// redeliver or cancel has something to act on.
+func (d *delivery) stuck(head *QueueItem) bool {
+	return head.Failed || head.Attempts > 0 || !d.WaitUntil.IsZero()
+}
+
+// freshAttempts gives the head a new set of attempts, now.
+func (d *delivery) freshAttempts(head *QueueItem) {
+	head.Failed = false
+	head.FailedAt = time.Time{}
+	head.Attempts = 0
+	head.NotBefore = time.Time{}
+	head.NextAttemptAt = time.Time{}
+	d.WaitUntil = time.Time{}
+	d.Unreachable = 0
+}
+
+func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) OpResult {
+	meta := map[string]any{"reason": s.Reason}
+	var rows []activities.OutcomeUpdate
+	var eventID string
+	switch {
+	case s.All:
+		rows = d.cancelAll(ctx, activities.RowCancelled, "")
+		backlog := d.dropBacklog(ctx, activities.RowCancelled, "")
+		meta["count"] = len(rows) + backlog
+		meta["all"] = true
+		if len(rows)+backlog == 0 {
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.NothingQueued), "", meta)
+			return OpResult{Reason: reason.NothingQueued}
+		}
+	case s.EventID != "":
+		i := d.find(s.EventID)
+		if i < 0 {
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.EventNotQueued), s.EventID, meta)
+			return OpResult{Reason: reason.EventNotQueued}
+		}
+		rows = append(rows, d.cancelAt(ctx, i, activities.RowCancelled, ""))
+		eventID = s.EventID
+	default:
+		head := d.head()
+		if head == nil || !d.stuck(head) {
+			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.NoFailedHead), "", meta)
+			return OpResult{Reason: reason.NoFailedHead}
+		}
+		eventID = head.Event.ID
+		rows = append(rows, d.cancelAt(ctx, 0, activities.RowCancelled, ""))
+	}
+	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, s.Actor, "allowed", "", eventID, meta))
+	res := OpResult{Changed: true}
+	for i := len(rows) - 1; i >= 0; i-- { // cancelAll drops from the back
+		res.Cancelled = append(res.Cancelled, rows[i].EventID)
+	}
+	if !s.All {
+		res.Cancelled = []string{rows[0].EventID}
+	}
+	return res
+}
+
+// onSubscription applies the worker's word that the subscription is gone,
+// once the database confirms it: the signal alone proves nothing.
+func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) OpResult {
+	if s.State != activities.SubscriptionCancelled {
+		return OpResult{Reason: reason.UnknownState}
+	}
+	var state string
+	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state)
+	if err != nil || state != activities.SubscriptionCancelled {
+		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "",
+			map[string]any{"signal": SignalSubscription, "reason": reason.SubscriptionNotCancelled, "state": state})
+		return OpResult{Reason: reason.SubscriptionNotCancelled}
+	}
+	d.removed(ctx, activities.CodeSubscriptionRemoved)
+	return OpResult{Changed: true}
+}
+
+// removed drops the whole queue of a removed subscription, audits it and
+// ends the workflow.
+func (d *delivery) removed(ctx workflow.Context, reason string) {
+	rows := d.cancelAll(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
+	backlog := d.dropBacklog(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
+	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeSubscriptionRemoved, "",
+		map[string]any{"count": len(rows) + backlog, "reason": reason}))
+	d.completed = true
+}
+
+func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
+	if d.KeyPaused {
+		return OpResult{Reason: reason.AlreadyPaused}
+	}
+	d.KeyPaused = true
+	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
+	return OpResult{Changed: true}
+}
+
+func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
+	wasPaused := d.KeyPaused
+	d.KeyPaused = false
+	// A resume also re-checks a blocked or paused subscription at once.
+	rechecked := false
+	if (d.WaitStatus == StatusBlocked || d.WaitStatus == StatusPaused) && !d.WaitUntil.IsZero() {
+		d.WaitUntil = time.Time{}
+		rechecked = true
+	}
+	if !wasPaused && !rechecked {
+		return OpResult{Reason: reason.NotPaused}
+	}
+	d.Rearms = 0 // a resume restores the automatic re-arms
+	if wasPaused {
+		d.audit(ctx, AuditDeliveryResumed, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
+	}
+	return OpResult{Changed: true}
 }

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/reason"
 )
 
 // PostgreSQL is the state of record of every key (QueueFromLogVersion).
@@ -209,7 +210,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 	}
 	if q.Unknown > 0 {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
-			"signal": SignalEvent, "reason": "event_not_owed", "count": q.Unknown, "eventIds": q.UnknownIDs,
+			"signal": SignalEvent, "reason": reason.EventNotOwed, "count": q.Unknown, "eventIds": q.UnknownIDs,
 		})
 	}
 }
@@ -266,4 +267,216 @@ func (d *delivery) recheckHead(ctx workflow.Context) {
 	d.Queue = d.Queue[1:]
 	d.WaitUntil, d.Unreachable, d.Rearms = time.Time{}, 0, 0
 	d.expiryKnown = false
+}
+
+func (d *delivery) onEvent(ctx workflow.Context, s EventSignal) {
+	d.signals++
+	if d.fromLog {
+		d.claim(s)
+		return
+	}
+	now := workflow.Now(ctx)
+	// Keyed by id and seq: a forged copy of an event with a wrong seq must
+	// not shadow the genuine one (it is rejected when its turn comes).
+	type idSeq struct {
+		id  string
+		seq int64
+	}
+	queued := make(map[idSeq]bool, len(d.Queue)+len(s.Events))
+	for _, it := range d.Queue {
+		queued[idSeq{it.Event.ID, it.Event.Seq}] = true
+	}
+	normal := -1 // counted when first needed
+	for _, ev := range s.Events {
+		k := idSeq{ev.ID, ev.Seq}
+		if queued[k] || d.recent[ev.ID] {
+			continue // a re-sent event: the relay may send again after a crash
+		}
+		if d.Backlog {
+			continue // its outcome row is queued: read back in order with the backlog
+		}
+		if normal < 0 {
+			normal = d.normalQueued()
+		}
+		if normal >= d.p.MaxQueue {
+			// The queue is full: from here on the key's events stay in
+			// PostgreSQL (the relay wrote their rows before signalling) and
+			// are read back in order as the queue drains.
+			d.Backlog, d.BacklogAfter = true, d.lastNormalSeq()
+			continue
+		}
+		normal++
+		queued[k] = true
+		// Anything else is queued as it came; the deliver activity checks
+		// it against the event log before anything is sent, skips what is
+		// already settled and rejects what is not this key's.
+		ev.Again = false
+		d.insert(d.insertPos(ev.Seq), QueueItem{Event: ev, QueuedAt: now})
+	}
+}
+
+// lastNormalSeq is the highest seq of the queued events that are not
+// redeliveries.
+func (d *delivery) lastNormalSeq() int64 {
+	var last int64
+	for i := range d.Queue {
+		if !d.Queue[i].Event.Again && d.Queue[i].Event.Seq > last {
+			last = d.Queue[i].Event.Seq
+		}
+	}
+	return last
+}
+
+// dropBacklog settles the backlog too (cancel --all, removal) and returns
+// how many events it held.
+func (d *delivery) dropBacklog(ctx workflow.Context, status, code string) int {
+	if !d.Backlog && !d.mayHaveUnsignalled(ctx) {
+		return 0
+	}
+	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: d.BacklogAfter, Status: status, Code: code}
+	var n int
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).DropBacklog, in).Get(ctx, &n); err != nil {
+		d.logger.Warn("drop the backlog", "error", err)
+		return 0
+	}
+	d.Backlog = false
+	d.Counters.Cancelled += n
+	return n
+}
+
+// insertPos is where an event with this sequence number goes: in sequence
+// order, behind operators' redeliveries, and never in front of the head or
+// of the events a delivery in flight covers.
+func (d *delivery) insertPos(seq int64) int {
+	n := len(d.Queue)
+	if n > 0 && n > d.inflight && !d.Queue[n-1].Event.Again && d.Queue[n-1].Event.Seq < seq {
+		return n // the usual case: the relay sends a key's events in order
+	}
+	i := 0
+	if n > 0 {
+		i = max(1, d.inflight)
+		if d.fromLog && d.inflight == 0 && d.untouched(&d.Queue[0]) {
+			i = 0 // a head nothing was sent of yet is no head to keep
+		}
+	}
+	for i < len(d.Queue) && (d.Queue[i].Event.Again || d.Queue[i].Event.Seq < seq) {
+		i++
+	}
+	return i
+}
+
+// untouched reports whether nothing of the head was sent or decided yet:
+// no attempt, no failure, no wait, no local attempt.
+func (d *delivery) untouched(head *QueueItem) bool {
+	return head.Attempts == 0 && !head.Failed && head.NotBefore.IsZero() && !head.Event.Again &&
+		d.localTried != head.Event.ID
+}
+
+// insert puts it at position i of the queue.
+func (d *delivery) insert(i int, it QueueItem) {
+	d.Queue = append(d.Queue, QueueItem{})
+	copy(d.Queue[i+1:], d.Queue[i:])
+	d.Queue[i] = it
+	if d.expiryKnown && d.expiryAt.IsZero() {
+		d.expiryAt = it.QueuedAt.Add(d.p.HoldExpiry)
+	}
+}
+
+// cancelAt drops item i as cancelled or expired and returns its outcome row.
+func (d *delivery) cancelAt(ctx workflow.Context, i int, status, code string) activities.OutcomeUpdate {
+	it := d.Queue[i]
+	d.Queue = append(d.Queue[:i], d.Queue[i+1:]...)
+	d.Counters.Cancelled++
+	if code == "" {
+		code = it.Code
+	}
+	d.outcome(ctx, it, status, code)
+	if i == 0 {
+		d.WaitUntil = time.Time{}
+		d.Unreachable = 0
+		d.Rearms = 0
+	}
+	return activities.OutcomeUpdate{EventID: it.Event.ID, Seq: it.Event.Seq, Status: status, Code: code}
+}
+
+// cancelAll drops every queued event and returns their outcome rows.
+func (d *delivery) cancelAll(ctx workflow.Context, status, code string) []activities.OutcomeUpdate {
+	rows := make([]activities.OutcomeUpdate, 0, len(d.Queue))
+	for len(d.Queue) > 0 {
+		rows = append(rows, d.cancelAt(ctx, len(d.Queue)-1, status, code))
+	}
+	return rows
+}
+
+// findSeq is the position of the queued event with this id and seq, or -1;
+// a zero seq (a result recorded before results carried it) matches by id.
+func (d *delivery) findSeq(id string, seq int64) int {
+	if seq == 0 {
+		return d.find(id)
+	}
+	for i := range d.Queue {
+		if d.Queue[i].Event.ID == id && d.Queue[i].Event.Seq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *delivery) find(id string) int {
+	for i := range d.Queue {
+		if d.Queue[i].Event.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// refill reads the next part of the backlog once the queue has room for it.
+// The read blocks the loop, so no event signal is taken in meanwhile: one
+// that arrives is handled after, against the refilled queue.
+func (d *delivery) refill(ctx workflow.Context) {
+	if !d.Backlog || d.normalQueued() > d.p.MaxQueue/2 {
+		return
+	}
+	limit := d.p.MaxQueue / 2
+	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		After: d.BacklogAfter, Limit: limit}
+	var evs []activities.BacklogEvent
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Backlog, in).Get(ctx, &evs); err != nil {
+		d.logger.Warn("read the backlog", "error", err) // tried again on the next turn
+		return
+	}
+	now := workflow.Now(ctx)
+	for _, e := range evs {
+		if e.QueuedAt.IsZero() || e.QueuedAt.After(now) {
+			e.QueuedAt = now // the hold expiry counts from a time that makes sense here
+		}
+		if d.findSeq(e.Event.ID, e.Event.Seq) < 0 {
+			d.insert(d.insertPos(e.Event.Seq), QueueItem{Event: e.Event, QueuedAt: e.QueuedAt})
+		}
+		d.BacklogAfter = e.Event.Seq
+	}
+	if len(evs) < limit {
+		d.Backlog = false
+	}
+	d.expiryKnown = false // backlog events bring their own queue times
+}
+
+// normalQueued counts the queued events that are not operators' redeliveries.
+func (d *delivery) normalQueued() int {
+	n := 0
+	for i := range d.Queue {
+		if !d.Queue[i].Event.Again {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *delivery) head() *QueueItem {
+	if len(d.Queue) == 0 {
+		return nil
+	}
+	return &d.Queue[0]
 }

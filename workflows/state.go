@@ -7,21 +7,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// setStatus records a status change: the search attributes (status and the
-// queue length at that moment) and the current details are upserted on
-// changes only, never per event.
-func (d *delivery) setStatus(ctx workflow.Context, status string) {
-	if status == d.status {
-		return
-	}
-	d.status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue)))); err != nil {
-		d.logger.Warn("upsert search attributes failed", "error", err)
-	}
-	d.refreshDetails(ctx)
-}
-
 // refreshDetails shows the key's current state in the Temporal UI. Current
 // details are answered from memory, not written to the history, so they can
 // follow every attempt.
@@ -67,16 +52,10 @@ func (d *delivery) outcome(ctx workflow.Context, it QueueItem, result, code stri
 
 // state answers QueryState.
 func (d *delivery) state(now time.Time) State {
-	status := d.status
-	if status == StatusIdle && d.inActivity {
-		// FirstAttemptChange: the search attribute stays idle through a first
-		// attempt; the query tells what the key is doing.
-		status = StatusDelivering
-	}
 	st := State{
 		Subscription: d.p.SubscriptionID,
 		Subject:      d.p.SubjectKey,
-		Status:       status,
+		Status:       d.queryStatus(),
 		Queued:       []QueuedEvent{},
 		Counters:     d.Counters,
 		Outcomes:     append([]Outcome{}, d.Outcomes...),
@@ -96,7 +75,7 @@ func (d *delivery) state(now time.Time) State {
 		h.NextAttemptAt = &t
 	}
 	st.Head = h
-	held := d.status != StatusDelivering && d.status != StatusIdle
+	held := d.holdsQueue()
 	for _, it := range d.Queue[1:] {
 		q := QueuedEvent{EventID: it.Event.ID, Seq: it.Event.Seq, Type: d.p.EventType}
 		if held {
