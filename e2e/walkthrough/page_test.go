@@ -7,8 +7,10 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"herald/internal/testenv"
 )
@@ -208,6 +210,54 @@ func TestWalkthroughPageBlocks(t *testing.T) {
 		t.Errorf("the page must write a receiver in Go and one in JavaScript (files of language go and js); it writes %v", langs)
 	}
 	wantDevExports(t)
+	wantLinks(t, walkthroughPath())
+}
+
+// link is a relative markdown link: [text](path#anchor).
+var link = regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+
+// wantLinks checks that every relative link of the page at p names a file
+// of the repository and, with an anchor, one of its headings.
+func wantLinks(t *testing.T, p string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+		target := filepath.Join(filepath.Dir(p), filepath.FromSlash(m[1]))
+		doc, err := os.ReadFile(target)
+		if err != nil {
+			t.Errorf("%s: the link %s names no file: %v", filepath.Base(p), m[0], err)
+			continue
+		}
+		if m[2] != "" && !slices.Contains(headingAnchors(string(doc)), m[2][1:]) {
+			t.Errorf("%s: the link %s names no heading of %s", filepath.Base(p), m[0], m[1])
+		}
+	}
+}
+
+// headingAnchors are the anchors GitHub gives the headings of a markdown
+// document: lower case, punctuation dropped, spaces as hyphens.
+func headingAnchors(doc string) []string {
+	var out []string
+	for _, line := range strings.Split(doc, "\n") {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var a strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // devExports are the variables the page relies on finding in the export
