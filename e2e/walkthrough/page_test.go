@@ -71,10 +71,18 @@ func readPage(t *testing.T, p string) []block {
 		n      int
 	)
 	sc := bufio.NewScanner(f)
+	blank := true
 	for sc.Scan() {
 		n++
 		line := sc.Text()
 		fence := strings.HasPrefix(strings.TrimLeft(line, " "), "```")
+		// Code the test would not see: a ~~~ fence, or an indented block
+		// (four blanks after an empty line).
+		if cur == nil && (strings.HasPrefix(strings.TrimLeft(line, " "), "~~~") ||
+			blank && (strings.HasPrefix(line, "    ") || strings.HasPrefix(line, "\t")) && strings.TrimSpace(line) != "") {
+			t.Fatalf("%s:%d: code outside a ``` block is neither run nor compared: fence it with ```sh, ```text or ```LANG file=PATH", filepath.Base(p), n)
+		}
+		blank = strings.TrimSpace(line) == ""
 		switch {
 		case cur == nil && fence:
 			b, err := classify(strings.TrimSpace(strings.TrimLeft(line, " `")), n)
