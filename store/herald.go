@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"herald/envelope"
 	"herald/manifest"
 )
 
@@ -169,33 +169,6 @@ func lookupSubscription(ctx context.Context, tx pgx.Tx, id, typ string) (s subIn
 	return s, ok, nil
 }
 
-// heraldEnvelope is a CloudEvent of Herald's own; the field order is the
-// order publish writes.
-type heraldEnvelope struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Source          string          `json:"source"`
-	Type            string          `json:"type"`
-	Subject         string          `json:"subject"`
-	Time            string          `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	DataVersion     int             `json:"dataversion"`
-	Data            json.RawMessage `json:"data"`
-}
-
-// envelopeTimeLayout is publish.TimeLayout.
-const envelopeTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-func compactJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
 // emitHerald appends one operational event to the event log inside tx: it
 // becomes visible to the relay when tx commits, with the rows recording the
 // transition, and not at all when tx rolls back.
@@ -209,26 +182,15 @@ func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Tim
 	if err != nil {
 		return fmt.Errorf("emit %s: event id: %w", typ, err)
 	}
-	body, err := compactJSON(data) // map keys come out sorted: canonical
-	if err != nil {
-		return fmt.Errorf("emit %s: encode data: %w", typ, err)
-	}
-	env, err := compactJSON(heraldEnvelope{
-		SpecVersion: "1.0", ID: id.String(), Source: "app:" + HeraldApp, Type: typ, Subject: subject,
-		Time: at.UTC().Format(envelopeTimeLayout), DataContentType: "application/json",
-		DataVersion: heraldVersion, Data: body,
-	})
-	if err != nil {
-		return fmt.Errorf("emit %s: encode envelope: %w", typ, err)
-	}
-	doc, err := json.Marshal([]any{HeraldApp, typ, heraldVersion, subject, json.RawMessage(body)})
+	body, err := envelope.Data(data)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
 	}
-	sum := sha256.Sum256(doc)
+	env := envelope.Envelope{ID: id.String(), App: HeraldApp, Type: typ, Subject: subject, Time: at,
+		Version: heraldVersion, Data: body}.Encode()
 	ins, err := InsertEventsTx(ctx, tx, []NewEvent{{
 		ID: id.String(), SourceApp: HeraldApp, Type: typ, Version: heraldVersion, Subject: subject,
-		Envelope: env, ContentHash: hex.EncodeToString(sum[:]), Via: ViaHerald,
+		Envelope: env, ContentHash: envelope.ContentHash(HeraldApp, typ, heraldVersion, subject, body), Via: ViaHerald,
 	}})
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
