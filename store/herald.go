@@ -172,7 +172,7 @@ func lookupSubscription(ctx context.Context, tx pgx.Tx, id, typ string) (s subIn
 // emitHerald appends one operational event to the event log inside tx: it
 // becomes visible to the relay when tx commits, with the rows recording the
 // transition, and not at all when tx rolls back.
-func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data map[string]any) error {
+func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data any) error {
 	// A user's app named herald from before the name was reserved
 	// (ErrHeraldAppTaken): its subscribers get nothing from Herald.
 	if own, _, err := heraldAppIsOwn(ctx, tx); err != nil || !own {
@@ -224,24 +224,14 @@ func deliveryWorkflowID(subscriptionID, subject string) string {
 	return "deliver:" + subscriptionID + ":" + subject
 }
 
-// keyData is the data every key event starts with.
-func keyData(sub subInfo, subscriptionID, subject string) map[string]any {
-	return map[string]any{
-		"subscriptionId": subscriptionID,
-		"subscriberApp":  sub.App,
-		"eventType":      sub.Type,
-		"eventVersion":   sub.Version,
-		"subjectKey":     subject,
-		"workflowId":     deliveryWorkflowID(subscriptionID, subject),
-	}
-}
-
 // keyTransition derives a key event from an audit row the key's own
 // Delivery workflow wrote through RecordWithAudit, in the same transaction:
 // delivery.failed gives herald.key.failed (and marks the key in
-// failed_keys), delivery.cancelled with retention_expired gives
-// herald.key.expired, and with subscription_removed forgets the key's
-// failure. Loop guard: nothing is emitted about subscriptions to Herald's
+// failed_keys), delivery.skipped gives herald.key.skipped,
+// delivery.cancelled with retention_expired gives herald.key.expired, and
+// with subscription_removed forgets the key's failure. The row's metadata
+// is read once (readDeliveryFacts) into the event's typed data
+// (opevents.go). Loop guard: nothing is emitted about subscriptions to Herald's
 // own events, so a failing subscriber of herald.key.failed cannot feed
 // itself.
 func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, e AuditEntry) error {
@@ -269,12 +259,11 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 	if err != nil || !ok || IsHeraldType(sub.Type) {
 		return err
 	}
-	now := time.Now()
-	data := keyData(sub, subscriptionID, subject)
+	key, f, now := keyFields(sub, subscriptionID, subject), readDeliveryFacts(e.Metadata), time.Now()
+	subj := keySubject(subscriptionID, subject)
 	switch kind {
 	case TypeKeyFailed:
-		eventID, _ := e.Metadata["eventId"].(string)
-		if !IsUUID(eventID) {
+		if !IsUUID(f.EventID) {
 			return nil
 		}
 		var failedAt time.Time
@@ -282,44 +271,26 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 			INSERT INTO failed_keys (subscription_id, subject, event_id, code)
 			VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subscription_id, subject) DO UPDATE SET event_id = EXCLUDED.event_id, code = EXCLUDED.code
-			RETURNING now()`, subscriptionID, subject, eventID, e.ErrorCode).Scan(&failedAt); err != nil {
+			RETURNING now()`, subscriptionID, subject, f.EventID, e.ErrorCode).Scan(&failedAt); err != nil {
 			return fmt.Errorf("mark key %s failed: %w", e.TargetID, err)
 		}
-		data["eventId"] = eventID
-		data["code"] = e.ErrorCode
-		data["attempts"] = metaInt(e.Metadata["attempts"])
-		data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
-		if seq := metaInt(e.Metadata["seq"]); seq > 0 {
-			data["seq"] = seq
-		}
-		if s, _ := e.Metadata["lastCode"].(string); s != "" {
-			data["lastCode"] = s
-		}
-		if s, _ := e.Metadata["error"].(string); s != "" {
-			data["lastError"] = truncateUTF8(s, maxLastErrorBytes)
-		}
-		now = failedAt
+		return emitHerald(ctx, tx, kind, subj, failedAt, KeyFailed{KeyFields: key, EventID: f.EventID, Seq: f.Seq,
+			Code: e.ErrorCode, LastCode: f.LastCode, LastError: lastError(f.Error), Attempts: f.Attempts,
+			FailedAt: UTCTime(failedAt)})
 	case TypeKeySkipped:
-		if !skippedData(data, e.Metadata, now) {
+		if !IsUUID(f.EventID) {
 			return nil
 		}
-	case TypeKeyExpired:
-		count := metaInt(e.Metadata["count"])
-		if count < 1 {
+		return emitHerald(ctx, tx, kind, subj, now, KeySkipped{KeyFields: key, EventID: f.EventID, Seq: f.Seq,
+			Code: CodeSkippedAfterFailure, FailedCode: f.FailedCode, LastCode: f.LastCode,
+			LastError: lastError(f.Error), Attempts: f.Attempts, SkippedAt: UTCTime(now)})
+	default: // TypeKeyExpired
+		if f.Count < 1 {
 			return nil
 		}
-		data["count"] = count
-		data["expiredAt"] = now.UTC().Format(time.RFC3339Nano)
-		if ids, ok := e.Metadata["eventIds"].([]any); ok {
-			data["eventIds"] = ids
-		} else if ids, ok := e.Metadata["eventIds"].([]string); ok {
-			data["eventIds"] = ids
-		}
-		if s, _ := e.Metadata["holdExpiry"].(string); s != "" {
-			data["holdExpiry"] = s
-		}
+		return emitHerald(ctx, tx, kind, subj, now, KeyExpired{KeyFields: key, Count: f.Count,
+			EventIDs: f.EventIDs, HoldExpiry: f.HoldExpiry, ExpiredAt: UTCTime(now)})
 	}
-	return emitHerald(ctx, tx, kind, keySubject(subscriptionID, subject), now, data)
 }
 
 // recoverKey records that a key in failed_keys delivered again: it forgets
@@ -354,18 +325,14 @@ func recoverKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string) 
 	if err != nil || !ok || IsHeraldType(sub.Type) {
 		return err
 	}
-	data := keyData(sub, subscriptionID, subject)
-	data["failedEventId"] = eventID
-	data["failedCode"] = code
-	data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
-	data["recoveredAt"] = at.UTC().Format(time.RFC3339Nano)
-	data["failedSeconds"] = failedFor.Seconds()
+	data := KeyRecovered{KeyFields: keyFields(sub, subscriptionID, subject), FailedEventID: eventID,
+		FailedCode: code, FailedAt: UTCTime(failedAt), RecoveredAt: UTCTime(at), FailedSeconds: failedFor.Seconds()}
 	return emitHerald(ctx, tx, TypeKeyRecovered, keySubject(subscriptionID, subject), at, data)
 }
 
 // emitStateChange writes herald.subscription.state_changed for one change
 // written by writeStateChange, in the same transaction.
-func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor string, extra map[string]any) error {
+func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor, reason string) error {
 	sub, ok, err := lookupSubscription(ctx, tx, c.SubscriptionID, TypeSubscriptionStateChanged)
 	if err != nil || !ok {
 		return err
@@ -374,27 +341,23 @@ func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor string
 		actor = ActorSystem
 	}
 	now := time.Now()
-	data := map[string]any{
-		"subscriptionId": c.SubscriptionID,
-		"subscriberApp":  sub.App,
-		"eventType":      sub.Type,
-		"eventVersion":   sub.Version,
-		"from":           c.From,
-		"fromReason":     nullable(c.FromReason),
-		"to":             c.To,
-		"toReason":       nullable(c.ToReason),
-		"actor":          actor,
-		"changedAt":      now.UTC().Format(time.RFC3339Nano),
-	}
-	if r, _ := extra["reason"].(string); r != "" {
-		data["reason"] = r
-	}
+	data := SubscriptionStateChanged{SubscriptionID: c.SubscriptionID, SubscriberApp: sub.App,
+		EventType: sub.Type, EventVersion: sub.Version, From: c.From, FromReason: reasonOrNull(c.FromReason),
+		To: c.To, ToReason: reasonOrNull(c.ToReason), Actor: actor, Reason: reason, ChangedAt: UTCTime(now)}
 	subject := c.SubscriptionID
 	if len(subject) > maxSubjectBytes {
 		sum := sha256.Sum256([]byte(subject))
 		subject = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return emitHerald(ctx, tx, TypeSubscriptionStateChanged, subject, now, data)
+}
+
+// reasonOrNull is a state's reason, null (nil) when there is none.
+func reasonOrNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // metaInt reads a whole number from audit metadata, which holds float64
