@@ -281,7 +281,7 @@ func TestOperationalEventsOnTheWire(t *testing.T) {
 				"failedCode": "attempts_exhausted", "lastCode": "handler_failed", "error": "500 <b>&</b>"}},
 		{Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: wf,
 			ErrorCode: "retention_expired",
-			Metadata: map[string]any{"count": float64(1), "eventIds": []any{evs[2].ID}, "holdExpiry": "720h0m0s"}},
+			Metadata:  map[string]any{"count": float64(1), "eventIds": []any{evs[2].ID}, "holdExpiry": "720h0m0s"}},
 	}
 	if err := s.RecordWithAudit(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
 		{EventID: evs[1].ID, Status: store.EventCancelled, Code: store.CodeSkippedAfterFailure, Attempts: 5},
