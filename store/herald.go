@@ -56,11 +56,12 @@ var ErrHeraldAppTaken = errors.New("an app named " + HeraldApp + " was declared 
 var ErrReservedApp = fmt.Errorf("app id %q is reserved for Herald's own operational events; "+
 	"subscribe to herald.* events from your app's manifest instead", HeraldApp)
 
-// Codes of the audit rows that key events are derived from (the
-// activities package's CodeRetentionExpired and CodeSubscriptionRemoved).
+// Codes of the audit rows that key events are derived from; the
+// activities package's CodeRetentionExpired and CodeSubscriptionRemoved
+// are these.
 const (
-	codeRetentionExpired    = "retention_expired"
-	codeSubscriptionRemoved = "subscription_removed"
+	CodeRetentionExpired    = "retention_expired"
+	CodeSubscriptionRemoved = "subscription_removed"
 )
 
 // maxLastErrorBytes caps lastError in herald.key.failed.
@@ -219,8 +220,11 @@ func keySubject(subscriptionID, subject string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// deliveryWorkflowID is activities.DeliveryWorkflowID.
-func deliveryWorkflowID(subscriptionID, subject string) string {
+// DeliveryWorkflowID is the id of the Delivery workflow of one
+// subscription and subject key, "deliver:<subscription-id>:<subject-key>":
+// key events name it (workflowId) and its audit rows target it.
+// activities.DeliveryWorkflowID is this.
+func DeliveryWorkflowID(subscriptionID, subject string) string {
 	return "deliver:" + subscriptionID + ":" + subject
 }
 
@@ -235,7 +239,7 @@ func deliveryWorkflowID(subscriptionID, subject string) string {
 // own events, so a failing subscriber of herald.key.failed cannot feed
 // itself.
 func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, e AuditEntry) error {
-	if e.TargetID != deliveryWorkflowID(subscriptionID, subject) {
+	if e.TargetID != DeliveryWorkflowID(subscriptionID, subject) {
 		return nil // another workflow's row: not this key's transition
 	}
 	var kind string
@@ -244,9 +248,9 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 		kind = TypeKeyFailed
 	case e.Action == ActionDeliverySkipped:
 		kind = TypeKeySkipped
-	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeRetentionExpired:
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == CodeRetentionExpired:
 		kind = TypeKeyExpired
-	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeSubscriptionRemoved:
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == CodeSubscriptionRemoved:
 		if _, err := tx.Exec(ctx, `DELETE FROM failed_keys WHERE subscription_id = $1 AND subject = $2`,
 			subscriptionID, subject); err != nil {
 			return fmt.Errorf("forget failed key %s: %w", e.TargetID, err)
@@ -308,12 +312,12 @@ func recoverKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string) 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("recover key %s: %w", deliveryWorkflowID(subscriptionID, subject), err)
+		return fmt.Errorf("recover key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
 	}
 	failedFor := max(at.Sub(failedAt), 0)
 	if err := AppendAudit(ctx, tx, AuditEntry{
 		Action: ActionDeliveryRecovered, TargetType: TargetDelivery,
-		TargetID: deliveryWorkflowID(subscriptionID, subject),
+		TargetID: DeliveryWorkflowID(subscriptionID, subject),
 		Metadata: map[string]any{
 			"subscription": subscriptionID, "subject": subject, "failedEventId": eventID,
 			"failedCode": code, "failedAt": failedAt, "failedSeconds": failedFor.Seconds(),

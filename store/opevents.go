@@ -103,7 +103,7 @@ func (t UTCTime) MarshalJSON() ([]byte, error) {
 // keyFields starts the data of a key event.
 func keyFields(sub subInfo, subscriptionID, subject string) KeyFields {
 	return KeyFields{SubscriptionID: subscriptionID, SubscriberApp: sub.App, EventType: sub.Type,
-		EventVersion: sub.Version, SubjectKey: subject, WorkflowID: deliveryWorkflowID(subscriptionID, subject)}
+		EventVersion: sub.Version, SubjectKey: subject, WorkflowID: DeliveryWorkflowID(subscriptionID, subject)}
 }
 
 // Names of the audit metadata that key events are built from: what a key's
