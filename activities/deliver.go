@@ -38,7 +38,7 @@ import (
 //     whose app has limits (a wait would hold the workflow task).
 //  3. lease the key: no other run of the key may POST meanwhile (one left
 //     behind by a terminate or a reset). Taken after load, so an inactive
-//     subscription takes no lease; released when the execution returns.
+//     subscription takes no lease, and only by the key's own workflow.
 //  4. for each event (deliverOne), in order:
 //     a. stop if the workflow cancelled the execution (an operator's action);
 //     b. admit: reject what the key must not deliver, skip what is settled
@@ -50,10 +50,13 @@ import (
 //     it: a POST is never made without both;
 //     f. POST, then give back the app's in-flight lease;
 //     g. classify the answer and record it: delivered goes on to the next
-//     event; a failure ends the execution (an error for the head of a
-//     regular execution, so Temporal retries it on the schedule).
+//     event; a POST cut short by the local deadline hands over uncounted;
+//     nothing answering ends as unreachable; any other failure ends the
+//     execution, as an error for the head of a regular execution (Temporal
+//     retries it on the schedule), as a partial result otherwise.
 //  5. finish: keep the app's unreachable mark and wait for the outcome rows
-//     to be written, so the result carries those that could not be.
+//     to be written, so the result carries those that could not be. The
+//     key's lease is given back after it.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	d := &delivery{a: a, ctx: ctx, in: in, info: activity.GetInfo(ctx)}
 	if e := d.begin(); e != nil {
