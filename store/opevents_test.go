@@ -316,3 +316,45 @@ func TestOperationalEventsOnTheWire(t *testing.T) {
 		t.Fatalf("emitted %v, want every documented type", seen)
 	}
 }
+
+// TestOperationalEventsDocCounts: the counts and lists of event types that
+// docs/operational-events.md states in prose agree with the types Herald
+// has: "its N event types", "All N are version 1", and the key events the
+// loop guard names.
+func TestOperationalEventsDocCounts(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../docs/operational-events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(raw)), " ")
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
+	counts := regexp.MustCompile(`\b(?:its|All) (zero|one|two|three|four|five|six|seven|eight|nine|ten) (?:event types|are version)`)
+	found := counts.FindAllStringSubmatch(doc, -1)
+	if len(found) == 0 {
+		t.Fatal("the document states no count of event types; update this test")
+	}
+	for _, m := range found {
+		if n := slices.Index(words, m[1]); n != len(store.OperationalEventData) {
+			t.Errorf("the document says %q; Herald has %d event types", m[0], len(store.OperationalEventData))
+		}
+	}
+	guard := regexp.MustCompile("emits \\*\\*no key events\\*\\* \\(([^)]*)\\)").FindStringSubmatch(doc)
+	if guard == nil {
+		t.Fatal("the loop guard's list of key events is gone; update this test")
+	}
+	var named, keyTypes []string
+	for _, m := range docName.FindAllStringSubmatch(guard[1], -1) {
+		named = append(named, "herald.key."+m[1])
+	}
+	for typ := range store.OperationalEventData {
+		if strings.HasPrefix(typ, "herald.key.") {
+			keyTypes = append(keyTypes, typ)
+		}
+	}
+	sort.Strings(named)
+	sort.Strings(keyTypes)
+	if !slices.Equal(named, keyTypes) {
+		t.Errorf("the loop guard names %q; the key events are %q", named, keyTypes)
+	}
+}
