@@ -339,7 +339,7 @@ func TestOperationalEventsDocCounts(t *testing.T) {
 			t.Errorf("the document says %q; Herald has %d event types", m[0], len(store.OperationalEventData))
 		}
 	}
-	guard := regexp.MustCompile("emits \\*\\*no key events\\*\\* \\(([^)]*)\\)").FindStringSubmatch(doc)
+	guard := regexp.MustCompile(`emits \*\*no key events\*\* \(([^)]*)\)`).FindStringSubmatch(doc)
 	if guard == nil {
 		t.Fatal("the loop guard's list of key events is gone; update this test")
 	}
