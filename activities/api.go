@@ -27,9 +27,10 @@ type Event struct {
 }
 
 // DeliveryWorkflowID is the workflow id of the delivery workflow of one
-// subscription and subject key: "deliver:<subscription-id>:<subject-key>".
+// subscription and subject key: "deliver:<subscription-id>:<subject-key>"
+// (store.DeliveryWorkflowID, which Herald's key events name).
 func DeliveryWorkflowID(subscriptionID, subjectKey string) string {
-	return "deliver:" + subscriptionID + ":" + subjectKey
+	return store.DeliveryWorkflowID(subscriptionID, subjectKey)
 }
 
 // Error codes of a delivery attempt (docs/design.md#the-http-contract-of-a-delivery).
@@ -46,12 +47,12 @@ const (
 	// attempt's code stays beside it.
 	CodeAttemptsExhausted = "attempts_exhausted"
 	// CodeRetentionExpired: the event was held longer than the hold expiry.
-	CodeRetentionExpired = "retention_expired"
+	CodeRetentionExpired = store.CodeRetentionExpired
 	// CodeSignalRejected: a signal named an event that is not accepted for
 	// the key's subscription and subject, or with the wrong sequence number.
 	CodeSignalRejected = "signal_rejected"
 	// CodeSubscriptionRemoved: the subscription was removed while the key held events.
-	CodeSubscriptionRemoved = "subscription_removed"
+	CodeSubscriptionRemoved = store.CodeSubscriptionRemoved
 	// CodeNotBefore marks an execution's first attempt that only waits for a
 	// retry delay carried over from an earlier execution; it is not counted.
 	CodeNotBefore = "not_before"

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"herald/envelope"
 	"herald/manifest"
 	"herald/store"
 )
@@ -97,9 +98,9 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 	if t.IsZero() {
 		t = in.now
 	}
-	env := envelope{ID: id, App: r.App, Type: r.Type, Subject: r.Subject, Time: t,
+	env := envelope.Envelope{ID: id, App: r.App, Type: r.Type, Subject: r.Subject, Time: t,
 		Version: r.Version, Data: data,
-		TraceParent: in.trace["traceparent"], TraceState: in.trace["tracestate"]}.encode()
+		TraceParent: in.trace["traceparent"], TraceState: in.trace["tracestate"]}.Encode()
 	if len(env) > in.maxEventBytes {
 		return store.NewEvent{}, &Rejection{Code: CodePayloadTooLarge,
 			Message: fmt.Sprintf("the encoded event is %d bytes, over the limit of %d bytes", len(env), in.maxEventBytes)}
@@ -111,7 +112,7 @@ func validateRequest(r Request, in checkInput) (store.NewEvent, *Rejection) {
 		Version:      r.Version,
 		Subject:      r.Subject,
 		Envelope:     env,
-		ContentHash:  contentHash(r.App, r.Type, r.Version, r.Subject, canonical),
+		ContentHash:  envelope.ContentHash(r.App, r.Type, r.Version, r.Subject, canonical),
 		TraceContext: in.trace,
 	}, nil
 }
@@ -182,7 +183,7 @@ func checkData(data json.RawMessage, decl *declared, maxEventBytes int, budget *
 			Message: fmt.Sprintf("data does not match the schema of %s@%d: %s", decl.Type, decl.Version, dataErrorsMessage(errs)),
 			Errors:  errs}
 	}
-	canonical, err = canonicalJSON(buf.Bytes())
+	canonical, err = envelope.Canonical(buf.Bytes())
 	if err != nil {
 		// ValidateData accepted it, so only a limit of the decoder can get here.
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data cannot be read: " + err.Error()}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -93,29 +92,4 @@ func syncPolicy(ctx context.Context, tx pgx.Tx, id string, sub manifest.Subscrip
 		Action: ActionSubscriptionPolicyChanged, Actor: actor, TargetType: TargetSubscription, TargetID: id,
 		Metadata: map[string]any{"from": from, "to": to},
 	})
-}
-
-// skippedData fills the data of herald.key.skipped from the metadata of a
-// delivery.skipped row; false when the row names no event.
-func skippedData(data, meta map[string]any, at time.Time) bool {
-	eventID, _ := meta["eventId"].(string)
-	if !IsUUID(eventID) {
-		return false
-	}
-	data["eventId"] = eventID
-	data["code"] = CodeSkippedAfterFailure
-	data["attempts"] = metaInt(meta["attempts"])
-	data["skippedAt"] = at.UTC().Format(time.RFC3339Nano)
-	if seq := metaInt(meta["seq"]); seq > 0 {
-		data["seq"] = seq
-	}
-	for _, k := range []string{"failedCode", "lastCode"} {
-		if s, _ := meta[k].(string); s != "" {
-			data[k] = s
-		}
-	}
-	if s, _ := meta["error"].(string); s != "" {
-		data["lastError"] = truncateUTF8(s, maxLastErrorBytes)
-	}
-	return true
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"herald/envelope"
 	"herald/manifest"
 )
 
@@ -56,11 +56,12 @@ var ErrHeraldAppTaken = errors.New("an app named " + HeraldApp + " was declared 
 var ErrReservedApp = fmt.Errorf("app id %q is reserved for Herald's own operational events; "+
 	"subscribe to herald.* events from your app's manifest instead", HeraldApp)
 
-// Codes of the audit rows that key events are derived from (the
-// activities package's CodeRetentionExpired and CodeSubscriptionRemoved).
+// Codes of the audit rows that key events are derived from; the
+// activities package's CodeRetentionExpired and CodeSubscriptionRemoved
+// are these.
 const (
-	codeRetentionExpired    = "retention_expired"
-	codeSubscriptionRemoved = "subscription_removed"
+	CodeRetentionExpired    = "retention_expired"
+	CodeSubscriptionRemoved = "subscription_removed"
 )
 
 // maxLastErrorBytes caps lastError in herald.key.failed.
@@ -169,37 +170,10 @@ func lookupSubscription(ctx context.Context, tx pgx.Tx, id, typ string) (s subIn
 	return s, ok, nil
 }
 
-// heraldEnvelope is a CloudEvent of Herald's own; the field order is the
-// order publish writes.
-type heraldEnvelope struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Source          string          `json:"source"`
-	Type            string          `json:"type"`
-	Subject         string          `json:"subject"`
-	Time            string          `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	DataVersion     int             `json:"dataversion"`
-	Data            json.RawMessage `json:"data"`
-}
-
-// envelopeTimeLayout is publish.TimeLayout.
-const envelopeTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-func compactJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
 // emitHerald appends one operational event to the event log inside tx: it
 // becomes visible to the relay when tx commits, with the rows recording the
 // transition, and not at all when tx rolls back.
-func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data map[string]any) error {
+func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Time, data any) error {
 	// A user's app named herald from before the name was reserved
 	// (ErrHeraldAppTaken): its subscribers get nothing from Herald.
 	if own, _, err := heraldAppIsOwn(ctx, tx); err != nil || !own {
@@ -209,26 +183,15 @@ func emitHerald(ctx context.Context, tx pgx.Tx, typ, subject string, at time.Tim
 	if err != nil {
 		return fmt.Errorf("emit %s: event id: %w", typ, err)
 	}
-	body, err := compactJSON(data) // map keys come out sorted: canonical
-	if err != nil {
-		return fmt.Errorf("emit %s: encode data: %w", typ, err)
-	}
-	env, err := compactJSON(heraldEnvelope{
-		SpecVersion: "1.0", ID: id.String(), Source: "app:" + HeraldApp, Type: typ, Subject: subject,
-		Time: at.UTC().Format(envelopeTimeLayout), DataContentType: "application/json",
-		DataVersion: heraldVersion, Data: body,
-	})
-	if err != nil {
-		return fmt.Errorf("emit %s: encode envelope: %w", typ, err)
-	}
-	doc, err := json.Marshal([]any{HeraldApp, typ, heraldVersion, subject, json.RawMessage(body)})
+	body, err := envelope.Data(data)
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
 	}
-	sum := sha256.Sum256(doc)
+	env := envelope.Envelope{ID: id.String(), App: HeraldApp, Type: typ, Subject: subject, Time: at,
+		Version: heraldVersion, Data: body}.Encode()
 	ins, err := InsertEventsTx(ctx, tx, []NewEvent{{
 		ID: id.String(), SourceApp: HeraldApp, Type: typ, Version: heraldVersion, Subject: subject,
-		Envelope: env, ContentHash: hex.EncodeToString(sum[:]), Via: ViaHerald,
+		Envelope: env, ContentHash: envelope.ContentHash(HeraldApp, typ, heraldVersion, subject, body), Via: ViaHerald,
 	}})
 	if err != nil {
 		return fmt.Errorf("emit %s: %w", typ, err)
@@ -257,33 +220,26 @@ func keySubject(subscriptionID, subject string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// deliveryWorkflowID is activities.DeliveryWorkflowID.
-func deliveryWorkflowID(subscriptionID, subject string) string {
+// DeliveryWorkflowID is the id of the Delivery workflow of one
+// subscription and subject key, "deliver:<subscription-id>:<subject-key>":
+// key events name it (workflowId) and its audit rows target it.
+// activities.DeliveryWorkflowID is this.
+func DeliveryWorkflowID(subscriptionID, subject string) string {
 	return "deliver:" + subscriptionID + ":" + subject
-}
-
-// keyData is the data every key event starts with.
-func keyData(sub subInfo, subscriptionID, subject string) map[string]any {
-	return map[string]any{
-		"subscriptionId": subscriptionID,
-		"subscriberApp":  sub.App,
-		"eventType":      sub.Type,
-		"eventVersion":   sub.Version,
-		"subjectKey":     subject,
-		"workflowId":     deliveryWorkflowID(subscriptionID, subject),
-	}
 }
 
 // keyTransition derives a key event from an audit row the key's own
 // Delivery workflow wrote through RecordWithAudit, in the same transaction:
 // delivery.failed gives herald.key.failed (and marks the key in
-// failed_keys), delivery.cancelled with retention_expired gives
-// herald.key.expired, and with subscription_removed forgets the key's
-// failure. Loop guard: nothing is emitted about subscriptions to Herald's
+// failed_keys), delivery.skipped gives herald.key.skipped,
+// delivery.cancelled with retention_expired gives herald.key.expired, and
+// with subscription_removed forgets the key's failure. The row's metadata
+// is read once (readDeliveryFacts) into the event's typed data
+// (opevents.go). Loop guard: nothing is emitted about subscriptions to Herald's
 // own events, so a failing subscriber of herald.key.failed cannot feed
 // itself.
 func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, e AuditEntry) error {
-	if e.TargetID != deliveryWorkflowID(subscriptionID, subject) {
+	if e.TargetID != DeliveryWorkflowID(subscriptionID, subject) {
 		return nil // another workflow's row: not this key's transition
 	}
 	var kind string
@@ -292,9 +248,9 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 		kind = TypeKeyFailed
 	case e.Action == ActionDeliverySkipped:
 		kind = TypeKeySkipped
-	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeRetentionExpired:
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == CodeRetentionExpired:
 		kind = TypeKeyExpired
-	case e.Action == ActionDeliveryCancelled && e.ErrorCode == codeSubscriptionRemoved:
+	case e.Action == ActionDeliveryCancelled && e.ErrorCode == CodeSubscriptionRemoved:
 		if _, err := tx.Exec(ctx, `DELETE FROM failed_keys WHERE subscription_id = $1 AND subject = $2`,
 			subscriptionID, subject); err != nil {
 			return fmt.Errorf("forget failed key %s: %w", e.TargetID, err)
@@ -307,12 +263,11 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 	if err != nil || !ok || IsHeraldType(sub.Type) {
 		return err
 	}
-	now := time.Now()
-	data := keyData(sub, subscriptionID, subject)
+	key, f, now := keyFields(sub, subscriptionID, subject), readDeliveryFacts(e.Metadata), time.Now()
+	subj := keySubject(subscriptionID, subject)
 	switch kind {
 	case TypeKeyFailed:
-		eventID, _ := e.Metadata["eventId"].(string)
-		if !IsUUID(eventID) {
+		if !IsUUID(f.EventID) {
 			return nil
 		}
 		var failedAt time.Time
@@ -320,44 +275,26 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 			INSERT INTO failed_keys (subscription_id, subject, event_id, code)
 			VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subscription_id, subject) DO UPDATE SET event_id = EXCLUDED.event_id, code = EXCLUDED.code
-			RETURNING now()`, subscriptionID, subject, eventID, e.ErrorCode).Scan(&failedAt); err != nil {
+			RETURNING now()`, subscriptionID, subject, f.EventID, e.ErrorCode).Scan(&failedAt); err != nil {
 			return fmt.Errorf("mark key %s failed: %w", e.TargetID, err)
 		}
-		data["eventId"] = eventID
-		data["code"] = e.ErrorCode
-		data["attempts"] = metaInt(e.Metadata["attempts"])
-		data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
-		if seq := metaInt(e.Metadata["seq"]); seq > 0 {
-			data["seq"] = seq
-		}
-		if s, _ := e.Metadata["lastCode"].(string); s != "" {
-			data["lastCode"] = s
-		}
-		if s, _ := e.Metadata["error"].(string); s != "" {
-			data["lastError"] = truncateUTF8(s, maxLastErrorBytes)
-		}
-		now = failedAt
+		return emitHerald(ctx, tx, kind, subj, failedAt, KeyFailed{KeyFields: key, EventID: f.EventID, Seq: f.Seq,
+			Code: e.ErrorCode, LastCode: f.LastCode, LastError: lastError(f.Error), Attempts: f.Attempts,
+			FailedAt: UTCTime(failedAt)})
 	case TypeKeySkipped:
-		if !skippedData(data, e.Metadata, now) {
+		if !IsUUID(f.EventID) {
 			return nil
 		}
-	case TypeKeyExpired:
-		count := metaInt(e.Metadata["count"])
-		if count < 1 {
+		return emitHerald(ctx, tx, kind, subj, now, KeySkipped{KeyFields: key, EventID: f.EventID, Seq: f.Seq,
+			Code: CodeSkippedAfterFailure, FailedCode: f.FailedCode, LastCode: f.LastCode,
+			LastError: lastError(f.Error), Attempts: f.Attempts, SkippedAt: UTCTime(now)})
+	default: // TypeKeyExpired
+		if f.Count < 1 {
 			return nil
 		}
-		data["count"] = count
-		data["expiredAt"] = now.UTC().Format(time.RFC3339Nano)
-		if ids, ok := e.Metadata["eventIds"].([]any); ok {
-			data["eventIds"] = ids
-		} else if ids, ok := e.Metadata["eventIds"].([]string); ok {
-			data["eventIds"] = ids
-		}
-		if s, _ := e.Metadata["holdExpiry"].(string); s != "" {
-			data["holdExpiry"] = s
-		}
+		return emitHerald(ctx, tx, kind, subj, now, KeyExpired{KeyFields: key, Count: f.Count,
+			EventIDs: f.EventIDs, HoldExpiry: f.HoldExpiry, ExpiredAt: UTCTime(now)})
 	}
-	return emitHerald(ctx, tx, kind, keySubject(subscriptionID, subject), now, data)
 }
 
 // recoverKey records that a key in failed_keys delivered again: it forgets
@@ -375,12 +312,12 @@ func recoverKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string) 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("recover key %s: %w", deliveryWorkflowID(subscriptionID, subject), err)
+		return fmt.Errorf("recover key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
 	}
 	failedFor := max(at.Sub(failedAt), 0)
 	if err := AppendAudit(ctx, tx, AuditEntry{
 		Action: ActionDeliveryRecovered, TargetType: TargetDelivery,
-		TargetID: deliveryWorkflowID(subscriptionID, subject),
+		TargetID: DeliveryWorkflowID(subscriptionID, subject),
 		Metadata: map[string]any{
 			"subscription": subscriptionID, "subject": subject, "failedEventId": eventID,
 			"failedCode": code, "failedAt": failedAt, "failedSeconds": failedFor.Seconds(),
@@ -392,18 +329,14 @@ func recoverKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string) 
 	if err != nil || !ok || IsHeraldType(sub.Type) {
 		return err
 	}
-	data := keyData(sub, subscriptionID, subject)
-	data["failedEventId"] = eventID
-	data["failedCode"] = code
-	data["failedAt"] = failedAt.UTC().Format(time.RFC3339Nano)
-	data["recoveredAt"] = at.UTC().Format(time.RFC3339Nano)
-	data["failedSeconds"] = failedFor.Seconds()
+	data := KeyRecovered{KeyFields: keyFields(sub, subscriptionID, subject), FailedEventID: eventID,
+		FailedCode: code, FailedAt: UTCTime(failedAt), RecoveredAt: UTCTime(at), FailedSeconds: failedFor.Seconds()}
 	return emitHerald(ctx, tx, TypeKeyRecovered, keySubject(subscriptionID, subject), at, data)
 }
 
 // emitStateChange writes herald.subscription.state_changed for one change
 // written by writeStateChange, in the same transaction.
-func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor string, extra map[string]any) error {
+func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor, reason string) error {
 	sub, ok, err := lookupSubscription(ctx, tx, c.SubscriptionID, TypeSubscriptionStateChanged)
 	if err != nil || !ok {
 		return err
@@ -412,27 +345,23 @@ func emitStateChange(ctx context.Context, tx pgx.Tx, c StateChange, actor string
 		actor = ActorSystem
 	}
 	now := time.Now()
-	data := map[string]any{
-		"subscriptionId": c.SubscriptionID,
-		"subscriberApp":  sub.App,
-		"eventType":      sub.Type,
-		"eventVersion":   sub.Version,
-		"from":           c.From,
-		"fromReason":     nullable(c.FromReason),
-		"to":             c.To,
-		"toReason":       nullable(c.ToReason),
-		"actor":          actor,
-		"changedAt":      now.UTC().Format(time.RFC3339Nano),
-	}
-	if r, _ := extra["reason"].(string); r != "" {
-		data["reason"] = r
-	}
+	data := SubscriptionStateChanged{SubscriptionID: c.SubscriptionID, SubscriberApp: sub.App,
+		EventType: sub.Type, EventVersion: sub.Version, From: c.From, FromReason: reasonOrNull(c.FromReason),
+		To: c.To, ToReason: reasonOrNull(c.ToReason), Actor: actor, Reason: reason, ChangedAt: UTCTime(now)}
 	subject := c.SubscriptionID
 	if len(subject) > maxSubjectBytes {
 		sum := sha256.Sum256([]byte(subject))
 		subject = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return emitHerald(ctx, tx, TypeSubscriptionStateChanged, subject, now, data)
+}
+
+// reasonOrNull is a state's reason, null (nil) when there is none.
+func reasonOrNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // metaInt reads a whole number from audit metadata, which holds float64

@@ -278,7 +278,8 @@ func writeStateChange(ctx context.Context, q pgx.Tx, c StateChange, actor string
 	}); err != nil {
 		return err
 	}
-	return emitStateChange(ctx, q, c, actor, extra)
+	reason, _ := extra["reason"].(string)
+	return emitStateChange(ctx, q, c, actor, reason)
 }
 
 // nullable makes an empty reason a JSON null, as the column stores it.

@@ -1,0 +1,121 @@
+// Package envelope writes the CloudEvents 1.0 envelope that Herald stores and
+// delivers, and the content hash that makes re-publishing idempotent. Both
+// publishing paths use it: an app's event (package publish) and Herald's own
+// operational events (package store), so the two cannot drift apart.
+package envelope
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// TimeLayout is how the envelope's time is written: RFC 3339 in UTC with
+// exactly nine fractional digits, so an envelope's size does not depend on
+// the instant.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// Envelope holds the fields of a CloudEvents 1.0 structured event.
+type Envelope struct {
+	ID      string
+	App     string // the source is "app:" + App
+	Type    string
+	Subject string
+	Time    time.Time
+	Version int    // dataversion
+	Data    []byte // compact JSON, written as it is
+	// TraceParent and TraceState are the publish span's W3C trace context,
+	// written as the extension attributes of the CloudEvents distributed
+	// tracing extension when not empty.
+	TraceParent, TraceState string
+}
+
+// Encode writes the envelope as compact JSON with a fixed field order:
+// specversion, id, source, type, subject, time, datacontenttype,
+// dataversion, traceparent and tracestate (when present), data. Strings
+// keep <, > and & readable.
+func (e Envelope) Encode() []byte {
+	var b bytes.Buffer
+	b.Grow(len(e.Data) + len(e.Subject) + len(e.Type) + 256)
+	b.WriteString(`{"specversion":"1.0","id":`)
+	writeJSONString(&b, e.ID)
+	b.WriteString(`,"source":`)
+	writeJSONString(&b, "app:"+e.App)
+	b.WriteString(`,"type":`)
+	writeJSONString(&b, e.Type)
+	b.WriteString(`,"subject":`)
+	writeJSONString(&b, e.Subject)
+	b.WriteString(`,"time":"`)
+	b.WriteString(e.Time.UTC().Format(TimeLayout))
+	b.WriteString(`","datacontenttype":"application/json","dataversion":`)
+	b.WriteString(strconv.Itoa(e.Version))
+	if e.TraceParent != "" {
+		b.WriteString(`,"traceparent":`)
+		writeJSONString(&b, e.TraceParent)
+		if e.TraceState != "" {
+			b.WriteString(`,"tracestate":`)
+			writeJSONString(&b, e.TraceState)
+		}
+	}
+	b.WriteString(`,"data":`)
+	b.Write(e.Data)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// writeJSONString writes s as a JSON string, leaving <, > and & readable.
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes; writing to a Buffer cannot fail
+	b.Truncate(b.Len() - 1)
+}
+
+// ContentHash identifies an event's content for idempotent re-publishing:
+// SHA-256 over app, type, version, subject and the canonical data (from
+// Canonical). The time is left out, so retrying a publish without an
+// explicit time finds the same content.
+func ContentHash(app, typ string, version int, subject string, canonicalData []byte) string {
+	// canonicalData comes from Canonical, so marshalling cannot fail.
+	doc, _ := json.Marshal([]any{app, typ, version, subject, json.RawMessage(canonicalData)})
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
+}
+
+// Canonical rewrites valid JSON with object keys sorted and no white space,
+// keeping numbers as written and <, > and & readable, so equal data hashes
+// equally whatever its formatting.
+func Canonical(data []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("canonicalize data: %w", err)
+	}
+	return marshal(v)
+}
+
+// Data encodes v (an operational event's payload, say) as canonical JSON:
+// what Encode takes as Data and ContentHash as canonicalData.
+func Data(v any) ([]byte, error) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode data: %w", err)
+	}
+	return Canonical(raw)
+}
+
+// marshal is json.Marshal that leaves <, > and & readable.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
