@@ -151,7 +151,7 @@ Herald is running.
   Logs:          .dev/worker.log  .dev/subscriber.log  (received events: .dev/received.ndjson)
 
 In another terminal:
-  export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS HERALD_SECRET_KEY='$HERALD_SECRET_KEY' PATH=\$PWD/.dev/bin:\$PATH
+  export HERALD_DATABASE_URL='$HERALD_DATABASE_URL' TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS HERALD_SECRET_KEY='$HERALD_SECRET_KEY' HERALD_ALLOW_NETWORKS='$HERALD_ALLOW_NETWORKS' PATH=\$PWD/.dev/bin:\$PATH
 
 Publish over HTTP (202 with the accepted id; refusals are application/problem+json):
   curl -H "Authorization: Bearer \$(cat .dev/api-token)" -H 'Content-Type: application/json' \\

@@ -270,7 +270,7 @@ func headingAnchors(doc string) []string {
 
 // devExports are the variables the page relies on finding in the export
 // line make dev prints: the test's shell gets them with its own values.
-var devExports = []string{"HERALD_DATABASE_URL", "TEMPORAL_ADDRESS", "HERALD_SECRET_KEY", "PATH"}
+var devExports = []string{"HERALD_DATABASE_URL", "TEMPORAL_ADDRESS", "HERALD_SECRET_KEY", "HERALD_ALLOW_NETWORKS", "PATH"}
 
 // wantDevExports checks that scripts/dev.sh still prints, under "In another
 // terminal", an export line with every variable the page's reader needs.

@@ -126,7 +126,9 @@ func shellEnv(t *testing.T, s *system.System) []string {
 		"HERALD_DATABASE_URL": s.Cfg.DatabaseURL,
 		"TEMPORAL_ADDRESS":    s.Cfg.TemporalAddress,
 		"HERALD_SECRET_KEY":   s.Cfg.SecretKey,
-		"PATH":                bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// make dev's worker delivers to loopback, and says so to starter.
+		"HERALD_ALLOW_NETWORKS": "127.0.0.0/8,::1/128",
+		"PATH":                  bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 	}
 	for _, name := range devExports {
 		env = append(env, name+"="+given[name])
