@@ -261,12 +261,6 @@ const (
 		RETURNING seq`
 )
 
-// lockAndInsert locks the stripe rows of every distinct ordering key of evs
-// (type by type in ascending order, each type's stripes in ascending order;
-// ErrNoKeyStripes when a type's rows are missing), then inserts evs in
-// order, filling out; all in one round trip, statements in that order. Ids
-// that already exist are then resolved against the stored content hash. A transaction that shares several keys
-// with another cannot deadlock with it: both lock in the same order.
 // makeKeyStripes makes the stripe rows of evs' types and versions that have
 // none (makeStripes), type by type in ascending order.
 func makeKeyStripes(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
@@ -279,6 +273,13 @@ func makeKeyStripes(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 	return nil
 }
 
+// lockAndInsert locks the stripe rows of every distinct ordering key of evs
+// (type by type in ascending order, each type's stripes in ascending order;
+// ErrNoKeyStripes when a type's rows are missing), then inserts evs in
+// order, filling out; all in one round trip, statements in that order. Ids
+// that already exist are then resolved against the stored content hash. A
+// transaction that shares several keys with another cannot deadlock with
+// it: both lock in the same order.
 func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
