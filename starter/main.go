@@ -22,7 +22,7 @@ func main() {
 	shutdownTracing, err := tracing.Setup(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starter:", err)
-		os.Exit(2)
+		os.Exit(cli.ExitInvalid) // an OTEL_* setting it cannot use
 	}
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()

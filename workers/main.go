@@ -20,6 +20,17 @@ import (
 	"herald/service"
 )
 
+// Exit codes of the worker (docs/design.md#command-line, checked by
+// main_test.go).
+const (
+	// exitStopped: the worker stopped gracefully.
+	exitStopped = 0
+	// exitFailed: the worker could not start or failed while running.
+	exitFailed = 1
+	// exitConfig: its configuration (the environment) is invalid.
+	exitConfig = 2
+)
+
 func main() {
 	os.Exit(run())
 }
@@ -28,12 +39,12 @@ func run() int {
 	cfg, err := config.LoadWorker(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workers:", err)
-		return 2
+		return exitConfig
 	}
 	log, err := zaplog.New(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workers: HERALD_LOG_LEVEL:", err)
-		return 2
+		return exitConfig
 	}
 	defer func() { _ = log.Sync() }()
 	setGCPercent(os.Getenv)
@@ -44,7 +55,7 @@ func run() int {
 	shutdownTracing, err := tracing.Setup(ctx)
 	if err != nil {
 		log.Error("tracing", zap.Error(err))
-		return 2
+		return exitConfig
 	}
 	tracing.SetTrustIncoming(cfg.TrustIncomingTrace)
 	defer func() {
@@ -58,11 +69,11 @@ func run() int {
 	svc, err := service.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("start", zap.Error(err))
-		return 1
+		return exitFailed
 	}
 	if err := svc.Run(ctx); err != nil {
 		log.Error("run", zap.Error(err))
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitStopped
 }
