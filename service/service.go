@@ -211,12 +211,35 @@ const (
 	ActivityTaskPollers = 2
 )
 
+// Bounds of a graceful stop (Run), which docs/production.md's grace period
+// and docker-compose.yml's stop_grace_period must cover (checked by
+// deploy/grace_test.go).
+const (
+	// HTTPShutdownTimeout bounds the HTTP servers' shutdown (the endpoints
+	// and the publishing API, together).
+	HTTPShutdownTimeout = 10 * time.Second
+	// relayStopTimeout bounds the relay's stop: giving its partitions back
+	// and closing its connection take up to 5 s each (store.Member.Leave)
+	// when the database does not answer; milliseconds when it does.
+	relayStopTimeout = 10 * time.Second
+	// workerStopMargin is added to the delivery timeout for the Temporal
+	// worker's stop.
+	workerStopMargin = 5 * time.Second
+)
+
+// StopTimeout is the longest a graceful stop of a service run with cfg
+// takes: the HTTP servers' shutdown, the relay's, then the Temporal worker's,
+// one after the other.
+func StopTimeout(cfg config.Worker) time.Duration {
+	return HTTPShutdownTimeout + relayStopTimeout + workerOptions(cfg).WorkerStopTimeout
+}
+
 // workerOptions are the Temporal worker's options for cfg.
 func workerOptions(cfg config.Worker) worker.Options {
 	return worker.Options{
 		// On SIGTERM, deliveries in flight get this long to finish before
 		// they are cancelled (and retried by Temporal elsewhere).
-		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
+		WorkerStopTimeout: cfg.DeliveryTimeout + workerStopMargin,
 		// Workflow tasks: the SDK's autoscaling behaviour pinned at a fixed
 		// count, for its separate pollers of the normal and the sticky queue.
 		// With a fixed count (MaxConcurrentWorkflowTaskPollers) the SDK runs
@@ -276,7 +299,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("stopping")
 	s.Metrics.SetReady(false)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
 	defer cancel()
 	s.stopAPI(shutdownCtx)
 	_ = s.server.Shutdown(shutdownCtx)

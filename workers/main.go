@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -60,7 +59,7 @@ func run() int {
 	tracing.SetTrustIncoming(cfg.TrustIncomingTrace)
 	defer func() {
 		// Flush the spans still buffered; ctx has ended by now.
-		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
 		defer cancel()
 		if err := shutdownTracing(fctx); err != nil {
 			log.Warn("flush traces", zap.Error(err))
