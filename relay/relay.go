@@ -34,6 +34,15 @@ type Signaler interface {
 // for dispatch (HERALD_RELAY_POLL_INTERVAL).
 const DefaultIdlePoll = 100 * time.Millisecond
 
+// Defaults of Relay's caps (docs quote them; deploy/docfigures_test.go
+// checks the quotes).
+const (
+	// DefaultParallel is the default of Parallel: signals in flight at once.
+	DefaultParallel = 64
+	// DefaultMaxEventsPerSignal is the default of MaxEventsPerSignal.
+	DefaultMaxEventsPerSignal = 500
+)
+
 // Relay is the outbox relay. The log's keys fall into store.RelayPartitions
 // partitions, each led by one relay at a time through a lease row only
 // Herald's roles may take (store.Member); the relays of one database share
@@ -58,9 +67,10 @@ type Relay struct {
 	// backing off come due within it.
 	IdlePoll time.Duration
 	// Parallel caps the signals in flight at once, across the partitions
-	// the relay leads (default 64).
+	// the relay leads (default DefaultParallel).
 	Parallel int
-	// MaxEventsPerSignal caps the events of one key in one signal (default 500).
+	// MaxEventsPerSignal caps the events of one key in one signal (default
+	// DefaultMaxEventsPerSignal).
 	MaxEventsPerSignal int
 	// SweepInterval is how often the leader of partition 0 looks for keys
 	// of removed subscriptions that still hold events, and for keys to
@@ -146,10 +156,10 @@ func (r *Relay) defaults() {
 		r.IdlePoll = DefaultIdlePoll
 	}
 	if r.Parallel <= 0 {
-		r.Parallel = 64
+		r.Parallel = DefaultParallel
 	}
 	if r.MaxEventsPerSignal <= 0 {
-		r.MaxEventsPerSignal = 500
+		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
 	}
 	if r.SweepInterval <= 0 {
 		r.SweepInterval = 20 * time.Second

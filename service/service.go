@@ -194,18 +194,20 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 }
 
 // Pollers per worker process: a fixed number of long polls for workflow
-// tasks (one pool serving both the task queue and the worker's sticky
-// queue) and for activity tasks. Fixed, not autoscaled: on a Temporal
-// server without poller autoscaling support (the 1.29 dev server among
-// them) the SDK's autoscaled pollers left workflow tasks waiting on the
+// tasks and for activity tasks; the counts never change at run time. On a
+// Temporal server without poller autoscaling support (the 1.29 dev server
+// among them) pollers the SDK scaled down left workflow tasks waiting on the
 // sticky queue until their 5 s schedule-to-start timeout, and let started
 // workflow tasks run into their 10 s start-to-close timeout, which cut
-// Herald below the bare Temporal shape's throughput (issue 13). Set
-// explicitly, the counts also keep the SDK from enrolling the worker into
-// autoscaling when a namespace offers it. Eight workflow pollers, not two:
-// with two, after a worker was killed the keys' workflow tasks waited up to
-// 81 s on the task queue in the chaos suite (3 of 3 runs failed); with
-// eight the same suite passed with no wait beyond its bound.
+// Herald below the bare Temporal shape's throughput (issue 13). The
+// workflow task pollers are nonetheless the SDK's autoscaling behaviour,
+// pinned at WorkflowTaskPollers (see workerOptions): only that behaviour
+// gives the task queue and the sticky queue separate pollers. Eight
+// workflow pollers, not two: with two, after a worker was killed the keys'
+// workflow tasks waited up to 81 s on the task queue in the chaos suite (3
+// of 3 runs failed); with eight the same suite passed with no wait beyond
+// its bound. docs/production.md quotes both counts
+// (deploy/docfigures_test.go checks them).
 const (
 	WorkflowTaskPollers = 8
 	ActivityTaskPollers = 2

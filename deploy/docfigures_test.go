@@ -1,0 +1,68 @@
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"herald/internal/tracing"
+	"herald/keyops"
+	"herald/relay"
+	heraldservice "herald/service"
+	"herald/store"
+)
+
+// docFigure is a figure a page quotes from the code: the pattern's first
+// group must read as the constant, and every match in the page is checked.
+type docFigure struct {
+	page    string
+	pattern string
+	want    string
+}
+
+// docFigures are the code's constants the pages quote by hand.
+var docFigures = []docFigure{
+	{"docs/production.md", `(\d+) for workflow tasks and \d+ for\s+activity tasks`, fmt.Sprint(heraldservice.WorkflowTaskPollers)},
+	{"docs/production.md", `\d+ for workflow tasks and (\d+) for\s+activity tasks`, fmt.Sprint(heraldservice.ActivityTaskPollers)},
+	{"docs/production.md", `autoscaling poller\s+behaviour pinned at (\d+)`, fmt.Sprint(heraldservice.WorkflowTaskPollers)},
+	{"README.md", `Fixed-count pollers \((\d+) for\s+workflow tasks`, fmt.Sprint(heraldservice.WorkflowTaskPollers)},
+	{"README.md", `sticky queue; (\d+) for\s+activities`, fmt.Sprint(heraldservice.ActivityTaskPollers)},
+	{"docs/production.md", `HTTP servers \(up to (\d+) s\)`, seconds(heraldservice.HTTPShutdownTimeout)},
+	{"docs/production.md", `flushes its spans for up to (\d+) s`, seconds(tracing.FlushTimeout)},
+	{"docs/observability.md", `A signal carries up to (\d+) events`, fmt.Sprint(relay.DefaultMaxEventsPerSignal)},
+	{"docs/operations-api.md", `one redeliver signal per (\d+) events`, fmt.Sprint(keyops.IDsPerSignal)},
+	{"README.md", `relay \(in the workers; (\d+) partitions\)`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/design.md", `The log's keys fall into (\d+) partitions`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/production.md", `keys fall into (\d+) partitions`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/docker.md", `the relay's (\d+) partitions`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/runbook.md", `(\d+) partitions of the log`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/production.md", `renews every second for (\d+) s`, seconds(store.PartitionLeaseTTL)},
+	{"docs/production.md", `probes the log every (\d+) ms`, fmt.Sprint(relay.DefaultIdlePoll.Milliseconds())},
+}
+
+func seconds(d time.Duration) string { return fmt.Sprint(int(d.Seconds())) }
+
+// TestDocsQuoteTheCodesFigures reads each figure the docs quote from the
+// code (pollers, the relay's partitions and caps, stop timeouts) against
+// the constant it quotes, so a change of one is a failing test until the
+// docs follow.
+func TestDocsQuoteTheCodesFigures(t *testing.T) {
+	for _, f := range docFigures {
+		src, err := os.ReadFile(filepath.Join(repoRoot, f.page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := regexp.MustCompile(f.pattern).FindAllSubmatch(src, -1)
+		if len(ms) == 0 {
+			t.Errorf("%s no longer says %q; update the page or this test's table", f.page, f.pattern)
+		}
+		for _, m := range ms {
+			if string(m[1]) != f.want {
+				t.Errorf("%s: %q quotes %s; the code says %s", f.page, m[0], m[1], f.want)
+			}
+		}
+	}
+}
