@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"herald/api"
 	"herald/internal/tracing"
 	"herald/keyops"
+	"herald/manifest"
+	"herald/publish"
 	"herald/relay"
 	heraldservice "herald/service"
 	"herald/store"
@@ -43,6 +46,31 @@ var docFigures = []docFigure{
 	{"docs/runbook.md", `(\d+) partitions of the log`, fmt.Sprint(store.RelayPartitions)},
 	{"docs/production.md", `renews every second for (\d+) s`, seconds(store.PartitionLeaseTTL)},
 	{"docs/production.md", `probes the log every (\d+) ms`, fmt.Sprint(relay.DefaultIdlePoll.Milliseconds())},
+	{"docs/observability.md", `the worker flushes the spans still buffered,\s+waiting at most (\d+) s`, seconds(tracing.FlushTimeout)},
+	// Sizes and limits of publishing.
+	{"docs/design.md", `the data as given is at most (\d+) KiB`, kib(publish.DefaultMaxEventBytes)},
+	{"docs/design.md", `the encoded event is at most (\d+) KiB`, kib(publish.DefaultMaxEventBytes)},
+	{"docs/manifests.md", `Data longer than the event limit \((\d+) KiB\)`, kib(publish.DefaultMaxEventBytes)},
+	{"docs/observability.md", `count towards the (\d+) KiB limit of an encoded event`, kib(publish.DefaultMaxEventBytes)},
+	{"docs/design.md", `A ` + "`dataSchema`" + ` is compiled under a budget \((\d+) KiB`, kib(manifest.MaxSchemaBytes)},
+	{"docs/manifests.md", `A ` + "`dataSchema`" + ` may be at most (\d+) KiB`, kib(manifest.MaxSchemaBytes)},
+	{"docs/design.md", `the body is over (\d+) MiB`, fmt.Sprint(api.DefaultMaxBodyBytes >> 20)},
+	{"docs/publishing.md", `the body is over (\d+) MiB`, fmt.Sprint(api.DefaultMaxBodyBytes >> 20)},
+	{"docs/design.md", `holds over (1,000) events`, thousands(api.MaxBatchEvents)},
+	{"docs/publishing.md", "`ReadHeaderTimeout` (\\d+) s", seconds(api.ReadHeaderTimeout)},
+	{"docs/publishing.md", "`ReadTimeout`\\s+and `WriteTimeout` (\\d+) s", seconds(api.WriteTimeout)},
+	{"docs/publishing.md", "`IdleTimeout` (\\d+) s", seconds(api.IdleTimeout)},
+	{"docs/publishing.md", "`IdleTimeout` \\d+ s, (\\d+) KiB of headers", kib(api.MaxHeaderBytes)},
+}
+
+func kib(n int) string { return fmt.Sprint(n >> 10) }
+
+// thousands writes n as the docs do: 1,000.
+func thousands(n int) string {
+	if n < 1000 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%s,%03d", thousands(n/1000), n%1000)
 }
 
 func seconds(d time.Duration) string { return fmt.Sprint(int(d.Seconds())) }
