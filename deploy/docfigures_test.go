@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/api"
+	"herald/config"
 	"herald/internal/tracing"
 	"herald/keyops"
 	"herald/manifest"
@@ -61,6 +62,15 @@ var docFigures = []docFigure{
 	{"docs/publishing.md", "`ReadTimeout`\\s+and `WriteTimeout` (\\d+) s", seconds(api.WriteTimeout)},
 	{"docs/publishing.md", "`IdleTimeout` (\\d+) s", seconds(api.IdleTimeout)},
 	{"docs/publishing.md", "`IdleTimeout` \\d+ s, (\\d+) KiB of headers", kib(api.MaxHeaderBytes)},
+	{"docs/publishing.md", `a JSON event object \(alone or in an array\) is over (\d+) KiB`, kib(publish.MaxLineBytes)},
+	{"docs/design.md", `a JSON event object \(alone or in an array\) is over (\d+) KiB`, kib(publish.MaxLineBytes)},
+	{"docs/design.md", `decoded one after the other, each within (\d+) KiB`, kib(publish.MaxLineBytes)},
+	// The API's abuse limits.
+	{"docs/publishing.md", `refused by every worker within (\d+) s`, seconds(api.DefaultTokenCacheTTL)},
+	{"docs/console.md", `every session of it within (\d+) s, the API's token cache`, seconds(api.DefaultTokenCacheTTL)},
+	{"docs/publishing.md", `\((\d+) in a row, then one a second\)`, fmt.Sprint(api.DefaultAuthFailureBurst)},
+	{"docs/production.md", `\((\d+) in a row, then one a second;`, fmt.Sprint(api.DefaultAuthFailureBurst)},
+	{"docs/publishing.md", "`HERALD_API_TOKEN_CONCURRENCY` \\((\\d+)\\)", fmt.Sprint(config.DefaultAPITokenConcurrency)},
 }
 
 func kib(n int) string { return fmt.Sprint(n >> 10) }
