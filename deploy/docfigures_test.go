@@ -12,6 +12,7 @@ import (
 
 	"herald/api"
 	"herald/config"
+	"herald/filter"
 	"herald/internal/tracing"
 	"herald/keyops"
 	"herald/manifest"
@@ -19,6 +20,7 @@ import (
 	"herald/relay"
 	heraldservice "herald/service"
 	"herald/store"
+	"herald/workflows"
 )
 
 // docFigure is a figure a page quotes from the code: the pattern's first
@@ -71,6 +73,60 @@ var docFigures = []docFigure{
 	{"docs/publishing.md", `\((\d+) in a row, then one a second\)`, fmt.Sprint(api.DefaultAuthFailureBurst)},
 	{"docs/production.md", `\((\d+) in a row, then one a second;`, fmt.Sprint(api.DefaultAuthFailureBurst)},
 	{"docs/publishing.md", "`HERALD_API_TOKEN_CONCURRENCY` \\((\\d+)\\)", fmt.Sprint(config.DefaultAPITokenConcurrency)},
+	// Manifests: schemas, numbers, validation, filters and the error policy.
+	{"docs/manifests.md", `at most (\d+) KiB, \d+ levels deep`, kib(manifest.MaxSchemaBytes)},
+	{"docs/manifests.md", `KiB, (\d+) levels deep`, fmt.Sprint(manifest.MaxSchemaDepth)},
+	{"docs/design.md", `\(\d+ KiB, (\d+) levels, [\d,]+\s+subschemas`, fmt.Sprint(manifest.MaxSchemaDepth)},
+	{"docs/manifests.md", `levels deep, ([\d,]+)\s+subschemas`, thousands(manifest.MaxExpandedSchema)},
+	{"docs/design.md", `levels, ([\d,]+)\s+subschemas once references are expanded`, thousands(manifest.MaxExpandedSchema)},
+	{"docs/manifests.md", `and take at most (\d+) s to compile`, seconds(manifest.MaxCompileTime)},
+	{"docs/design.md", `subschemas once references are expanded, (\d+) s`, seconds(manifest.MaxCompileTime)},
+	{"docs/manifests.md", `more than\s+(\d+) subschemas to one value`, fmt.Sprint(manifest.MaxChecksPerValue)},
+	{"docs/manifests.md", `exponent must be within ±(\d+)`, fmt.Sprint(manifest.MaxNumberExponent)},
+	{"docs/manifests.md", `it may have at most\s+(\d+) digits`, fmt.Sprint(manifest.MaxNumberDigits)},
+	{"docs/manifests.md", `may take at most ([\d,]+) steps`, thousands(manifest.MaxValidationSteps)},
+	{"docs/design.md", `Data over ([\d,]+) steps`, thousands(manifest.MaxValidationSteps)},
+	{"docs/manifests.md", `the events of one request\s+([\d,]+);`, thousands(manifest.MaxRequestValidationSteps)},
+	{"docs/design.md", `its request's ([\d,]+) steps`, thousands(manifest.MaxRequestValidationSteps)},
+	{"docs/manifests.md", `in at most ([\d,]+) characters`, thousands(filter.MaxLength)},
+	{"docs/manifests.md", `capped \(CEL cost ([\d,]+), \d+ ms\)`, thousands(filter.CostLimit)},
+	{"docs/manifests.md", `capped \(CEL cost [\d,]+, (\d+) ms\)`, fmt.Sprint(filter.Deadline.Milliseconds())},
+	{"docs/design.md", `exceeds the cost limit of ([\d,]+)`, thousands(filter.CostLimit)},
+	{"docs/design.md", `One evaluation stops at CEL cost ([\d,]+)`, thousands(filter.CostLimit)},
+	{"docs/design.md", `\(` + "`cost_limit`" + `\) or after (\d+) ms`, fmt.Sprint(filter.Deadline.Milliseconds())},
+	{"docs/manifests.md", `\(1 to (\d+)\) replaces the retry schedule's`, fmt.Sprint(manifest.MaxAttemptsLimit)},
+	{"docs/manifests.md", `replaces the retry schedule's (\d+) attempts`, fmt.Sprint(len(workflows.DefaultRetrySchedule) + 1)},
+	{"docs/manifests.md", `its last delay \((\w+)\) repeats`, short(workflows.DefaultRetrySchedule[len(workflows.DefaultRetrySchedule)-1])},
+	{"docs/runbook.md", `by default, (\d+) attempts\)`, fmt.Sprint(len(workflows.DefaultRetrySchedule) + 1)},
+	// The Delivery workflow's defaults.
+	{"docs/runbook.md", "the schedule \\(`([^`]+)` by default", schedule(workflows.DefaultRetrySchedule)},
+	{"docs/design.md", "on the schedule\\s+`([^`]+)` \\(\\d+ attempts", schedule(workflows.DefaultRetrySchedule)},
+	{"docs/design.md", "on the schedule\\s+`[^`]+` \\((\\d+) attempts", fmt.Sprint(len(workflows.DefaultRetrySchedule) + 1)},
+	{"docs/design.md", "`HERALD_REARM_COOLDOWN` \\((\\w+)\\)", short(workflows.DefaultRearmCooldown)},
+	{"docs/design.md", "`HERALD_MAX_REARMS` \\((\\d+)\\) times", fmt.Sprint(workflows.DefaultMaxRearms)},
+	{"docs/runbook.md", `after a cooldown \((\w+) by default, at most \d+ times`, short(workflows.DefaultRearmCooldown)},
+	{"docs/runbook.md", `after a cooldown \(\w+ by default, at most (\d+) times`, fmt.Sprint(workflows.DefaultMaxRearms)},
+}
+
+// schedule writes a retry schedule as the docs do: 1s, 5s, 30s.
+func schedule(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = short(d)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// short writes d as the docs do: 1h, 30m, 5s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func kib(n int) string { return fmt.Sprint(n >> 10) }
