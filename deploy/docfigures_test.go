@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"herald/api"
+	heraldapi "herald/api"
 	"herald/config"
 	"herald/filter"
 	"herald/internal/tracing"
@@ -57,21 +57,21 @@ var docFigures = []docFigure{
 	{"docs/observability.md", `count towards the (\d+) KiB limit of an encoded event`, kib(publish.DefaultMaxEventBytes)},
 	{"docs/design.md", `A ` + "`dataSchema`" + ` is compiled under a budget \((\d+) KiB`, kib(manifest.MaxSchemaBytes)},
 	{"docs/manifests.md", `A ` + "`dataSchema`" + ` may be at most (\d+) KiB`, kib(manifest.MaxSchemaBytes)},
-	{"docs/design.md", `the body is over (\d+) MiB`, fmt.Sprint(api.DefaultMaxBodyBytes >> 20)},
-	{"docs/publishing.md", `the body is over (\d+) MiB`, fmt.Sprint(api.DefaultMaxBodyBytes >> 20)},
-	{"docs/design.md", `holds over (1,000) events`, thousands(api.MaxBatchEvents)},
-	{"docs/publishing.md", "`ReadHeaderTimeout` (\\d+) s", seconds(api.ReadHeaderTimeout)},
-	{"docs/publishing.md", "`ReadTimeout`\\s+and `WriteTimeout` (\\d+) s", seconds(api.WriteTimeout)},
-	{"docs/publishing.md", "`IdleTimeout` (\\d+) s", seconds(api.IdleTimeout)},
-	{"docs/publishing.md", "`IdleTimeout` \\d+ s, (\\d+) KiB of headers", kib(api.MaxHeaderBytes)},
+	{"docs/design.md", `the body is over (\d+) MiB`, fmt.Sprint(heraldapi.DefaultMaxBodyBytes >> 20)},
+	{"docs/publishing.md", `the body is over (\d+) MiB`, fmt.Sprint(heraldapi.DefaultMaxBodyBytes >> 20)},
+	{"docs/design.md", `holds over (1,000) events`, thousands(heraldapi.MaxBatchEvents)},
+	{"docs/publishing.md", "`ReadHeaderTimeout` (\\d+) s", seconds(heraldapi.ReadHeaderTimeout)},
+	{"docs/publishing.md", "`ReadTimeout`\\s+and `WriteTimeout` (\\d+) s", seconds(heraldapi.WriteTimeout)},
+	{"docs/publishing.md", "`IdleTimeout` (\\d+) s", seconds(heraldapi.IdleTimeout)},
+	{"docs/publishing.md", "`IdleTimeout` \\d+ s, (\\d+) KiB of headers", kib(heraldapi.MaxHeaderBytes)},
 	{"docs/publishing.md", `a JSON event object \(alone or in an array\) is over (\d+) KiB`, kib(publish.MaxLineBytes)},
 	{"docs/design.md", `a JSON event object \(alone or in an array\) is over (\d+) KiB`, kib(publish.MaxLineBytes)},
 	{"docs/design.md", `decoded one after the other, each within (\d+) KiB`, kib(publish.MaxLineBytes)},
 	// The API's abuse limits.
-	{"docs/publishing.md", `refused by every worker within (\d+) s`, seconds(api.DefaultTokenCacheTTL)},
-	{"docs/console.md", `every session of it within (\d+) s, the API's token cache`, seconds(api.DefaultTokenCacheTTL)},
-	{"docs/publishing.md", `\((\d+) in a row, then one a second\)`, fmt.Sprint(api.DefaultAuthFailureBurst)},
-	{"docs/production.md", `\((\d+) in a row, then one a second;`, fmt.Sprint(api.DefaultAuthFailureBurst)},
+	{"docs/publishing.md", `refused by every worker within (\d+) s`, seconds(heraldapi.DefaultTokenCacheTTL)},
+	{"docs/console.md", `every session of it within (\d+) s, the API's token cache`, seconds(heraldapi.DefaultTokenCacheTTL)},
+	{"docs/publishing.md", `\((\d+) in a row, then one a second\)`, fmt.Sprint(heraldapi.DefaultAuthFailureBurst)},
+	{"docs/production.md", `\((\d+) in a row, then one a second;`, fmt.Sprint(heraldapi.DefaultAuthFailureBurst)},
 	{"docs/publishing.md", "`HERALD_API_TOKEN_CONCURRENCY` \\((\\d+)\\)", fmt.Sprint(config.DefaultAPITokenConcurrency)},
 	// Manifests: schemas, numbers, validation, filters and the error policy.
 	{"docs/manifests.md", `at most (\d+) KiB, \d+ levels deep`, kib(manifest.MaxSchemaBytes)},
@@ -106,6 +106,13 @@ var docFigures = []docFigure{
 	{"docs/design.md", "`HERALD_MAX_REARMS` \\((\\d+)\\) times", fmt.Sprint(workflows.DefaultMaxRearms)},
 	{"docs/runbook.md", `after a cooldown \((\w+) by default, at most \d+ times`, short(workflows.DefaultRearmCooldown)},
 	{"docs/runbook.md", `after a cooldown \(\w+ by default, at most (\d+) times`, fmt.Sprint(workflows.DefaultMaxRearms)},
+	// The operations API's listings and replays.
+	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
+	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
+	{"docs/operations-api.md", `on all pages, up to ([\d,]+)`, thousands(store.DeliveryTotalCap)},
+	{"docs/design.md", `Its ` + "`total`" + ` is exact up to ([\d,]+) rows`, thousands(store.DeliveryTotalCap)},
+	{"docs/operations-api.md", `for a window of over ([\d,]+) events`, thousands(heraldapi.MaxReplayEvents)},
+	{"docs/design.md", `a replay window, with a dry run; at most ([\d,]+) events`, thousands(heraldapi.MaxReplayEvents)},
 }
 
 // schedule writes a retry schedule as the docs do: 1s, 5s, 30s.
