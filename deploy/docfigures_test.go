@@ -11,6 +11,7 @@ import (
 	"time"
 
 	heraldapi "herald/api"
+	"herald/activities"
 	"herald/config"
 	"herald/filter"
 	"herald/internal/tracing"
@@ -106,6 +107,9 @@ var docFigures = []docFigure{
 	{"docs/design.md", "`HERALD_MAX_REARMS` \\((\\d+)\\) times", fmt.Sprint(workflows.DefaultMaxRearms)},
 	{"docs/runbook.md", `after a cooldown \((\w+) by default, at most \d+ times`, short(workflows.DefaultRearmCooldown)},
 	{"docs/runbook.md", `after a cooldown \(\w+ by default, at most (\d+) times`, fmt.Sprint(workflows.DefaultMaxRearms)},
+	{"docs/design.md", "no answer within `HERALD_DELIVERY_TIMEOUT` \\((\\w+)\\)", short(activities.DefaultPostTimeout)},
+	{"docs/runbook.md", `no answer within the delivery timeout \((\d+) s by default\)`, seconds(activities.DefaultPostTimeout)},
+	{"docs/runbook.md", `completes after being\s+idle \((\d+) minutes by default\)`, fmt.Sprint(int(workflows.DefaultIdleTimeout.Minutes()))},
 	// The operations API's listings and replays.
 	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
 	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
