@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	heraldapi "herald/api"
 	"herald/activities"
+	heraldapi "herald/api"
 	"herald/config"
 	"herald/filter"
 	"herald/internal/tracing"
