@@ -110,6 +110,13 @@ var docFigures = []docFigure{
 	{"docs/design.md", "no answer within `HERALD_DELIVERY_TIMEOUT` \\((\\w+)\\)", short(activities.DefaultPostTimeout)},
 	{"docs/runbook.md", `no answer within the delivery timeout \((\d+) s by default\)`, seconds(activities.DefaultPostTimeout)},
 	{"docs/runbook.md", `completes after being\s+idle \((\d+) minutes by default\)`, fmt.Sprint(int(workflows.DefaultIdleTimeout.Minutes()))},
+	// The relay's give-up and the partitions' leases, as the runbook has them.
+	{"docs/runbook.md", "after `HERALD_RELAY_MAX_ATTEMPTS` \\((\\d+)\\) failed", fmt.Sprint(relay.DefaultMaxAttempts)},
+	{"docs/runbook.md", `at most (\d+) min: ` + "`min\\(2\\^n s, \\d+ min\\)`", fmt.Sprint(int(store.MaxRelayBackoff.Minutes()))},
+	{"docs/runbook.md", "`min\\(2\\^n s, (\\d+) min\\)`", fmt.Sprint(int(store.MaxRelayBackoff.Minutes()))},
+	{"docs/runbook.md", `once balanced they add up to (\d+)`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/runbook.md", `loses them (\d+) s after ` + "`expires_at`", seconds(store.PartitionLeaseTTL)},
+	{"docs/runbook.md", `\(at most (\d+) ids a signal`, fmt.Sprint(keyops.IDsPerSignal)},
 	// The operations API's listings and replays.
 	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
 	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
