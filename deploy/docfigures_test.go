@@ -20,7 +20,9 @@ import (
 	"herald/publish"
 	"herald/relay"
 	heraldservice "herald/service"
+	"herald/signing"
 	"herald/store"
+	"herald/subscriber"
 	"herald/workflows"
 )
 
@@ -117,6 +119,15 @@ var docFigures = []docFigure{
 	{"docs/runbook.md", `once balanced they add up to (\d+)`, fmt.Sprint(store.RelayPartitions)},
 	{"docs/runbook.md", `loses them (\d+) s after ` + "`expires_at`", seconds(store.PartitionLeaseTTL)},
 	{"docs/runbook.md", `\(at most (\d+) ids a signal`, fmt.Sprint(keyops.IDsPerSignal)},
+	// The receiver kit and Herald's tokens, as signing-keys.md has them.
+	{"docs/signing-keys.md", `triggers a refresh \(at most one every (\d+) s`, seconds(subscriber.JWKSRefreshInterval)},
+	{"docs/signing-keys.md", `next JWKS fetch \(at most one per (\d+) s\)`, seconds(subscriber.JWKSRefreshInterval)},
+	{"docs/signing-keys.md", `but only (\d+) such deliveries\s+from one remote address`, fmt.Sprint(subscriber.MaxKidWaitsPerSource)},
+	{"docs/signing-keys.md", `from one remote address and (\d+) in all`, fmt.Sprint(subscriber.MaxKidWaits)},
+	{"docs/signing-keys.md", `JWKS\s+cache age \((\d+) minutes by default\)`, fmt.Sprint(int(subscriber.DefaultJWKSMaxAge.Minutes()))},
+	{"docs/signing-keys.md", `the longest token lifetime \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
+	{"README.md", "`exp` ≤ (\\d+) min", fmt.Sprint(int(signing.MaxTTL.Minutes()))},
+	{"docs/docker.md", `until the tokens it signed have\s+expired \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	// The operations API's listings and replays.
 	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
 	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
