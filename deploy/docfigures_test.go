@@ -128,6 +128,12 @@ var docFigures = []docFigure{
 	{"docs/signing-keys.md", `the longest token lifetime \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	{"README.md", "`exp` ≤ (\\d+) min", fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	{"docs/docker.md", `until the tokens it signed have\s+expired \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
+	// Subscriber app limits.
+	{"docs/subscriber-limits.md", `a number from 1/86400 \(one a day\) to (\d+);`, fmt.Sprint(manifest.MaxPerSecondLimit)},
+	{"docs/subscriber-limits.md", `an integer from 1 to (\d+) \|`, fmt.Sprint(manifest.MaxInFlightLimit)},
+	{"docs/subscriber-limits.md", `For the head of a\s+batch it waits at most (\d+) s`, seconds(activities.LimitHeadWait)},
+	{"docs/subscriber-limits.md", `the batch time \((\d+) s by default`, seconds(activities.DefaultBatchTime)},
+	{"docs/subscriber-limits.md", `their batch without asking \(at most the batch time, (\d+) s`, seconds(activities.DefaultBatchTime)},
 	// The operations API's listings and replays.
 	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
 	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
