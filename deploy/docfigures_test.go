@@ -128,6 +128,8 @@ var docFigures = []docFigure{
 	{"docs/signing-keys.md", `the longest token lifetime \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	{"README.md", "`exp` ≤ (\\d+) min", fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	{"docs/docker.md", `until the tokens it signed have\s+expired \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
+	{"docs/console.md", `an expiry \((\d+) hours\)`, fmt.Sprint(int(heraldapi.ConsoleSessionTTL.Hours()))},
+	{"docs/console.md", `A session ends by\s+itself after (\d+) hours`, fmt.Sprint(int(heraldapi.ConsoleSessionTTL.Hours()))},
 	// Subscriber app limits.
 	{"docs/subscriber-limits.md", `a number from 1/86400 \(one a day\) to (\d+);`, fmt.Sprint(manifest.MaxPerSecondLimit)},
 	{"docs/subscriber-limits.md", `an integer from 1 to (\d+) \|`, fmt.Sprint(manifest.MaxInFlightLimit)},

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	heraldapi "herald/api"
 )
 
 // TestOperationsPageListsTheOpenAPIPaths holds the table of endpoints of
@@ -56,6 +58,41 @@ func TestOperationsPageListsTheOpenAPIPaths(t *testing.T) {
 	for _, p := range documented {
 		if !slices.Contains(inSpec, p) {
 			t.Errorf("docs/operations-api.md lists %s, which api/openapi.yaml does not have", p)
+		}
+	}
+}
+
+// keyStatusLists are the places that list the statuses keys are listed by
+// (GET /v1/ops/keys, the console's keys page): the first group holds them.
+var keyStatusLists = []struct{ page, pattern string }{
+	{"docs/operations-api.md", `running delivery keys in status (.*?) \(also`},
+	{"docs/console.md", `running keys in one status \(([^)]*)\)`},
+	{"docs/design.md", "`GET /v1/ops/keys\\?status=` \\(([^)]*)\\)"},
+}
+
+// TestKeyStatusListsAreTheAPIs holds each list of the statuses keys are
+// listed by to api.KeyStatuses.
+func TestKeyStatusListsAreTheAPIs(t *testing.T) {
+	want := slices.Clone(heraldapi.KeyStatuses)
+	slices.Sort(want)
+	word := regexp.MustCompile("`([a-z_]+)`")
+	for _, l := range keyStatusLists {
+		src, err := os.ReadFile(filepath.Join(repoRoot, l.page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(l.pattern).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("%s no longer lists the key statuses as %q; update this test", l.page, l.pattern)
+			continue
+		}
+		var got []string
+		for _, w := range word.FindAllSubmatch(m[1], -1) {
+			got = append(got, string(w[1]))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists the key statuses %v; the API lists keys by %v", l.page, got, want)
 		}
 	}
 }
