@@ -130,6 +130,14 @@ var docFigures = []docFigure{
 	{"docs/docker.md", `until the tokens it signed have\s+expired \((\d+) minutes\)`, fmt.Sprint(int(signing.MaxTTL.Minutes()))},
 	{"docs/console.md", `an expiry \((\d+) hours\)`, fmt.Sprint(int(heraldapi.ConsoleSessionTTL.Hours()))},
 	{"docs/console.md", `A session ends by\s+itself after (\d+) hours`, fmt.Sprint(int(heraldapi.ConsoleSessionTTL.Hours()))},
+	// production.md's PostgreSQL and publishing API settings.
+	{"docs/production.md", "opens at most `HERALD_DB_MAX_CONNS` connections \\((\\d+) by\\s+default\\)", fmt.Sprint(config.DefaultDBMaxConns)},
+	{"docs/production.md", "`HERALD_API_DB_CONNS` \\((\\d+)\\) more", fmt.Sprint(config.DefaultAPIDBConns)},
+	{"docs/production.md", "`HERALD_API_TOKEN_CONCURRENCY` \\((\\d+)\\) requests", fmt.Sprint(config.DefaultAPITokenConcurrency)},
+	{"docs/production.md", `Revocation takes\s+up to (\d+) s`, seconds(heraldapi.DefaultTokenCacheTTL)},
+	{"docs/production.md", `caches token lookups for (\d+) s`, seconds(heraldapi.DefaultTokenCacheTTL)},
+	{"docs/production.md", `when its partition leases\s+expire, (\d+) s after`, seconds(store.PartitionLeaseTTL)},
+	{"docs/production.md", "`HERALD_RETENTION` \\((\\d+) days by default\\)", fmt.Sprint(int(workflows.DefaultRetention.Hours() / 24))},
 	// Subscriber app limits.
 	{"docs/subscriber-limits.md", `a number from 1/86400 \(one a day\) to (\d+);`, fmt.Sprint(manifest.MaxPerSecondLimit)},
 	{"docs/subscriber-limits.md", `an integer from 1 to (\d+) \|`, fmt.Sprint(manifest.MaxInFlightLimit)},

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	heraldapi "herald/api"
+	"herald/workflows"
 )
 
 // TestOperationsPageListsTheOpenAPIPaths holds the table of endpoints of
@@ -94,5 +98,52 @@ func TestKeyStatusListsAreTheAPIs(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s lists the key statuses %v; the API lists keys by %v", l.page, got, want)
 		}
+	}
+}
+
+// TestSearchAttributesAreDocumented holds production.md's registration loop
+// and its count, and docker.md's list, to workflows.SearchAttributes.
+func TestSearchAttributesAreDocumented(t *testing.T) {
+	want := map[string]string{}
+	for _, k := range workflows.SearchAttributes {
+		typ := map[enumspb.IndexedValueType]string{enumspb.INDEXED_VALUE_TYPE_KEYWORD: "Keyword", enumspb.INDEXED_VALUE_TYPE_INT: "Int"}[k.GetValueType()]
+		want[k.GetName()] = typ
+	}
+	prod, err := os.ReadFile(filepath.Join(repoRoot, "docs", "production.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := map[string]string{}
+	for _, m := range regexp.MustCompile(`\b(Herald[A-Za-z]+)=(Keyword|Int)\b`).FindAllSubmatch(prod, -1) {
+		loop[string(m[1])] = string(m[2])
+	}
+	if !maps.Equal(loop, want) {
+		t.Errorf("docs/production.md registers the search attributes %v; the workflow sets %v", loop, want)
+	}
+	if m := regexp.MustCompile(`Register Herald's (\w+) in that namespace`).FindSubmatch(prod); m == nil || string(m[1]) != numberWords[len(want)] {
+		t.Errorf("docs/production.md does not count the search attributes as %s", numberWords[len(want)])
+	}
+	docker, err := os.ReadFile(filepath.Join(repoRoot, "docs", "docker.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("registers (`Herald[^|]*?) in it").FindSubmatch(docker)
+	if m == nil {
+		t.Fatal("docs/docker.md no longer lists the search attributes temporal-setup registers; update this test")
+	}
+	listed := map[string]string{}
+	var pending []string
+	for _, tok := range regexp.MustCompile("`(Herald[A-Za-z]+)`|\\((Keyword|Int)\\)").FindAllSubmatch(m[1], -1) {
+		if len(tok[1]) > 0 {
+			pending = append(pending, string(tok[1]))
+			continue
+		}
+		for _, n := range pending {
+			listed[n] = string(tok[2])
+		}
+		pending = nil
+	}
+	if !maps.Equal(listed, want) {
+		t.Errorf("docs/docker.md lists the search attributes %v; the workflow sets %v", listed, want)
 	}
 }
