@@ -53,6 +53,13 @@ var docFigures = []docFigure{
 	{"docs/production.md", `renews every second for (\d+) s`, seconds(store.PartitionLeaseTTL)},
 	{"docs/production.md", `probes the log every (\d+) ms`, fmt.Sprint(relay.DefaultIdlePoll.Milliseconds())},
 	{"docs/observability.md", `the worker flushes the spans still buffered,\s+waiting at most (\d+) s`, seconds(tracing.FlushTimeout)},
+	// Identifiers and manifests, as design.md has them.
+	{"docs/design.md", "at most (\\d+) characters \\| `person.updated`", fmt.Sprint(manifest.MaxEventNameLen)},
+	{"docs/design.md", `\| version \| an integer from 1 to ([\d,]+) \|`, thousands(manifest.MaxVersion)},
+	{"docs/design.md", `\| subject key \| 1 to (\d+) bytes`, fmt.Sprint(publish.MaxSubjectBytes)},
+	{"docs/design.md", "by default\\s+`([^`]+)`\\), the `events`", manifest.DefaultDeliveryPath},
+	{"docs/design.md", "`maxAttempts`, an integer from 1 to (\\d+);", fmt.Sprint(manifest.MaxAttemptsLimit)},
+	{"docs/operational-events.md", `A subject key longer than (\d+) bytes`, fmt.Sprint(publish.MaxSubjectBytes)},
 	// Sizes and limits of publishing.
 	{"docs/design.md", `the data as given is at most (\d+) KiB`, kib(publish.DefaultMaxEventBytes)},
 	{"docs/design.md", `the encoded event is at most (\d+) KiB`, kib(publish.DefaultMaxEventBytes)},
