@@ -147,3 +147,29 @@ func TestSearchAttributesAreDocumented(t *testing.T) {
 		t.Errorf("docs/docker.md lists the search attributes %v; the workflow sets %v", listed, want)
 	}
 }
+
+// TestProblemCodesAreInTheContract: every problem code the API answers is
+// in a table of docs/design.md's publishing or operations API.
+func TestProblemCodesAreInTheContract(t *testing.T) {
+	codes := []string{
+		heraldapi.CodeUnauthorized, heraldapi.CodeNotFound, heraldapi.CodeMethodNotAllowed,
+		heraldapi.CodeUnsupportedMediaType, heraldapi.CodeEventsRejected, heraldapi.CodeInternal,
+		heraldapi.CodeAuthThrottled, heraldapi.CodeTokenBusy, heraldapi.CodeBadParameter,
+		heraldapi.CodeForbidden, heraldapi.CodeNothingToDo, heraldapi.CodeBadRequest,
+	}
+	var documented []string
+	for _, heading := range []string{"\n## The publishing API\n", "\n## The operations API\n"} {
+		for _, row := range tableAfter(t, "docs/design.md", heading) {
+			if len(row) > 1 {
+				if m := codeCell.FindStringSubmatch(row[1]); m != nil {
+					documented = append(documented, m[1])
+				}
+			}
+		}
+	}
+	for _, c := range codes {
+		if !slices.Contains(documented, c) {
+			t.Errorf("the API answers problem code %s; no table of docs/design.md's publishing or operations API has it", c)
+		}
+	}
+}
