@@ -119,6 +119,15 @@ var docFigures = []docFigure{
 	{"docs/design.md", "no answer within `HERALD_DELIVERY_TIMEOUT` \\((\\w+)\\)", short(activities.DefaultPostTimeout)},
 	{"docs/runbook.md", `no answer within the delivery timeout \((\d+) s by default\)`, seconds(activities.DefaultPostTimeout)},
 	{"docs/runbook.md", `completes after being\s+idle \((\d+) minutes by default\)`, fmt.Sprint(int(workflows.DefaultIdleTimeout.Minutes()))},
+	// The relay, as design.md has it.
+	{"docs/design.md", "a probe every `HERALD_RELAY_POLL_INTERVAL` \\((\\d+) ms\\)", fmt.Sprint(relay.DefaultIdlePoll.Milliseconds())},
+	{"docs/design.md", "was queued at least (\\d+) s ago\\s+\\(`store.HeldAfter`", seconds(store.HeldAfter)},
+	{"docs/design.md", `With every sweep \((\d+) s\) the leader`, seconds(relay.DefaultSweepInterval)},
+	{"docs/design.md", "After `HERALD_RELAY_MAX_ATTEMPTS` \\((\\d+)\\) counted", fmt.Sprint(relay.DefaultMaxAttempts)},
+	{"docs/design.md", "`now \\+ min\\(2\\^n s, (\\d+) min\\)`", fmt.Sprint(int(store.MaxRelayBackoff.Minutes()))},
+	{"docs/design.md", "renews\\s+its rows for (\\d+) s \\(`store.PartitionLeaseTTL`\\)", seconds(store.PartitionLeaseTTL)},
+	{"docs/design.md", `up to ceil\((\d+) / live workers\)`, fmt.Sprint(store.RelayPartitions)},
+	{"docs/production.md", `leads at most ceil\((\d+) / replicas\)`, fmt.Sprint(store.RelayPartitions)},
 	// The relay's give-up and the partitions' leases, as the runbook has them.
 	{"docs/runbook.md", "after `HERALD_RELAY_MAX_ATTEMPTS` \\((\\d+)\\) failed", fmt.Sprint(relay.DefaultMaxAttempts)},
 	{"docs/runbook.md", `at most (\d+) min: ` + "`min\\(2\\^n s, \\d+ min\\)`", fmt.Sprint(int(store.MaxRelayBackoff.Minutes()))},

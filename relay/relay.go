@@ -41,6 +41,8 @@ const (
 	DefaultParallel = 64
 	// DefaultMaxEventsPerSignal is the default of MaxEventsPerSignal.
 	DefaultMaxEventsPerSignal = 500
+	// DefaultSweepInterval is the default of SweepInterval.
+	DefaultSweepInterval = 20 * time.Second
 )
 
 // Relay is the outbox relay. The log's keys fall into store.RelayPartitions
@@ -74,7 +76,7 @@ type Relay struct {
 	MaxEventsPerSignal int
 	// SweepInterval is how often the leader of partition 0 looks for keys
 	// of removed subscriptions that still hold events, and for keys to
-	// re-drive (default 20s).
+	// re-drive (default DefaultSweepInterval).
 	SweepInterval time.Duration
 	// MaxAttempts is the failed signals after which an event is dead, code
 	// relay_failed (default 10; HERALD_RELAY_MAX_ATTEMPTS).
@@ -162,7 +164,7 @@ func (r *Relay) defaults() {
 		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
 	}
 	if r.SweepInterval <= 0 {
-		r.SweepInterval = 20 * time.Second
+		r.SweepInterval = DefaultSweepInterval
 	}
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = DefaultMaxAttempts
