@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"herald/internal/testenv"
@@ -24,5 +26,44 @@ func TestRunbookQuotesTheListingDefault(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(string(m[1])); n != defaultDeliveriesLimit {
 		t.Errorf("docs/runbook.md: starter deliveries lists %d keys by default; the code says %d", n, defaultDeliveriesLimit)
+	}
+}
+
+// TestKeyStatusesAreDocumented holds design.md's list of a key's statuses
+// and the runbook's table of them to the statuses a delivery workflow can
+// be in.
+func TestKeyStatusesAreDocumented(t *testing.T) {
+	t.Parallel()
+	want := slices.Clone(deliveryStatuses)
+	slices.Sort(want)
+	read := func(page string) string {
+		src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(src)
+	}
+	word := regexp.MustCompile("`([a-z]+)`")
+	m := regexp.MustCompile(`(?s)\*\*Statuses\*\* \(also the ` + "`HeraldStatus`" + `.*?\): (.*?)\.`).FindStringSubmatch(read("design.md"))
+	if m == nil {
+		t.Fatal("docs/design.md no longer lists the statuses after **Statuses**; update this test")
+	}
+	var design []string
+	for _, w := range word.FindAllStringSubmatch(m[1], -1) {
+		design = append(design, w[1])
+	}
+	_, table, ok := strings.Cut(read("runbook.md"), "### Statuses\n")
+	if !ok {
+		t.Fatal("docs/runbook.md has no ### Statuses")
+	}
+	var runbook []string
+	for _, r := range regexp.MustCompile("(?m)^\\| `([a-z]+)` \\|").FindAllStringSubmatch(strings.SplitN(table, "\n###", 2)[0], -1) {
+		runbook = append(runbook, r[1])
+	}
+	for page, got := range map[string][]string{"docs/design.md": design, "docs/runbook.md": runbook} {
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists the key statuses %v; a delivery workflow's are %v", page, got, want)
+		}
 	}
 }
