@@ -160,6 +160,13 @@ var docFigures = []docFigure{
 	{"docs/subscriber-limits.md", `For the head of a\s+batch it waits at most (\d+) s`, seconds(activities.LimitHeadWait)},
 	{"docs/subscriber-limits.md", `the batch time \((\d+) s by default`, seconds(activities.DefaultBatchTime)},
 	{"docs/subscriber-limits.md", `their batch without asking \(at most the batch time, (\d+) s`, seconds(activities.DefaultBatchTime)},
+	// The Delivery workflow's and retention's defaults, as design.md has them.
+	{"docs/design.md", "`HERALD_IDLE_TIMEOUT` \\((\\w+)\\) with nothing", short(workflows.DefaultIdleTimeout)},
+	{"docs/design.md", "`HERALD_RETENTION_EVERY` \\((\\w+)\\)", short(config.DefaultRetentionEvery)},
+	{"docs/design.md", "`HERALD_HOLD_EXPIRY` \\((\\w+)\\) is cancelled", short(workflows.DefaultHoldExpiry)},
+	{"docs/design.md", "\\| (\\d+) to \\d+ attempts per event", "1"},
+	{"docs/design.md", "\\| 1 to (\\d+) attempts per event", fmt.Sprint(manifest.MaxAttemptsLimit)},
+	{"docs/design.md", "the schedule's \\(`HERALD_RETRY_SCHEDULE`, (\\d+)\\)", fmt.Sprint(len(workflows.DefaultRetrySchedule) + 1)},
 	// The operations API's listings and replays.
 	{"docs/operations-api.md", `the page size: (\d+) by default`, fmt.Sprint(store.DefaultDeliveryLimit)},
 	{"docs/operations-api.md", `\*\*clamped\*\* to ([\d,]+)`, thousands(store.MaxDeliveryLimit)},
