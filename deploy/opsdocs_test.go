@@ -12,6 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	heraldapi "herald/api"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -170,6 +171,39 @@ func TestProblemCodesAreInTheContract(t *testing.T) {
 	for _, c := range codes {
 		if !slices.Contains(documented, c) {
 			t.Errorf("the API answers problem code %s; no table of docs/design.md's publishing or operations API has it", c)
+		}
+	}
+}
+
+// TestAuditActionsAreInTheContract: design.md#audit names every audit
+// action Herald writes (store.AuditActions), and no other.
+func TestAuditActionsAreInTheContract(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(src), "\n## Audit\n")
+	if !ok {
+		t.Fatal("docs/design.md has no ## Audit")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	list, _, ok := strings.Cut(section, "`starter audit` lists")
+	if !ok {
+		t.Fatal("docs/design.md#audit: the list of actions no longer ends before `starter audit` lists; update this test")
+	}
+	var named []string
+	for _, m := range regexp.MustCompile("`([a-z_]+\\.[a-z_.]+)`").FindAllStringSubmatch(list, -1) {
+		named = append(named, m[1])
+	}
+	actions := store.AuditActions()
+	for _, a := range actions {
+		if !slices.Contains(named, a) {
+			t.Errorf("Herald writes the audit action %s; docs/design.md#audit does not name it", a)
+		}
+	}
+	for _, a := range named {
+		if !slices.Contains(actions, a) {
+			t.Errorf("docs/design.md#audit names %s, which is no audit action of store.AuditActions", a)
 		}
 	}
 }
