@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"herald/internal/testenv"
+	"herald/manifest"
 )
 
 // docPages are the pages whose command lines are checked: the README and
@@ -300,5 +305,72 @@ func checkInline(t *testing.T, page, span string, c command, words []string) {
 				t.Errorf("%s: `starter %s`: starter %s takes no flag %s", page, span, c.name, f)
 			}
 		}
+	}
+}
+
+// exampleSchemas compiles the data schemas of the example manifests the
+// docs publish to (examples/manifests, which make dev applies, and
+// deploy/manifests, the compose stack's), by type@version.
+func exampleSchemas(t *testing.T) map[string][]*jsonschema.Schema {
+	t.Helper()
+	out := map[string][]*jsonschema.Schema{}
+	for _, dir := range []string{"examples/manifests", "deploy/manifests"} {
+		ms, err := manifest.Load(filepath.Join(testenv.RepoRoot(), dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			for _, e := range m.Events {
+				sch, err := manifest.CompileSchema(e.DataSchema)
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := fmt.Sprintf("%s.%s@%d", m.App, e.Name, e.Version)
+				out[key] = append(out[key], sch)
+			}
+		}
+	}
+	return out
+}
+
+// TestDocumentedPublishDataFitsTheExamples: a `starter publish` line of the
+// docs that publishes a type the example manifests declare gives data their
+// schema accepts, so the line works as written after `apps apply` of them.
+func TestDocumentedPublishDataFitsTheExamples(t *testing.T) {
+	t.Parallel()
+	schemas := exampleSchemas(t)
+	n := 0
+	for _, path := range docPages(t) {
+		d := readDoc(t, path)
+		for _, line := range d.block {
+			m := blockStarter.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			words, err := shellWords(m[1] + m[2])
+			if err != nil || len(words) == 0 || words[0] != "publish" {
+				continue
+			}
+			flags := map[string]string{}
+			for i := 1; i+1 < len(words); i++ {
+				if strings.HasPrefix(words[i], "--") {
+					flags[words[i]] = words[i+1]
+				}
+			}
+			data, ok := flags["--data"]
+			if !ok || strings.HasPrefix(data, "@") {
+				continue
+			}
+			for _, sch := range schemas[flags["--type"]+"@"+flags["--version"]] {
+				n++
+				errs, err := manifest.ValidateDataWithin(sch, json.RawMessage(data), nil)
+				if err != nil || len(errs) > 0 {
+					t.Errorf("%s: %q: the example manifests refuse this data: %v %v", d.page, line, errs, err)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no documented starter publish line publishes to the example manifests; the scan lost them")
 	}
 }
