@@ -67,3 +67,29 @@ func TestKeyStatusesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestRunbookBatchQueryIsTheCLIs: the runbook's batch jobs for every failed
+// key of a subscription select the keys redeliver --all-failed acts on.
+func TestRunbookBatchQueryIsTheCLIs(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(src), "### Every failed key of a subscription at once")
+	if !ok {
+		t.Fatal("docs/runbook.md has no section for every failed key of a subscription")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	squeeze := strings.NewReplacer(" ", "", "\t", "")
+	want := squeeze.Replace(deliveryFilter{Subscription: "billing:contacts.person.updated@1", AnyStatus: heldStatuses}.query())
+	queries := regexp.MustCompile(`--query '([^']*)'`).FindAllStringSubmatch(section, -1)
+	if len(queries) == 0 {
+		t.Fatal("docs/runbook.md: no --query in the section for every failed key; update this test")
+	}
+	for _, q := range queries {
+		if got := squeeze.Replace(q[1]); got != want {
+			t.Errorf("docs/runbook.md: the batch job selects %s; redeliver --all-failed selects %s", q[1], want)
+		}
+	}
+}
