@@ -98,3 +98,34 @@ func TestDevelopmentPageListsTestVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsNameOnlyKnownVariables: every HERALD_ or TEMPORAL_ variable a page
+// of the docs names is a row of configuration.md's table (the programs') or
+// of development.md's (the tests'), so a page cannot keep a renamed or
+// removed variable.
+func TestDocsNameOnlyKnownVariables(t *testing.T) {
+	known := map[string]bool{}
+	for _, r := range readEnvTable(t) {
+		known[r.name] = true
+	}
+	for _, n := range testVariables(t) {
+		known[n] = true
+	}
+	known["HERALD_DATABASE_URL"], known["TEMPORAL_ADDRESS"] = true, true
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`\b(?:HERALD|TEMPORAL)_[A-Z0-9_]*[A-Z0-9]\b`)
+	for _, p := range append(pages, "../README.md") {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range name.FindAllString(string(src), -1) {
+			if !known[n] {
+				t.Errorf("%s names %s, which neither the programs nor the tests read", filepath.Base(p), n)
+			}
+		}
+	}
+}
