@@ -62,8 +62,8 @@ type Config struct {
 	// Grace is how long the sink keeps listening after the last expected
 	// delivery, to catch late duplicates. It is not part of the timing.
 	Grace time.Duration
-	// Parallel caps the ceiling's signals in flight (default 32; Herald's
-	// relay sends up to relay.DefaultParallel at once).
+	// Parallel caps the ceiling's signals in flight (Herald's relay sends up
+	// to 32 at once by default; so does the ceiling).
 	Parallel int
 	// CeilingPollers, when positive, gives the ceiling's worker that many
 	// workflow and activity task pollers; zero keeps the SDK defaults (2 each).

@@ -28,8 +28,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"herald/relay"
 	"time"
 )
 
@@ -82,7 +80,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.guessRate, "noisy-guess-rate", defaultNeighbourLoad.GuessRate, "token guesses per second of each of the 4 guessing clients; 0 turns them off")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "per measurement: how long to wait for deliveries after publishing; later ones count as lost")
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
-	fs.IntVar(&o.parallel, "parallel", 32, fmt.Sprintf("the ceiling's signals in flight at once (Herald's relay default is %d)", relay.DefaultParallel))
+	fs.IntVar(&o.parallel, "parallel", 32, "the ceiling's signals in flight at once (Herald's relay default is 32)")
 	fs.IntVar(&o.pollers, "ceiling-pollers", 0, "workflow and activity task pollers of the ceiling's worker; 0 keeps the SDK defaults (the bare shape)")
 	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
 	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")

@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -227,59 +226,6 @@ func TestDocsQuoteTheCodesFigures(t *testing.T) {
 			if string(m[1]) != f.want {
 				t.Errorf("%s: %q quotes %s; the code says %s", f.page, m[0], m[1], f.want)
 			}
-		}
-	}
-}
-
-// chaosFigures are the passages that report `make chaos` runs: each must
-// name the commit it was measured at.
-var chaosFigures = []struct{ page, start, end string }{
-	{"README.md", "## Reliability", "\n## "},
-	{"docs/reliability.md", "### `make chaos`", "\n### "},
-}
-
-var commitRef = regexp.MustCompile(`\bcommit ([0-9a-f]{7,40})\b`)
-
-// TestChaosFiguresNameTheirCommit: every report of chaos runs in the docs
-// says which commit it measured, and that commit is in the repository's
-// history, so a reader can tell figures that predate a change of the
-// delivery path.
-func TestChaosFiguresNameTheirCommit(t *testing.T) {
-	_, gitErr := exec.LookPath("git")
-	for _, f := range chaosFigures {
-		src, err := os.ReadFile(filepath.Join(repoRoot, f.page))
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(src)
-		n := 0
-		for {
-			i := strings.Index(text, f.start)
-			if i < 0 {
-				break
-			}
-			text = text[i+len(f.start):]
-			section := text
-			if j := strings.Index(section, f.end); j >= 0 {
-				section = section[:j]
-			}
-			n++
-			heading, _, _ := strings.Cut(section, "\n")
-			m := commitRef.FindStringSubmatch(section)
-			if m == nil {
-				t.Errorf("%s: %q reports chaos runs without naming their commit", f.page, f.start+heading)
-				continue
-			}
-			if gitErr == nil {
-				cmd := exec.Command("git", "cat-file", "-e", m[1]+"^{commit}")
-				cmd.Dir = repoRoot
-				if err := cmd.Run(); err != nil {
-					t.Errorf("%s: %q names commit %s, which is not in this repository's history", f.page, f.start+heading, m[1])
-				}
-			}
-		}
-		if n == 0 {
-			t.Errorf("%s has no %q: update this test's table", f.page, f.start)
 		}
 	}
 }

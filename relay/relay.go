@@ -34,17 +34,6 @@ type Signaler interface {
 // for dispatch (HERALD_RELAY_POLL_INTERVAL).
 const DefaultIdlePoll = 100 * time.Millisecond
 
-// Defaults of Relay's caps (docs quote them; deploy/docfigures_test.go
-// checks the quotes).
-const (
-	// DefaultParallel is the default of Parallel: signals in flight at once.
-	DefaultParallel = 64
-	// DefaultMaxEventsPerSignal is the default of MaxEventsPerSignal.
-	DefaultMaxEventsPerSignal = 500
-	// DefaultSweepInterval is the default of SweepInterval.
-	DefaultSweepInterval = 20 * time.Second
-)
-
 // Relay is the outbox relay. The log's keys fall into store.RelayPartitions
 // partitions, each led by one relay at a time through a lease row only
 // Herald's roles may take (store.Member); the relays of one database share
@@ -56,10 +45,11 @@ type Relay struct {
 	Logger   *zap.Logger
 	// Params are given to the delivery workflows the relay starts.
 	Params workflows.Params
-	// BatchSize caps the events read per round (default 1000).
+	// BatchSize caps the events read per round (default DefaultBatchSize).
 	BatchSize int
 	// PollInterval is the pause after a failed round or lease attempt, and
-	// the longest an idle leader goes without a round (default 1s).
+	// the longest an idle leader goes without a round (default
+	// DefaultPollInterval).
 	PollInterval time.Duration
 	// IdlePoll is how long the leader waits for a wake-up before it looks
 	// for new events anyway (default DefaultIdlePoll;
@@ -79,7 +69,7 @@ type Relay struct {
 	// re-drive (default DefaultSweepInterval).
 	SweepInterval time.Duration
 	// MaxAttempts is the failed signals after which an event is dead, code
-	// relay_failed (default 10; HERALD_RELAY_MAX_ATTEMPTS).
+	// relay_failed (default DefaultMaxAttempts; HERALD_RELAY_MAX_ATTEMPTS).
 	MaxAttempts int
 	// OnRound, when set, is called after every round (metrics, tests).
 	OnRound func(r Round)
@@ -144,15 +134,29 @@ type Round struct {
 	Held int
 }
 
-// DefaultMaxAttempts is the default of Relay.MaxAttempts.
-const DefaultMaxAttempts = 10
+// Defaults of the Relay's settings: the one place each is written (the
+// benchmark's ceiling takes DefaultParallel from here).
+const (
+	// DefaultMaxAttempts is the default of Relay.MaxAttempts.
+	DefaultMaxAttempts = 10
+	// DefaultBatchSize is the default of Relay.BatchSize.
+	DefaultBatchSize = 1000
+	// DefaultPollInterval is the default of Relay.PollInterval.
+	DefaultPollInterval = time.Second
+	// DefaultParallel is the default of Relay.Parallel: signals in flight at once.
+	DefaultParallel = 64
+	// DefaultMaxEventsPerSignal is the default of Relay.MaxEventsPerSignal.
+	DefaultMaxEventsPerSignal = 500
+	// DefaultSweepInterval is the default of Relay.SweepInterval.
+	DefaultSweepInterval = 20 * time.Second
+)
 
 func (r *Relay) defaults() {
 	if r.BatchSize <= 0 {
-		r.BatchSize = 1000
+		r.BatchSize = DefaultBatchSize
 	}
 	if r.PollInterval <= 0 {
-		r.PollInterval = time.Second
+		r.PollInterval = DefaultPollInterval
 	}
 	if r.IdlePoll <= 0 {
 		r.IdlePoll = DefaultIdlePoll
