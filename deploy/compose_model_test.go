@@ -47,6 +47,8 @@ type service struct {
 	Volumes       []mount         `json:"volumes"`
 	Healthcheck   *healthcheck    `json:"healthcheck"`
 	Restart       string          `json:"restart"`
+	// StopGracePeriod is a Compose duration ("60s", "1m30s").
+	StopGracePeriod string `json:"stop_grace_period"`
 }
 
 // network is a top-level network definition.

@@ -194,29 +194,54 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 }
 
 // Pollers per worker process: a fixed number of long polls for workflow
-// tasks (one pool serving both the task queue and the worker's sticky
-// queue) and for activity tasks. Fixed, not autoscaled: on a Temporal
-// server without poller autoscaling support (the 1.29 dev server among
-// them) the SDK's autoscaled pollers left workflow tasks waiting on the
+// tasks and for activity tasks; the counts never change at run time. On a
+// Temporal server without poller autoscaling support (the 1.29 dev server
+// among them) pollers the SDK scaled down left workflow tasks waiting on the
 // sticky queue until their 5 s schedule-to-start timeout, and let started
 // workflow tasks run into their 10 s start-to-close timeout, which cut
-// Herald below the bare Temporal shape's throughput (issue 13). Set
-// explicitly, the counts also keep the SDK from enrolling the worker into
-// autoscaling when a namespace offers it. Eight workflow pollers, not two:
-// with two, after a worker was killed the keys' workflow tasks waited up to
-// 81 s on the task queue in the chaos suite (3 of 3 runs failed); with
-// eight the same suite passed with no wait beyond its bound.
+// Herald below the bare Temporal shape's throughput (issue 13). The
+// workflow task pollers are nonetheless the SDK's autoscaling behaviour,
+// pinned at WorkflowTaskPollers (see workerOptions): only that behaviour
+// gives the task queue and the sticky queue separate pollers. Eight
+// workflow pollers, not two: with two, after a worker was killed the keys'
+// workflow tasks waited up to 81 s on the task queue in the chaos suite (3
+// of 3 runs failed); with eight the same suite passed with no wait beyond
+// its bound. docs/production.md quotes both counts
+// (deploy/docfigures_test.go checks them).
 const (
 	WorkflowTaskPollers = 8
 	ActivityTaskPollers = 2
 )
+
+// Bounds of a graceful stop (Run), which docs/production.md's grace period
+// and docker-compose.yml's stop_grace_period must cover (checked by
+// deploy/grace_test.go).
+const (
+	// HTTPShutdownTimeout bounds the HTTP servers' shutdown (the endpoints
+	// and the publishing API, together).
+	HTTPShutdownTimeout = 10 * time.Second
+	// relayStopTimeout bounds the relay's stop: giving its partitions back
+	// and closing its connection take up to 5 s each (store.Member.Leave)
+	// when the database does not answer; milliseconds when it does.
+	relayStopTimeout = 10 * time.Second
+	// workerStopMargin is added to the delivery timeout for the Temporal
+	// worker's stop.
+	workerStopMargin = 5 * time.Second
+)
+
+// StopTimeout is the longest a graceful stop of a service run with cfg
+// takes: the HTTP servers' shutdown, the relay's, then the Temporal worker's,
+// one after the other.
+func StopTimeout(cfg config.Worker) time.Duration {
+	return HTTPShutdownTimeout + relayStopTimeout + workerOptions(cfg).WorkerStopTimeout
+}
 
 // workerOptions are the Temporal worker's options for cfg.
 func workerOptions(cfg config.Worker) worker.Options {
 	return worker.Options{
 		// On SIGTERM, deliveries in flight get this long to finish before
 		// they are cancelled (and retried by Temporal elsewhere).
-		WorkerStopTimeout: cfg.DeliveryTimeout + 5*time.Second,
+		WorkerStopTimeout: cfg.DeliveryTimeout + workerStopMargin,
 		// Workflow tasks: the SDK's autoscaling behaviour pinned at a fixed
 		// count, for its separate pollers of the normal and the sticky queue.
 		// With a fixed count (MaxConcurrentWorkflowTaskPollers) the SDK runs
@@ -276,7 +301,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("stopping")
 	s.Metrics.SetReady(false)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), HTTPShutdownTimeout)
 	defer cancel()
 	s.stopAPI(shutdownCtx)
 	_ = s.server.Shutdown(shutdownCtx)

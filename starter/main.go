@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"herald/cli"
 	"herald/internal/tracing"
@@ -22,11 +21,11 @@ func main() {
 	shutdownTracing, err := tracing.Setup(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starter:", err)
-		os.Exit(2)
+		os.Exit(cli.ExitInvalid) // an OTEL_* setting it cannot use
 	}
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
-	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	fctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
 	if err := shutdownTracing(fctx); err != nil {
 		fmt.Fprintln(os.Stderr, "starter: flush traces:", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -18,6 +17,17 @@ import (
 	"herald/internal/tracing"
 	"herald/internal/zaplog"
 	"herald/service"
+)
+
+// Exit codes of the worker (docs/design.md#command-line, checked by
+// main_test.go).
+const (
+	// exitStopped: the worker stopped gracefully.
+	exitStopped = 0
+	// exitFailed: the worker could not start or failed while running.
+	exitFailed = 1
+	// exitConfig: its configuration (the environment) is invalid.
+	exitConfig = 2
 )
 
 func main() {
@@ -28,12 +38,12 @@ func run() int {
 	cfg, err := config.LoadWorker(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workers:", err)
-		return 2
+		return exitConfig
 	}
 	log, err := zaplog.New(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "workers: HERALD_LOG_LEVEL:", err)
-		return 2
+		return exitConfig
 	}
 	defer func() { _ = log.Sync() }()
 	setGCPercent(os.Getenv)
@@ -44,12 +54,12 @@ func run() int {
 	shutdownTracing, err := tracing.Setup(ctx)
 	if err != nil {
 		log.Error("tracing", zap.Error(err))
-		return 2
+		return exitConfig
 	}
 	tracing.SetTrustIncoming(cfg.TrustIncomingTrace)
 	defer func() {
 		// Flush the spans still buffered; ctx has ended by now.
-		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fctx, cancel := context.WithTimeout(context.Background(), tracing.FlushTimeout)
 		defer cancel()
 		if err := shutdownTracing(fctx); err != nil {
 			log.Warn("flush traces", zap.Error(err))
@@ -58,11 +68,11 @@ func run() int {
 	svc, err := service.New(ctx, cfg, log)
 	if err != nil {
 		log.Error("start", zap.Error(err))
-		return 1
+		return exitFailed
 	}
 	if err := svc.Run(ctx); err != nil {
 		log.Error("run", zap.Error(err))
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitStopped
 }

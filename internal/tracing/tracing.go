@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -48,6 +49,10 @@ func Configured(getenv func(string) string) bool {
 	return strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) != "" ||
 		strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) != ""
 }
+
+// FlushTimeout bounds how long a program flushes its buffered spans when it
+// ends (the shutdown function of Setup, called with a context this long).
+const FlushTimeout = 5 * time.Second
 
 // Setup installs an OTLP-exporting tracer provider as OpenTelemetry's global
 // one when the environment configures an endpoint (see Configured), and
