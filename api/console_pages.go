@@ -120,7 +120,7 @@ type keyView struct {
 // Temporal UI, its head, its latest deliveries and its audit trail.
 func (c *console) keyPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, id string) {
 	ctx := r.Context()
-	sub, subject, ok := splitDeliveryID(id)
+	sub, subject, ok := workflows.SplitDeliveryID(id)
 	what := "Key " + id
 	if !ok || !validSubscription(sub) || !validSubjectKey(subject) || !store.InScope(pc.scope, sub) {
 		c.notFound(w, r, pc, what)
@@ -157,23 +157,6 @@ func (c *console) keyPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, i
 		return
 	}
 	c.render(w, r, pc, http.StatusOK, "key", view{Title: "Key " + subject + " of " + sub, Data: v})
-}
-
-// splitDeliveryID is the subscription and subject key of a delivery
-// workflow id, deliver:<subscription>:<subject>; the subscription ends at
-// the colon after its @version.
-func splitDeliveryID(id string) (sub, subject string, ok bool) {
-	rest, ok := strings.CutPrefix(id, "deliver:")
-	at := strings.IndexByte(rest, '@')
-	if !ok || at < 0 {
-		return "", "", false
-	}
-	end := strings.IndexByte(rest[at:], ':')
-	if end < 0 {
-		return "", "", false
-	}
-	sub, subject = rest[:at+end], rest[at+end+1:]
-	return sub, subject, workflows.DeliveryID(sub, subject) == id
 }
 
 // runningKey asks Temporal for the workflow id's latest run: its status

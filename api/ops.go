@@ -17,6 +17,7 @@ import (
 	"herald/manifest"
 	"herald/publish"
 	"herald/store"
+	"herald/workflows"
 )
 
 // OpsPrefix starts every path of the operations API
@@ -469,18 +470,9 @@ func (h *Handler) targetInScope(ctx context.Context, scope, target string) (bool
 	if scope == "" || target == scope {
 		return true, nil
 	}
-	if sub, rest, ok := strings.Cut(target, ":"); ok && sub == "deliver" {
-		// deliver:<subscription>:<subject>: the subscription ends at the
-		// colon after its @version.
-		at := strings.IndexByte(rest, '@')
-		if at < 0 {
-			return false, nil
-		}
-		end := strings.IndexByte(rest[at:], ':')
-		if end < 0 {
-			return false, nil
-		}
-		return store.InScope(scope, rest[:at+end]), nil
+	if workflows.IsDeliveryID(target) {
+		sub, _, ok := workflows.SplitDeliveryID(target)
+		return ok && store.InScope(scope, sub), nil
 	}
 	if strings.Contains(target, ":") {
 		return store.InScope(scope, target), nil

@@ -12,9 +12,6 @@ import (
 	"herald/workflows"
 )
 
-// deliveryIDPrefix starts every delivery workflow id (docs/design.md#identifiers).
-const deliveryIDPrefix = "deliver:"
-
 // validSubscriptionID reports whether s has the form of a subscription id,
 // "<subscriber-app>:<event-type>@<version>" (docs/design.md#identifiers).
 func validSubscriptionID(s string) bool {
@@ -68,20 +65,8 @@ func checkSubjectFlag(cmd, s string) error {
 // because no part of it may hold a ":" or "@" of its own; the subject key,
 // which may, is the rest.
 func splitDeliveryID(id string) (subscription, subject string, ok bool) {
-	rest, ok := strings.CutPrefix(id, deliveryIDPrefix)
-	if !ok {
-		return "", "", false
-	}
-	at := strings.IndexByte(rest, '@')
-	if at < 0 {
-		return "", "", false
-	}
-	colon := strings.IndexByte(rest[at:], ':')
-	if colon < 0 {
-		return "", "", false
-	}
-	subscription, subject = rest[:at+colon], rest[at+colon+1:]
-	if !validSubscriptionID(subscription) || subject == "" {
+	subscription, subject, ok = workflows.SplitDeliveryID(id)
+	if !ok || !validSubscriptionID(subscription) || subject == "" {
 		return "", "", false
 	}
 	return subscription, subject, true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"herald/workflows"
@@ -27,7 +26,7 @@ func runInspect(inv *invocation, args []string) error {
 		return usagef("inspect", "inspect: give WORKFLOW-ID or --subscription and --subject, not both")
 	case len(rest) == 1:
 		id = rest[0]
-		if !strings.HasPrefix(id, deliveryIDPrefix) {
+		if !workflows.IsDeliveryID(id) {
 			return usagef("inspect", "inspect: %q is not a delivery workflow id (they look like deliver:<subscription-id>:<subject-key>)", id)
 		}
 	default:

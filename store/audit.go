@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"herald/workflows/payload"
 )
 
 // Audit actions (docs/design.md#audit).
@@ -22,15 +24,15 @@ const (
 	ActionDeclarationBreakingChange = "declaration.breaking_change"
 	ActionSubscriptionFirstSeen     = "subscription.first_seen"
 	ActionSubscriptionStateChanged  = "subscription.state_changed"
-	ActionDeliveryFailed            = "delivery.failed"
-	ActionDeliveryRedelivered       = "delivery.redelivered"
-	ActionDeliveryCancelled         = "delivery.cancelled"
-	ActionDeliveryRearmed           = "delivery.rearmed"
-	ActionDeliveryPaused            = "delivery.paused"
-	ActionDeliveryResumed           = "delivery.resumed"
+	ActionDeliveryFailed            = payload.AuditDeliveryFailed
+	ActionDeliveryRedelivered       = payload.AuditDeliveryRedelivered
+	ActionDeliveryCancelled         = payload.AuditDeliveryCancelled
+	ActionDeliveryRearmed           = payload.AuditDeliveryRearmed
+	ActionDeliveryPaused            = payload.AuditDeliveryPaused
+	ActionDeliveryResumed           = payload.AuditDeliveryResumed
 	// ActionDeliverySignalRejected records a relay signal naming events a
 	// key does not owe (workflows.AuditSignalRejected writes it).
-	ActionDeliverySignalRejected = "delivery.signal_rejected"
+	ActionDeliverySignalRejected = payload.AuditSignalRejected
 	// ActionRetentionPurged records one retention run: what it deleted
 	// and the cutoff it applied (one row per run, even when it deleted
 	// nothing).

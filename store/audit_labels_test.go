@@ -24,7 +24,8 @@ var auditActionForm = regexp.MustCompile(`^[a-z_]+\.[a-z_]+$`)
 // writtenAuditActions finds every audit action the source writes: the
 // string constants named Action… or Audit… of the form of an action in the
 // non-test Go files, and the actions of INSERT INTO audit statements of
-// the migrations.
+// the migrations. An action spelled out as a literal in two Go constants
+// is an error: a copy can be renamed without the other.
 func writtenAuditActions(t *testing.T) map[string]string {
 	t.Helper()
 	root := testenv.RepoRoot()
@@ -65,6 +66,10 @@ func writtenAuditActions(t *testing.T) map[string]string {
 					v, err := strconv.Unquote(lit.Value)
 					if err == nil && auditActionForm.MatchString(v) {
 						rel, _ := filepath.Rel(root, path)
+						if where, ok := found[v]; ok {
+							t.Errorf("audit action %s is spelled out twice, in %s and in %s: define it once "+
+								"(workflows/payload for the Delivery workflow's) and name that constant", v, where, rel+": "+name.Name)
+						}
 						found[v] = rel + ": " + name.Name
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herald/manifest"
+	"herald/workflows/payload"
 )
 
 // Audit actions of a subscription's error policy (docs/design.md#error-policy).
@@ -18,7 +19,7 @@ const (
 	// ActionDeliverySkipped records an event a key settled as
 	// skipped_after_failure instead of holding on it; it comes with a
 	// herald.key.skipped event.
-	ActionDeliverySkipped = "delivery.skipped"
+	ActionDeliverySkipped = payload.AuditDeliverySkipped
 )
 
 // CodeSkippedAfterFailure is the code of an outcome row (status

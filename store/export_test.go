@@ -87,3 +87,19 @@ func MemberPID(m *Member) uint32 { return m.conn.Conn().PgConn().PID() }
 
 // UndispatchedInSQL is the statement UndispatchedIn runs.
 func UndispatchedInSQL() string { return undispatchedIn }
+
+// FactReaderKeys are the audit metadata keys key events are read from.
+func FactReaderKeys() []string {
+	keys := make([]string, 0, len(factReaders))
+	for k := range factReaders {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// ReadsDeliveryFact reports whether meta gives any fact to a key event.
+func ReadsDeliveryFact(meta map[string]any) bool {
+	f := readDeliveryFacts(meta)
+	return f.EventID != "" || f.LastCode != "" || f.Error != "" || f.FailedCode != "" || f.HoldExpiry != "" ||
+		f.Seq != 0 || f.Attempts != 0 || f.Count != 0 || len(f.EventIDs) != 0
+}

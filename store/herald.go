@@ -18,6 +18,7 @@ import (
 
 	"herald/envelope"
 	"herald/manifest"
+	"herald/workflows/payload"
 )
 
 // Herald's own app and its operational events (docs/operational-events.md).
@@ -223,9 +224,10 @@ func keySubject(subscriptionID, subject string) string {
 // DeliveryWorkflowID is the id of the Delivery workflow of one
 // subscription and subject key, "deliver:<subscription-id>:<subject-key>":
 // key events name it (workflowId) and its audit rows target it.
-// activities.DeliveryWorkflowID is this.
+// activities.DeliveryWorkflowID is this, and payload.DeliveryWorkflowID
+// builds it.
 func DeliveryWorkflowID(subscriptionID, subject string) string {
-	return "deliver:" + subscriptionID + ":" + subject
+	return payload.DeliveryWorkflowID(subscriptionID, subject)
 }
 
 // keyTransition derives a key event from an audit row the key's own

@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"herald/workflows/payload"
 )
 
 // The data of each operational event (docs/operational-events.md), one Go
@@ -106,50 +108,54 @@ func keyFields(sub subInfo, subscriptionID, subject string) KeyFields {
 		EventVersion: sub.Version, SubjectKey: subject, WorkflowID: DeliveryWorkflowID(subscriptionID, subject)}
 }
 
-// Names of the audit metadata that key events are built from: what a key's
-// Delivery workflow records with its delivery.failed, delivery.skipped and
-// delivery.cancelled rows (workflows/deliver.go, errorpolicy.go, signals.go).
-const (
-	metaEventID    = "eventId"
-	metaSeq        = "seq"
-	metaAttempts   = "attempts"
-	metaLastCode   = "lastCode"
-	metaError      = "error"
-	metaFailedCode = "failedCode"
-	metaCount      = "count"
-	metaEventIDs   = "eventIds"
-	metaHoldExpiry = "holdExpiry"
-)
-
-// deliveryFacts are the facts of an audit row's metadata, read by name in
-// this one place: after a trip through Temporal the metadata is untyped
-// JSON (numbers are float64), before it Go values.
+// deliveryFacts are the facts of an audit row's metadata, read in this one
+// place (factReaders): after a trip through Temporal the metadata is
+// untyped JSON (numbers are float64), before it Go values.
 type deliveryFacts struct {
 	EventID, LastCode, Error, FailedCode, HoldExpiry string
 	Seq, Attempts, Count                             int64
 	EventIDs                                         []string
 }
 
+// factReaders read each metadata key a key event is built from, under the
+// name the Delivery workflow writes it (payload.KeyEventFacts lists them by
+// audit action; a test holds the two to each other).
+var factReaders = map[string]func(f *deliveryFacts, v any){
+	payload.MetaEventID:    func(f *deliveryFacts, v any) { f.EventID, _ = v.(string) },
+	payload.MetaSeq:        func(f *deliveryFacts, v any) { f.Seq = max(metaInt(v), 0) }, // written only when positive
+	payload.MetaAttempts:   func(f *deliveryFacts, v any) { f.Attempts = metaInt(v) },
+	payload.MetaLastCode:   func(f *deliveryFacts, v any) { f.LastCode, _ = v.(string) },
+	payload.MetaError:      func(f *deliveryFacts, v any) { f.Error, _ = v.(string) },
+	payload.MetaFailedCode: func(f *deliveryFacts, v any) { f.FailedCode, _ = v.(string) },
+	payload.MetaCount:      func(f *deliveryFacts, v any) { f.Count = metaInt(v) },
+	payload.MetaHoldExpiry: func(f *deliveryFacts, v any) { f.HoldExpiry, _ = v.(string) },
+	payload.MetaEventIDs:   func(f *deliveryFacts, v any) { f.EventIDs = metaStrings(v) },
+}
+
 func readDeliveryFacts(meta map[string]any) deliveryFacts {
-	f := deliveryFacts{Seq: metaInt(meta[metaSeq]), Attempts: metaInt(meta[metaAttempts]),
-		Count: metaInt(meta[metaCount])}
-	f.EventID, _ = meta[metaEventID].(string)
-	f.LastCode, _ = meta[metaLastCode].(string)
-	f.Error, _ = meta[metaError].(string)
-	f.FailedCode, _ = meta[metaFailedCode].(string)
-	f.HoldExpiry, _ = meta[metaHoldExpiry].(string)
-	switch ids := meta[metaEventIDs].(type) {
+	var f deliveryFacts
+	for key, read := range factReaders {
+		read(&f, meta[key])
+	}
+	return f
+}
+
+// metaStrings reads a list of strings: []string before a trip through
+// Temporal, []any after it.
+func metaStrings(v any) []string {
+	switch ids := v.(type) {
 	case []string:
-		f.EventIDs = ids
+		return ids
 	case []any:
+		var out []string
 		for _, id := range ids {
 			if s, ok := id.(string); ok {
-				f.EventIDs = append(f.EventIDs, s)
+				out = append(out, s)
 			}
 		}
+		return out
 	}
-	f.Seq = max(f.Seq, 0) // written only when positive
-	return f
+	return nil
 }
 
 // lastError bounds an attempt's error text as the events carry it.

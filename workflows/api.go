@@ -12,6 +12,7 @@ import (
 
 	"herald/activities"
 	"herald/reason"
+	"herald/workflows/payload"
 )
 
 // TaskQueue is the task queue of the Delivery workflow and its activities.
@@ -133,6 +134,16 @@ func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
 func DeliveryID(subscriptionID, subjectKey string) string {
 	return activities.DeliveryWorkflowID(subscriptionID, subjectKey)
 }
+
+// SplitDeliveryID is the subscription id and subject key of a delivery
+// workflow id (payload.SplitDeliveryWorkflowID): the subscription id ends at
+// the first ":" after its "@<version>"; the subject key may be empty.
+func SplitDeliveryID(id string) (subscriptionID, subjectKey string, ok bool) {
+	return payload.SplitDeliveryWorkflowID(id)
+}
+
+// IsDeliveryID reports whether id starts as a delivery workflow id does.
+func IsDeliveryID(id string) bool { return payload.IsDeliveryWorkflowID(id) }
 
 // Event is one event as it travels in a signal and is queued: its id and its
 // sequence number in the event log. Bodies never travel through Temporal.

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/workflows/payload"
 )
 
 // deliverActivity is the registered name of (*activities.Activities).Deliver,
@@ -281,7 +282,7 @@ func (d *delivery) settle(ctx workflow.Context, done []activities.Settled) {
 		case s.Result == activities.ResultRejected:
 			d.outcome(ctx, it, "rejected", activities.CodeSignalRejected)
 			rejected = append(rejected, d.auditEntry(ctx, AuditSignalRejected, "", "failed",
-				activities.CodeSignalRejected, it.Event.ID, map[string]any{"seq": it.Event.Seq, "reason": s.Reason}))
+				activities.CodeSignalRejected, it.Event.ID, map[string]any{payload.MetaSeq: it.Event.Seq, payload.MetaReason: s.Reason}))
 		}
 	}
 	if len(rejected) > 0 {
@@ -449,7 +450,7 @@ func (d *delivery) markFailed(ctx workflow.Context, head *QueueItem, now time.Ti
 		EventID: head.Event.ID, Seq: head.Event.Seq, Status: activities.RowFailed, Attempts: head.Attempts,
 		Code: head.Code, LastCode: head.LastCode, LastError: head.LastError,
 	}}, d.auditEntry(ctx, AuditDeliveryFailed, "", "failed", head.Code, head.Event.ID, map[string]any{
-		"seq": head.Event.Seq, "attempts": head.Attempts, "lastCode": head.LastCode, "error": head.LastError,
+		payload.MetaSeq: head.Event.Seq, payload.MetaAttempts: head.Attempts, payload.MetaLastCode: head.LastCode, payload.MetaError: head.LastError,
 	}))
 	d.headFailed(ctx)
 }
@@ -459,10 +460,10 @@ func (d *delivery) auditEntry(ctx workflow.Context, action, actor, outcome, code
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	meta["subscription"] = d.p.SubscriptionID
-	meta["subject"] = d.p.SubjectKey
+	meta[payload.MetaSubscription] = d.p.SubscriptionID
+	meta[payload.MetaSubject] = d.p.SubjectKey
 	if eventID != "" {
-		meta["eventId"] = eventID
+		meta[payload.MetaEventID] = eventID
 	}
 	// Deleting the empty values: the order does not matter.
 	//workflowcheck:ignore

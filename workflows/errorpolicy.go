@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/workflows/payload"
 )
 
 // ErrorPolicyChange is the workflow.GetVersion change id of the error
@@ -37,7 +38,7 @@ type ErrorPolicy = activities.ErrorPolicy
 // AuditDeliverySkipped is the audit action of an event settled as
 // skipped_after_failure; the same transaction writes a herald.key.skipped
 // event.
-const AuditDeliverySkipped = "delivery.skipped"
+const AuditDeliverySkipped = payload.AuditDeliverySkipped
 
 // applyPolicy makes the run's settings follow the subscription's policy:
 // maxAttempts replaces the schedule's count of attempts (a longer count
@@ -88,7 +89,7 @@ func (d *delivery) skip(ctx workflow.Context, head *QueueItem) {
 		EventID: it.Event.ID, Seq: it.Event.Seq, Status: activities.RowCancelled, Attempts: it.Attempts,
 		Code: activities.CodeSkippedAfterFailure, LastCode: it.LastCode, LastError: it.LastError,
 	}}, d.auditEntry(ctx, AuditDeliverySkipped, "", "failed", activities.CodeSkippedAfterFailure, it.Event.ID, map[string]any{
-		"seq": it.Event.Seq, "attempts": it.Attempts, "failedCode": it.Code, "lastCode": it.LastCode, "error": it.LastError,
+		payload.MetaSeq: it.Event.Seq, payload.MetaAttempts: it.Attempts, payload.MetaFailedCode: it.Code, payload.MetaLastCode: it.LastCode, payload.MetaError: it.LastError,
 	}))
 }
 

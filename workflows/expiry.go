@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/workflows/payload"
 )
 
 // nextExpiry is when the oldest queued event expires (zero when none is
@@ -48,5 +49,5 @@ func (d *delivery) expire(ctx workflow.Context, now time.Time) {
 		ids = append(ids, r.EventID)
 	}
 	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeRetentionExpired, "",
-		map[string]any{"count": len(rows), "eventIds": ids, "holdExpiry": d.p.HoldExpiry.String()}))
+		map[string]any{payload.MetaCount: len(rows), payload.MetaEventIDs: ids, payload.MetaHoldExpiry: d.p.HoldExpiry.String()}))
 }

@@ -11,6 +11,7 @@ import (
 
 	"herald/activities"
 	"herald/reason"
+	"herald/workflows/payload"
 )
 
 // op is one operator action on the key, from a signal or an Update. Both
@@ -81,7 +82,7 @@ func (d *delivery) headChanged(pin string) bool {
 }
 
 func (d *delivery) refuseHeadChanged(ctx workflow.Context, action, actor, why, pin string) OpResult {
-	d.audit(ctx, action, actor, "failed", string(reason.HeadChanged), pin, map[string]any{"reason": why})
+	d.audit(ctx, action, actor, "failed", string(reason.HeadChanged), pin, map[string]any{payload.MetaReason: why})
 	return OpResult{Reason: reason.HeadChanged}
 }
 
@@ -247,13 +248,13 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 	head := d.head()
 	if len(s.EventIDs) == 0 && (s.EventID == "" || (head != nil && head.Event.ID == s.EventID)) {
 		if head == nil || !d.stuck(head) {
-			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.NothingToRedeliver), s.EventID, map[string]any{"reason": s.Reason})
+			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.NothingToRedeliver), s.EventID, map[string]any{payload.MetaReason: s.Reason})
 			return OpResult{Reason: reason.NothingToRedeliver}
 		}
 		d.freshAttempts(head)
 		d.Rearms = 0 // an operator's redeliver restores the automatic re-arms
 		entry := d.auditEntry(ctx, AuditDeliveryRedelivered, s.Actor, "allowed", "", head.Event.ID,
-			map[string]any{"reason": s.Reason, "seq": head.Event.Seq})
+			map[string]any{payload.MetaReason: s.Reason, payload.MetaSeq: head.Event.Seq})
 		if !d.fromLog {
 			d.record(ctx, nil, entry)
 			return OpResult{Changed: true, Requeued: []string{head.Event.ID}}
@@ -284,7 +285,7 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 		in := activities.RequeueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, EventIDs: fresh}
 		if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).Requeue, in).Get(ctx, &res); err != nil {
 			d.audit(ctx, AuditDeliveryRedelivered, s.Actor, "failed", string(reason.RequeueFailed), s.EventID,
-				map[string]any{"reason": s.Reason, "count": len(fresh), "error": err.Error()})
+				map[string]any{payload.MetaReason: s.Reason, payload.MetaCount: len(fresh), payload.MetaError: err.Error()})
 			return OpResult{Reason: reason.RequeueFailed}
 		}
 	}
@@ -307,9 +308,9 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 		result.Requeued = append(result.Requeued, ev.ID)
 		pos++
 	}
-	meta := map[string]any{"reason": s.Reason, "again": true, "count": len(res.Events)}
+	meta := map[string]any{payload.MetaReason: s.Reason, payload.MetaAgain: true, payload.MetaCount: len(res.Events)}
 	if len(refused) > 0 {
-		meta["refused"] = refused
+		meta[payload.MetaRefused] = refused
 		result.Refused = refused
 	}
 	outcome, code, eventID := "allowed", "", s.EventID
@@ -321,7 +322,7 @@ func (d *delivery) onRedeliver(ctx workflow.Context, s RedeliverSignal) OpResult
 	}
 	if len(res.Events) == 1 {
 		eventID = res.Events[0].ID
-		meta["seq"] = res.Events[0].Seq
+		meta[payload.MetaSeq] = res.Events[0].Seq
 	}
 	d.audit(ctx, AuditDeliveryRedelivered, s.Actor, outcome, code, eventID, meta)
 	return result
@@ -345,15 +346,15 @@ func (d *delivery) freshAttempts(head *QueueItem) {
 }
 
 func (d *delivery) onCancel(ctx workflow.Context, s CancelSignal) OpResult {
-	meta := map[string]any{"reason": s.Reason}
+	meta := map[string]any{payload.MetaReason: s.Reason}
 	var rows []activities.OutcomeUpdate
 	var eventID string
 	switch {
 	case s.All:
 		rows = d.cancelAll(ctx, activities.RowCancelled, "")
 		backlog := d.dropBacklog(ctx, activities.RowCancelled, "")
-		meta["count"] = len(rows) + backlog
-		meta["all"] = true
+		meta[payload.MetaCount] = len(rows) + backlog
+		meta[payload.MetaAll] = true
 		if len(rows)+backlog == 0 {
 			d.audit(ctx, AuditDeliveryCancelled, s.Actor, "failed", string(reason.NothingQueued), "", meta)
 			return OpResult{Reason: reason.NothingQueued}
@@ -396,7 +397,7 @@ func (d *delivery) onSubscription(ctx workflow.Context, s SubscriptionSignal) Op
 	err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state)
 	if err != nil || state != activities.SubscriptionCancelled {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "",
-			map[string]any{"signal": SignalSubscription, "reason": reason.SubscriptionNotCancelled, "state": state})
+			map[string]any{payload.MetaSignal: SignalSubscription, payload.MetaReason: reason.SubscriptionNotCancelled, payload.MetaState: state})
 		return OpResult{Reason: reason.SubscriptionNotCancelled}
 	}
 	d.removed(ctx, activities.CodeSubscriptionRemoved)
@@ -409,7 +410,7 @@ func (d *delivery) removed(ctx workflow.Context, reason string) {
 	rows := d.cancelAll(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
 	backlog := d.dropBacklog(ctx, activities.RowCancelled, activities.CodeSubscriptionRemoved)
 	d.record(ctx, rows, d.auditEntry(ctx, AuditDeliveryCancelled, "", "allowed", activities.CodeSubscriptionRemoved, "",
-		map[string]any{"count": len(rows) + backlog, "reason": reason}))
+		map[string]any{payload.MetaCount: len(rows) + backlog, payload.MetaReason: reason}))
 	d.completed = true
 }
 
@@ -418,7 +419,7 @@ func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	d.KeyPaused = true
-	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
+	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
 	return OpResult{Changed: true}
 }
 
@@ -436,7 +437,7 @@ func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 	}
 	d.Rearms = 0 // a resume restores the automatic re-arms
 	if wasPaused {
-		d.audit(ctx, AuditDeliveryResumed, s.Actor, "allowed", "", "", map[string]any{"reason": s.Reason})
+		d.audit(ctx, AuditDeliveryResumed, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
 	}
 	return OpResult{Changed: true}
 }

@@ -8,6 +8,7 @@ import (
 
 	"herald/activities"
 	"herald/reason"
+	"herald/workflows/payload"
 )
 
 // PostgreSQL is the state of record of every key (QueueFromLogVersion).
@@ -210,7 +211,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 	}
 	if q.Unknown > 0 {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
-			"signal": SignalEvent, "reason": reason.EventNotOwed, "count": q.Unknown, "eventIds": q.UnknownIDs,
+			payload.MetaSignal: SignalEvent, payload.MetaReason: reason.EventNotOwed, payload.MetaCount: q.Unknown, payload.MetaEventIDs: q.UnknownIDs,
 		})
 	}
 }

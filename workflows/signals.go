@@ -6,19 +6,20 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
+	"herald/workflows/payload"
 )
 
-// Audit actions written by the delivery workflow.
+// Audit actions written by the delivery workflow, defined once in payload.
 const (
-	AuditDeliveryFailed      = "delivery.failed"
-	AuditDeliveryRedelivered = "delivery.redelivered"
-	AuditDeliveryCancelled   = "delivery.cancelled"
-	AuditDeliveryRearmed     = "delivery.rearmed"
-	AuditDeliveryPaused      = "delivery.paused"
-	AuditDeliveryResumed     = "delivery.resumed"
+	AuditDeliveryFailed      = payload.AuditDeliveryFailed
+	AuditDeliveryRedelivered = payload.AuditDeliveryRedelivered
+	AuditDeliveryCancelled   = payload.AuditDeliveryCancelled
+	AuditDeliveryRearmed     = payload.AuditDeliveryRearmed
+	AuditDeliveryPaused      = payload.AuditDeliveryPaused
+	AuditDeliveryResumed     = payload.AuditDeliveryResumed
 	// AuditSignalRejected: a signal named an event that is not accepted for
 	// this key (error code signal_rejected, the reason in the metadata).
-	AuditSignalRejected = "delivery.signal_rejected"
+	AuditSignalRejected = payload.AuditSignalRejected
 )
 
 // addSignals lets sel handle any one signal.

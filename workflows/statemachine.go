@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"herald/workflows/payload"
 )
 
 // Statuses of a delivery workflow, also its HeraldStatus search attribute.
@@ -54,7 +56,7 @@ func (d *delivery) rearm(ctx workflow.Context, head *QueueItem) {
 	d.Counters.Rearms++
 	d.freshAttempts(head)
 	d.rearmed = head.Event.ID // its row still says failed (holding)
-	d.audit(ctx, AuditDeliveryRearmed, "", "allowed", "", head.Event.ID, map[string]any{"rearm": d.Rearms, "max": d.p.MaxRearms})
+	d.audit(ctx, AuditDeliveryRearmed, "", "allowed", "", head.Event.ID, map[string]any{payload.MetaRearm: d.Rearms, payload.MetaMax: d.p.MaxRearms})
 }
 
 // run is the workflow's event loop: each turn either delivers the head or

@@ -1,11 +1,13 @@
-// Package payload holds the types that travel inside Delivery workflow
-// histories but are read or written by the store: an outcome row's change
-// and a subscription's error policy. Recorded histories carry their JSON, so
-// their encoding is part of the workflow's contract, not of the database
-// schema: the workflows package owns them (payload_test.go pins their
-// encoding against every recorded history), and activities converts them to
-// and from store's types at the activity boundary. This package imports
-// nothing of Herald's, so that activities and workflows can both use it.
+// Package payload holds the types and names that travel inside Delivery
+// workflow histories but are read or written by the store: an outcome row's
+// change, a subscription's error policy, the audit actions and metadata keys
+// the workflow writes (audit.go) and the workflow's id. Recorded histories
+// carry their JSON, so their encoding is part of the workflow's contract,
+// not of the database schema: the workflows package owns them
+// (payload_test.go pins their encoding against every recorded history), and
+// activities converts them to and from store's types at the activity
+// boundary. This package imports nothing of Herald's, so that activities,
+// workflows and store can all use it.
 package payload
 
 // OutcomeUpdate is a change to one event's outcome row for a subscription:
