@@ -243,14 +243,14 @@ const neighbourLead = 5 * time.Second
 // awaitNeighbours waits until the neighbours have published to each of their
 // keys (seeded closes), then for lead. The healthy events must not meet the
 // neighbours' start-up: a key's first event costs the Temporal server an
-// eager start and the new run's first workflow tasks, later events a signal.
-// With a fixed lead shorter than the neighbours' seeding (5 s against 50 keys
-// at 5 events a second: 10 s), the healthy keys' own creation overlapped the
-// neighbours' on one dev server, whose writes then waited long enough for the
-// healthy keys' first sticky workflow tasks to time out (10 s start-to-close):
-// the calm control's p99 went from 440 ms to 8 s with neighbours that behave.
-// A deployment's neighbours are not all creating their keys at the moment a
-// healthy app starts publishing, and the comparison is of neighbours at work.
+// eager start and the new run's first workflow tasks (several history and
+// visibility writes), later events a signal. A fixed 5 s lead ended when each
+// neighbour had created 25 of its 50 keys, so the healthy keys' creation
+// overlapped theirs on one dev server; in the histories of the calm control's
+// slowest events, their key's first workflow task timed out (10 s
+// start-to-close) while that server's writes queued. A deployment's
+// neighbours are not all creating their keys at the moment a healthy app
+// starts publishing, and the comparison is of neighbours at work.
 func awaitNeighbours(ctx context.Context, seeded <-chan struct{}, lead time.Duration) error {
 	select {
 	case <-ctx.Done():
