@@ -144,22 +144,21 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 	if run.neighbours != nil {
 		nctx, cancel := context.WithCancel(ctx)
 		stats = make(chan *NeighbourStats, 1)
+		seeded := make(chan struct{})
 		go func() {
-			stats <- run.neighbours.drive(nctx, b.publisher, "http://"+ws.APIAddr, prefix+"-"+sh.Name, b.cfg.NeighbourLoad, run.calm)
+			stats <- run.neighbours.drive(nctx, b.publisher, "http://"+ws.APIAddr, prefix+"-"+sh.Name, b.cfg.NeighbourLoad, run.calm, seeded)
 		}()
 		stopNeighbours = func() *NeighbourStats {
 			cancel()
 			return <-stats
 		}
-		// Let the neighbours' keys fill up and their failures start before
-		// the healthy events are published.
-		b.progress("%s %s: neighbours at work for %v before the healthy events", run.system, sh.Name, neighbourLead)
-		select {
-		case <-ctx.Done():
+		// Let every neighbour key get its workflow, then their failures
+		// start, before the healthy events are published.
+		b.progress("%s %s: neighbours publishing to each of their keys, then at work for %v before the healthy events", run.system, sh.Name, neighbourLead)
+		if err := awaitNeighbours(ctx, seeded, neighbourLead); err != nil {
 			stopNeighbours()
 			_ = w.stop()
-			return Measurement{}, ctx.Err()
-		case <-time.After(neighbourLead):
+			return Measurement{}, err
 		}
 	}
 	request := func(ev plannedEvent) publish.Request {
@@ -235,10 +234,36 @@ func logName(system string) string {
 	return strings.Join(strings.FieldsFunc(system, func(r rune) bool { return r == ' ' || r == '+' }), "-")
 }
 
-// neighbourLead is how long the neighbours misbehave before a measurement's
-// healthy events are published: long enough for the first timeouts to be
-// hanging and the first failures retried.
+// neighbourLead is how long the neighbours misbehave, once each of their
+// keys has its workflow, before a measurement's healthy events are
+// published: long enough for the first timeouts to be hanging and the first
+// failures retried.
 const neighbourLead = 5 * time.Second
+
+// awaitNeighbours waits until the neighbours have published to each of their
+// keys (seeded closes), then for lead. The healthy events must not meet the
+// neighbours' start-up: a key's first event costs the Temporal server an
+// eager start and the new run's first workflow tasks (several history and
+// visibility writes), later events a signal. A fixed 5 s lead ended when each
+// neighbour had created 25 of its 50 keys, so the healthy keys' creation
+// overlapped theirs on one dev server; in the histories of the calm control's
+// slowest events, their key's first workflow task timed out (10 s
+// start-to-close) while that server's writes queued. A deployment's
+// neighbours are not all creating their keys at the moment a healthy app
+// starts publishing, and the comparison is of neighbours at work.
+func awaitNeighbours(ctx context.Context, seeded <-chan struct{}, lead time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-seeded:
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(lead):
+		return nil
+	}
+}
 
 // schemaBytes is the size on disk of Herald's tables in the bench's schema,
 // with their indexes and TOAST: what a measurement's events, outcome rows

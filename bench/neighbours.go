@@ -208,12 +208,24 @@ type neighbourLoad struct {
 
 var defaultNeighbourLoad = neighbourLoad{Rate: 5, Keys: 50, Guessers: 4, GuessRate: 50}
 
+// eventPublisher publishes one event; a *publish.Publisher is one.
+type eventPublisher interface {
+	Publish(ctx context.Context, r publish.Request) (publish.Result, error)
+}
+
 // drive runs the neighbours' load until ctx ends, then returns what they did
 // (counting endpoint receipts from the start of drive). Calm, they publish
 // at the same rates but behave (SystemCalm): endpoints answer at once, the
 // heavy events are light (the filter lets them through at once, so every
 // neighbour event is delivered) and nobody guesses tokens.
-func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, runID string, load neighbourLoad, calm bool) *NeighbourStats {
+//
+// drive closes seeded once every publishing neighbour has sent an event to
+// each of its keys. A key's first event creates its workflow (an eager
+// start and the run's first workflow tasks, several history writes), later
+// ones only signal it: until seeded, the neighbours are starting up rather
+// than at work, and a healthy run published then measures its own keys'
+// creation overlapping theirs on the Temporal server (issue 26).
+func (n *neighbours) drive(ctx context.Context, p eventPublisher, apiURL, runID string, load neighbourLoad, calm bool, seeded chan<- struct{}) *NeighbourStats {
 	n.mu.Lock()
 	n.hold = make(chan struct{})
 	n.calm = calm
@@ -235,13 +247,26 @@ func (n *neighbours) drive(ctx context.Context, p *publish.Publisher, apiURL, ru
 	if calm {
 		heavy = json.RawMessage(`{"n":0,"items":[1],"s":"b"}`) // the filter lets it through at once
 	}
-	for _, name := range []string{"slow", "fail", "heavy"} {
+	publishers := []string{"slow", "fail", "heavy"}
+	var seeding sync.WaitGroup
+	seeding.Add(len(publishers))
+	go func() {
+		seeding.Wait()
+		close(seeded)
+	}()
+	for _, name := range publishers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
 			for i := 0; ; i++ {
+				if i == load.Keys {
+					seeding.Done() // every key of this neighbour has had its first event
+				}
 				if pace(ctx, start, i, load.Rate) != nil {
+					if i < load.Keys {
+						seeding.Done() // cut short: nobody waits any longer
+					}
 					return
 				}
 				data := json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))

@@ -95,6 +95,8 @@ type Relay struct {
 	cursor redriveCursor
 	// recent are the keys started or signalled lately (startKey).
 	recent recentKeys
+	// eager closes for eagerPause when a start goes unanswered (start.go).
+	eager eagerGate
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
 	// restUntil holds the filters that ran out of time or into their cost
@@ -325,13 +327,14 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
 	sem := r.slots()
+	eager := r.startsEagerly()
 	var wg sync.WaitGroup
 	for _, g := range order {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(g *group) {
 			defer func() { <-sem; wg.Done() }()
-			sent, failedAt, err := r.signalGroup(ctx, g)
+			sent, failedAt, err := r.signalGroup(ctx, g, eager)
 			mu.Lock()
 			defer mu.Unlock()
 			round.Signals += sent
@@ -427,9 +430,10 @@ func (r *Relay) backOff(ctx context.Context, round *Round, failed []store.RelayF
 	return nil
 }
 
-// signalGroup sends one key's events; it returns the signals sent, and the
-// index of the first event not accepted (-1 when all were) with the error.
-func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, err error) {
+// signalGroup sends one key's events, starting its workflow eagerly instead
+// when eager and the key is new (start.go); it returns the signals sent, and
+// the index of the first event not accepted (-1 when all were) with the error.
+func (r *Relay) signalGroup(ctx context.Context, g *group, eager bool) (sent, failedAt int, err error) {
 	params := r.Params
 	params.SubscriptionID = g.key.sub.ID
 	params.SubscriberApp = g.key.sub.App
@@ -441,7 +445,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group) (sent, failedAt int, 
 	// A start carries the span a signal of the same events would (its trace
 	// reaches the new run): only a key whose events fit one signal is
 	// started, so that every event's trace has its relay signal span.
-	if starter, ok := r.starter(id); ok && len(g.events) <= r.MaxEventsPerSignal {
+	if starter, ok := r.starter(id, eager); ok && len(g.events) <= r.MaxEventsPerSignal {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		started, err := r.startKey(sctx, starter, id, opts, params)
 		endSignalSpan(span, err)

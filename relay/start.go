@@ -72,11 +72,55 @@ func (k *recentKeys) note(id string, now time.Time) {
 // be running: its idle timeout.
 func (r *Relay) recentFor() time.Duration { return r.Params.WithDefaults().IdleTimeout }
 
-// starter is the Starter to start id's workflow with, when the relay
-// starts new keys and has not started or signalled id lately.
-func (r *Relay) starter(id string) (Starter, bool) {
+// An eager start's answer carries the new run's first workflow task, which
+// the server records as started by this worker when it creates the run. If
+// the answer is lost (the SDK gives up on the call after its 10 s RPC
+// timeout, the stream is cancelled) while the server did create the run,
+// no worker holds that task: the key waits for its 10 s start-to-close
+// timeout, and on a server slow enough to lose answers, for the late
+// timer and the retried task too (a neighbour's key waited 83 s in the
+// noisy-neighbour comparison, issue 26). A start that Temporal did not
+// answer therefore pauses eager starts for eagerPause: new keys get
+// SignalWithStart, whose first task waits on the task queue for any poller
+// however the call ends.
+const eagerPause = time.Minute
+
+// eagerGate is when eager starts may resume after a start went unanswered.
+type eagerGate struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+// open reports whether eager starts are allowed at now.
+func (g *eagerGate) open(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !now.Before(g.until)
+}
+
+// pause closes the gate until now+d; it reports whether it was open.
+func (g *eagerGate) pause(now time.Time, d time.Duration) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	wasOpen := !now.Before(g.until)
+	g.until = now.Add(d)
+	return wasOpen
+}
+
+// startsEagerly reports whether this round starts new keys eagerly: the
+// relay starts new keys and no start went unanswered within eagerPause.
+// A round decides once, so its keys are treated alike whatever order their
+// calls end in.
+func (r *Relay) startsEagerly() bool {
+	_, ok := r.Temporal.(Starter)
+	return ok && r.StartNewKeys && r.eager.open(time.Now())
+}
+
+// starter is the Starter to start id's workflow with, when the round starts
+// new keys eagerly and the relay has not started or signalled id lately.
+func (r *Relay) starter(id string, eager bool) (Starter, bool) {
 	starter, ok := r.Temporal.(Starter)
-	if !ok || !r.StartNewKeys || r.recent.seen(id, time.Now(), r.recentFor()) {
+	if !ok || !eager || r.recent.seen(id, time.Now(), r.recentFor()) {
 		return nil, false
 	}
 	return starter, true
@@ -100,5 +144,9 @@ func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts c
 		return false, nil
 	}
 	r.Logger.Warn("start a key's workflow", zap.String("workflow", id), zap.Error(err))
+	if outage(err) && r.eager.pause(time.Now(), eagerPause) {
+		r.Logger.Warn("Temporal did not answer an eager start; new keys are signalled with SignalWithStart for a while",
+			zap.String("workflow", id), zap.Duration("for", eagerPause), zap.Error(err))
+	}
 	return false, err
 }

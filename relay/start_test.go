@@ -198,3 +198,68 @@ func TestRefusedStartIsSignalled(t *testing.T) {
 		t.Fatalf("%d relay signal spans, statuses %v: want the start's failed and the signal's not", len(spans), st)
 	}
 }
+
+// TestUnansweredStartPausesEagerStarts: an eager start that Temporal does
+// not answer may still have created the run, whose first workflow task the
+// server then holds as started by a worker that never got it (10 s lost to
+// its start-to-close timeout, more on a slow server: issue 26). After one,
+// new keys get SignalWithStart, whose task waits on the queue for any
+// poller, until eager starts resume; the pause is logged once.
+func TestUnansweredStartPausesEagerStarts(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	core, logs := observer.New(zap.WarnLevel)
+	tmp := &startingTemporal{startErr: serviceerror.NewDeadlineExceeded("context deadline exceeded")}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, MaxAttempts: 5, Logger: zap.New(core)}
+
+	publishN(t, p, "contacts.person.updated", "p1", 1)
+	if round, err := r.DispatchOnce(ctx); err != nil || round.Failed != 2 || len(tmp.opts) != 2 {
+		t.Fatalf("round %+v (%v) after %d starts: want both p1 keys' starts tried and failed", round, err, len(tmp.opts))
+	}
+
+	// Temporal answers again; a new key comes.
+	tmp.smu.Lock()
+	tmp.startErr = nil
+	tmp.smu.Unlock()
+	publishN(t, p, "contacts.person.updated", "p2", 1)
+	round, err := r.DispatchOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "p2")
+	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "p2")
+	if len(tmp.started) != 0 || len(tmp.opts) != 2 {
+		t.Fatalf("%d started (%d tries) after an unanswered start: want the new key signalled, not started", len(tmp.started), len(tmp.opts))
+	}
+	if got := tmp.bySeq(); len(got[billing]) != 1 || len(got[crm]) != 1 || round.Signals != 2 {
+		t.Fatalf("round %+v, signals %v: want p2 signalled to billing and crm", round, got)
+	}
+	if n := logs.FilterMessageSnippet("new keys are signalled").Len(); n != 1 {
+		t.Fatalf("%d pause warnings, want 1 (logs %v)", n, logs.All())
+	}
+}
+
+// TestRefusedStartKeepsEagerStarts: a start Temporal answers with a refusal
+// of its own created no run, so nothing was lost and eager starts go on.
+func TestRefusedStartKeepsEagerStarts(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	tmp := &startingTemporal{startErr: serviceerror.NewInvalidArgument("eager start refused")}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true}
+	publishN(t, p, "contacts.person.deleted", "p1", 1) // crm's only
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tmp.smu.Lock()
+	tmp.startErr = nil
+	tmp.smu.Unlock()
+	publishN(t, p, "contacts.person.deleted", "p2", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := workflows.DeliveryID("crm:contacts.person.deleted@1", "p2"); fmt.Sprint(tmp.started) != fmt.Sprint([]string{want}) {
+		t.Fatalf("started %v, want %s started eagerly", tmp.started, want)
+	}
+}
