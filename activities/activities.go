@@ -48,9 +48,10 @@ type Store interface {
 	// QueuedAfter and CancelQueuedAfter read and drop a key's backlog: the
 	// queued events its workflow does not hold in memory.
 	QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]store.QueuedEvent, error)
-	// KeyQueue reads what a key owes (its held rows above after) and checks
-	// claimed events against its outcome rows.
-	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent) (store.KeyQueue, error)
+	// KeyQueue reads what a key owes (its held rows above after), checks
+	// claimed events against its outcome rows and, given a run id, reads
+	// the rows above after a local execution of that run delivered.
+	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent, run string) (store.KeyQueue, error)
 	// TakeKeyLease and ReleaseKeyLease keep which run may deliver a key's
 	// events now.
 	TakeKeyLease(ctx context.Context, subscriptionID, subject, holder string, ttl time.Duration) (bool, time.Time, error)

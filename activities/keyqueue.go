@@ -19,6 +19,11 @@ type QueueInput struct {
 	After          int64   `json:"after"`
 	Limit          int     `json:"limit,omitempty"`
 	Claims         []Event `json:"claims,omitempty"`
+	// Uncounted: After is the calling run's cursor, past every row the run
+	// read (0: it read none yet), so a row above it that a local execution
+	// of the run delivered was delivered by a workflow task the run lost;
+	// DeliveredHere reports those rows too.
+	Uncounted bool `json:"uncounted,omitempty"`
 }
 
 // HeldEvent is one event a key owes, as its outcome row has it.
@@ -43,9 +48,12 @@ type QueueResult struct {
 	// sequence number); UnknownIDs holds the first few of them.
 	Unknown    int      `json:"unknown,omitempty"`
 	UnknownIDs []string `json:"unknownIds,omitempty"`
-	// DeliveredHere are the claims a local execution of the calling run
-	// delivered: its workflow task failed after the POST (a worker died),
-	// so the run has not counted them.
+	// DeliveredHere are the events a local execution of the calling run
+	// delivered that the run has not counted: its workflow task failed
+	// after the POST (a worker died). They are the claims it delivered and,
+	// with QueueInput.Uncounted, the rows above the cursor it delivered:
+	// those the lost task read itself, which no signal may ever name (the
+	// relay does not signal an event whose row is settled).
 	DeliveredHere []Event `json:"deliveredHere,omitempty"`
 }
 
@@ -66,14 +74,27 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 	for i, c := range in.Claims {
 		claims[i] = store.ClaimedEvent{ID: c.ID, Seq: c.Seq}
 	}
-	q, err := a.Store.KeyQueue(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit, claims)
+	runID := activity.GetInfo(ctx).WorkflowExecution.RunID
+	var uncounted string
+	if in.Uncounted {
+		uncounted = runID
+	}
+	q, err := a.Store.KeyQueue(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit, claims, uncounted)
 	if err != nil {
 		return QueueResult{}, err
 	}
 	res := QueueResult{More: q.More, Unknown: len(q.Unknown)}
-	run := activity.GetInfo(ctx).WorkflowExecution.RunID + "/"
+	run := runID + "/"
+	here := map[string]bool{}
 	for _, c := range in.Claims {
-		if by, ok := q.DeliveredBy[c.ID]; ok && strings.HasPrefix(by, run) {
+		if by, ok := q.DeliveredBy[c.ID]; ok && strings.HasPrefix(by, run) && !here[c.ID] {
+			here[c.ID] = true
+			res.DeliveredHere = append(res.DeliveredHere, Event{ID: c.ID, Seq: c.Seq})
+		}
+	}
+	for _, c := range q.LocalAbove {
+		if !here[c.ID] {
+			here[c.ID] = true
 			res.DeliveredHere = append(res.DeliveredHere, Event{ID: c.ID, Seq: c.Seq})
 		}
 	}

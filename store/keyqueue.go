@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,14 +48,25 @@ type KeyQueue struct {
 	// DeliveredBy holds, for the claimed events already delivered by a
 	// local execution, the execution (outcome rows' delivered_by).
 	DeliveredBy map[string]string
+	// LocalAbove are the rows after the cursor that a local execution of
+	// the run KeyQueue was asked about delivered (at most maxLocalAbove,
+	// the highest sequence numbers), in sequence order.
+	LocalAbove []ClaimedEvent
 }
+
+// maxLocalAbove bounds the rows LocalAbove reads. A run takes them for
+// what a workflow task it lost delivered (activities.QueueResult's
+// DeliveredHere): the few batches one task's local attempts send.
+const maxLocalAbove = 1000
 
 // KeyQueue reads up to limit events that a subscription's subject key owes
 // with a sequence number above after, in sequence order, and checks the
 // claimed events against the key's outcome rows (whatever their status: a
 // settled one is a re-send, not a forgery). A claimed event still owed
-// below the cursor is among the rows too.
-func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent) (KeyQueue, error) {
+// below the cursor is among the rows too. With a run id, it also reads the
+// rows above the cursor that a local execution of that run delivered
+// (LocalAbove; delivered_by is "<run id>/<head>").
+func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent, run string) (KeyQueue, error) {
 	var out KeyQueue
 	var ids []string
 	var seqs []int64
@@ -116,6 +128,29 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 			return err
 		})
 	}
+	if run != "" {
+		// Through outcomes_local_delivered, newest first: the key's rows a
+		// local execution delivered. Above the cursor of the run (past
+		// every row it read) they are normally none, or a lost task's; at
+		// 0 (a run that has read nothing yet) they are the key's last
+		// ones, of earlier runs too, which the run id tells apart.
+		batch.Queue(`
+			SELECT event_id::text, event_seq, delivered_by
+			  FROM outcomes
+			 WHERE subscription_id = $1 AND subject = $2 AND status = 'delivered'
+			       AND delivered_by IS NOT NULL AND event_seq > $3
+			 ORDER BY event_seq DESC LIMIT $4`, subscriptionID, subject, after, maxLocalAbove).Query(func(rows pgx.Rows) error {
+			var c ClaimedEvent
+			var by string
+			_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.Seq, &by}, func() error {
+				if strings.HasPrefix(by, run+"/") {
+					out.LocalAbove = append(out.LocalAbove, c)
+				}
+				return nil
+			})
+			return err
+		})
+	}
 	if batch.Len() == 0 {
 		return out, nil
 	}
@@ -125,6 +160,7 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 	if len(out.Rows) > limit {
 		out.Rows, out.More = out.Rows[:limit], true
 	}
+	slices.Reverse(out.LocalAbove)
 	if len(late) > 0 {
 		out.Rows = append(late, out.Rows...)
 		slices.SortFunc(out.Rows, func(a, b HeldRow) int { return cmp.Compare(a.Seq, b.Seq) })

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil)
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 		q.Rows[1].ID != evs[2].ID || q.Rows[1].Status != store.EventQueued || q.Rows[1].QueuedAt.IsZero() {
 		t.Fatalf("rows %+v more %v", q.Rows, q.More)
 	}
-	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 0, 1, nil)
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 0, 1, nil, "")
 	if err != nil || len(q.Rows) != 1 || !q.More || q.Rows[0].Seq != 2 {
 		t.Fatalf("limit 1: %+v, %v", q, err)
 	}
@@ -52,7 +53,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 		{ID: "not-an-id", Seq: 5},
 		{ID: "00000000-0000-4000-8000-000000000001", Seq: 1 << 50},
 	}
-	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 2, 0, claims)
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 2, 0, claims, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +65,71 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 	}
 	if len(q.DeliveredBy) != 1 || q.DeliveredBy[evs[0].ID] != "run-1/head" {
 		t.Fatalf("delivered by %v, want the local execution that delivered event 1", q.DeliveredBy)
+	}
+}
+
+// TestKeyQueueReadsLocalDeliveriesAboveTheCursor: given a run id, the
+// rows above the cursor that a local execution of that run delivered, in
+// sequence order: not another run's (whose id it only begins), not a row
+// redelivered since, not another key's, none below the cursor.
+func TestKeyQueueReadsLocalDeliveriesAboveTheCursor(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[2].ID, Seq: 3, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct {
+		subject string
+		u       store.OutcomeUpdate
+	}{
+		{"p1", store.OutcomeUpdate{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-10/" + evs[0].ID}},
+		{"p1", store.OutcomeUpdate{EventID: evs[1].ID, Seq: 2, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/" + evs[1].ID}},
+		{"p1", store.OutcomeUpdate{EventID: evs[2].ID, Seq: 3, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/" + evs[1].ID}},
+		{"p2", store.OutcomeUpdate{EventID: evs[3].ID, Seq: 4, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/" + evs[3].ID}},
+	} {
+		if err := s.RecordOutcomes(ctx, billingPersonSub, u.subject, []store.OutcomeUpdate{u.u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkDispatched(ctx, []int64{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, refused, err := s.Requeue(ctx, billingPersonSub, "p1", []string{evs[2].ID}); err != nil || len(refused) > 0 {
+		t.Fatalf("redeliver event 3: refused %v, %v", refused, err)
+	}
+	for _, c := range []struct {
+		after int64
+		run   string
+		want  []int64
+	}{
+		{0, "run-1", []int64{2}},
+		{1, "run-1", []int64{2}},
+		{2, "run-1", nil},
+		{0, "run-10", []int64{1}},
+		{1, "run-10", nil},
+		{0, "run", nil},
+		{0, "", nil},
+	} {
+		q, err := s.KeyQueue(ctx, billingPersonSub, "p1", c.after, 10, nil, c.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range q.LocalAbove {
+			got = append(got, e.Seq)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Fatalf("after %d, run %q: local deliveries above the cursor %v, want %v", c.after, c.run, got, c.want)
+		}
+		if len(q.Rows) != 1 || q.Rows[0].ID != evs[2].ID {
+			t.Fatalf("after %d: rows %+v, want the redelivered event 3", c.after, q.Rows)
+		}
 	}
 }
 
@@ -100,7 +166,7 @@ func TestRestartAndRequeueRestartTheHoldClock(t *testing.T) {
 	if _, _, err := s.Requeue(ctx, billingPersonSub, "p1", []string{evs[1].ID}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil)
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -438,7 +439,7 @@ func (s *fakeStore) QueuedAfter(_ context.Context, _, _ string, after int64, lim
 // event of the key (every eventID(seq) of the log by default, see the maps
 // above) has a row, as the relay writes one before it signals: it joins
 // dispatched. The rest are unknown.
-func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, limit int, claims []store.ClaimedEvent) (store.KeyQueue, error) {
+func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, limit int, claims []store.ClaimedEvent, run string) (store.KeyQueue, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queueReads++
@@ -502,6 +503,13 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 		out.Rows = append(out.Rows, row(seq))
 	}
 	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].Seq < out.Rows[j].Seq })
+	for _, seq := range seqs {
+		id := eventID(seq)
+		if by := s.deliveredBy[id]; run != "" && seq > after && s.outcomes[id] == store.EventDelivered &&
+			strings.HasPrefix(by, run+"/") {
+			out.LocalAbove = append(out.LocalAbove, store.ClaimedEvent{ID: id, Seq: seq})
+		}
+	}
 	return out, nil
 }
 

@@ -24,7 +24,12 @@ import (
 //     KeyQueue (a cursor over the key's sequence numbers), and claims that
 //     name no row of the key are refused and audited once per read, with a
 //     count;
-//   - a run completes only once the rows say the key owes nothing.
+//   - a run completes only once the rows say the key owes nothing;
+//   - what a local attempt delivered in a workflow task the run lost (its
+//     worker died before the task completed) is counted from the rows: the
+//     task runs again, and the rows above the run's cursor that a local
+//     execution of the run delivered, and the claims it delivered, come
+//     back as KeyQueue's DeliveredHere (countDeliveredHere).
 //
 // Whatever ends or feeds a run, the next one reads the same rows, so order
 // holds and nothing is stranded; the relay re-drives keys whose workflow is
@@ -92,7 +97,24 @@ func (d *delivery) loadAll(ctx workflow.Context, q activities.QueueResult) {
 	d.BacklogAfter = 0
 	d.Backlog = false
 	d.addRows(ctx, q)
+	d.countDeliveredHere(ctx, q.DeliveredHere)
 	d.loaded = true
+}
+
+// countDeliveredHere counts the events a local attempt of this run
+// delivered in a workflow task the run lost (its worker died before the
+// task completed): the task runs again, and the rows, not its memory, say
+// what went. Each is counted once: the run remembers what it delivered.
+// No command: runs recorded before the rows reported such events above the
+// cursor replay as they were recorded.
+func (d *delivery) countDeliveredHere(ctx workflow.Context, evs []activities.Event) {
+	for _, ev := range evs {
+		if !d.recent[ev.ID] {
+			d.Counters.Delivered++
+			d.outcome(ctx, QueueItem{Event: ev}, "delivered", "")
+			d.delivered(ev.ID)
+		}
+	}
 }
 
 // addRows puts the rows not queued yet in the queue, in sequence order,
@@ -188,7 +210,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 		return
 	}
 	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
-		After: d.BacklogAfter, Limit: limit, Claims: claims}
+		After: d.BacklogAfter, Limit: limit, Claims: claims, Uncounted: true}
 	var q activities.QueueResult
 	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
 		// Tried again on the next turn; the claims stay unchecked.
@@ -200,15 +222,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 		d.Backlog = false
 	}
 	d.addRows(ctx, q)
-	for _, ev := range q.DeliveredHere {
-		if !d.recent[ev.ID] {
-			// A local attempt of this run delivered it before its worker
-			// died: counted once, here.
-			d.Counters.Delivered++
-			d.outcome(ctx, QueueItem{Event: ev}, "delivered", "")
-			d.delivered(ev.ID)
-		}
-	}
+	d.countDeliveredHere(ctx, q.DeliveredHere)
 	if q.Unknown > 0 {
 		d.audit(ctx, AuditSignalRejected, "", "failed", activities.CodeSignalRejected, "", map[string]any{
 			payload.MetaSignal: SignalEvent, payload.MetaReason: reason.EventNotOwed, payload.MetaCount: q.Unknown, payload.MetaEventIDs: q.UnknownIDs,

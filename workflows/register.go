@@ -50,8 +50,11 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 			return StartResult{}, err
 		}
 		w = w.WithDefaults()
+		// Uncounted: a run's start has counted nothing yet, so what a local
+		// attempt of the run delivered was delivered by a first workflow
+		// task it lost.
 		q, err := acts.KeyQueue(ctx, activities.QueueInput{SubscriptionID: in.SubscriptionID,
-			SubjectKey: in.SubjectKey, Limit: w.MaxQueue})
+			SubjectKey: in.SubjectKey, Limit: w.MaxQueue, Uncounted: true})
 		if err != nil {
 			return StartResult{}, err
 		}

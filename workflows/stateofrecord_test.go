@@ -162,3 +162,72 @@ func TestLostLocalDeliveryIsCounted(t *testing.T) {
 		t.Fatalf("counted %d deliveries, want 2: event 1 (by this run's lost attempt) and 3", st.Counters.Delivered)
 	}
 }
+
+// TestLostLocalBatchIsCounted: a workflow task read the rows after the
+// cursor (a claim of event 2 made it look), and its local attempt delivered
+// event 2 and event 3 behind it, whose row the relay had written but not
+// yet signalled; then its worker died, with the relay in it, before the
+// task completed. The relay started again found event 3's row delivered
+// and signalled nothing of it. The task runs again: both are counted once
+// from the rows, neither is sent again (chaos run at b3ade93).
+func TestLostLocalBatchIsCounted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.eventsAt(time.Second, 1)
+	h.at(time.Minute, func() {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		h.store.dispatched = append(h.store.dispatched, 2, 3)
+		for _, seq := range []int64{2, 3} {
+			h.store.outcomes[eventID(seq)] = store.EventDelivered
+			h.store.deliveredBy[eventID(seq)] = "default-test-run-id/" + eventID(2) // the lost local execution
+		}
+	})
+	h.eventsAt(time.Minute+time.Second, 2)
+	h.eventsAt(2*time.Minute, 4)
+	st := h.queryAt(3 * time.Minute)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 4)) {
+		t.Fatalf("delivered %v, want 1 and 4 (2 and 3 went in the lost task)", got)
+	}
+	if st.Counters.Delivered != 4 {
+		t.Fatalf("counted %d deliveries, want 4: events 1 and 4, and 2 and 3 of the lost task", st.Counters.Delivered)
+	}
+	counted := map[string]int{}
+	for _, o := range st.Outcomes {
+		if o.Result == "delivered" {
+			counted[o.EventID]++
+		}
+	}
+	for _, seq := range []int64{1, 2, 3, 4} {
+		if counted[eventID(seq)] != 1 {
+			t.Fatalf("event %d has %d delivered outcomes, want 1 (outcomes %+v)", seq, counted[eventID(seq)], st.Outcomes)
+		}
+	}
+}
+
+// TestLostFirstTaskDeliveryIsCounted: the first workflow task of a run (no
+// signal named its events: the relay started the run with them) delivered
+// event 2 in a local attempt and was lost with its worker. The task runs
+// again and its start reads event 2's row as delivered by this run: counted
+// once, not sent again. Event 1, which a local attempt of an earlier run
+// delivered, is not this run's to count.
+func TestLostFirstTaskDeliveryIsCounted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.dispatched = []int64{1, 2, 3}
+	h.store.outcomes[eventID(1)] = store.EventDelivered
+	h.store.deliveredBy[eventID(1)] = "an-earlier-run/" + eventID(1)
+	h.store.outcomes[eventID(2)] = store.EventDelivered
+	h.store.deliveredBy[eventID(2)] = "default-test-run-id/" + eventID(2) // the test environment's run id
+	st := h.queryAt(time.Minute)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(3)) {
+		t.Fatalf("delivered %v, want only 3", got)
+	}
+	if st.Counters.Delivered != 2 {
+		t.Fatalf("counted %d deliveries, want 2: event 2 (by this run's lost first task) and 3", st.Counters.Delivered)
+	}
+}
