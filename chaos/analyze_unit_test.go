@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,6 +310,23 @@ func TestExplain(t *testing.T) {
 	term.Targets = []target{{Sub: "s", Key: "other"}}
 	if x = explain(w, nil, []fault{term}); x.Covered != 5*time.Second {
 		t.Errorf("a terminate of another key covered %v, want its own 5s", x.Covered)
+	}
+	// An attempt under way since 11 s when the key's run was terminated at
+	// 15 s (its answer lost to an earlier fault; no history shows it)
+	// covers 11-15 s; one on another key, or under way for longer than a
+	// heartbeat timeout and the longest back-off, does not, or only so far.
+	term.Targets = []target{{Sub: "s", Key: "k", Pending: at(11)}}
+	if x = explain(w, nil, []fault{term}); x.Covered != 49*time.Second {
+		t.Errorf("a terminate that cut off an attempt under way covered %v, want 49s (11 s to the ack)", x.Covered)
+	}
+	term.Targets = []target{{Sub: "s", Key: "other", Pending: at(11)}}
+	if x = explain(w, nil, []fault{term}); x.Covered != 5*time.Second {
+		t.Errorf("an attempt cut off on another key covered %v, want the terminate's own 5s", x.Covered)
+	}
+	long := headWait{Sub: "s", Key: "k", N: 2, Start: at(0), Ack: at(100)}
+	late := fault{Start: at(80), End: at(81), Kind: kindTerminate, Targets: []target{{Sub: "s", Key: "k", Pending: at(10)}}, Rule: rule{Match: allKeys}}
+	if x = explain(long, nil, []fault{late}); x.By[mechHeartbeat] != heartbeatTimeout+slices.Max(schedule()) {
+		t.Errorf("an attempt under way for 70 s before the terminate covered %v, want at most %v", x.By[mechHeartbeat], heartbeatTimeout+slices.Max(schedule()))
 	}
 }
 

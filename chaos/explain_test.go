@@ -159,6 +159,25 @@ func (x explanation) String() string {
 		x.Covered.Seconds(), strings.Join(parts, ", "), x.Unexplained.Seconds(), baseWait, strings.Join(info, ", "))
 }
 
+// cutOff is the activity attempt a terminate found under way on the key's
+// run (target.Pending), up to the terminate, as a history would have shown
+// it had the attempt timed out: at most one heartbeat timeout and the
+// longest retry back-off, like an attempt's span in spans.
+func cutOff(f fault, sub, key string) []span {
+	if f.Kind != kindTerminate {
+		return nil
+	}
+	var out []span
+	for _, t := range f.Targets {
+		if t.Sub != sub || t.Key != key || t.Pending.IsZero() || !t.Pending.Before(f.Start) {
+			continue
+		}
+		to := minTime(f.Start, t.Pending.Add(heartbeatTimeout+slices.Max(schedule())))
+		out = append(out, span{t.Pending, to, mechHeartbeat})
+	}
+	return out
+}
+
 // explain measures how much of w the spans (of its key's history, and the
 // faults that can hold its key up, over their own duration and, for a
 // terminated workflow, until the relay's re-drive) cover.
@@ -168,6 +187,7 @@ func explain(w headWait, hist []span, faults []fault) explanation {
 		if f.matches(w.Sub, w.Key) {
 			all = append(all, span{f.Start, f.End.Add(f.holdsUp(w.Sub, w.Key)), mechFault})
 		}
+		all = append(all, cutOff(f, w.Sub, w.Key)...)
 	}
 	x := explanation{Wait: w, By: map[string]time.Duration{}, Count: map[string]int{}, Info: map[string]time.Duration{}}
 	var in []span

@@ -62,6 +62,12 @@ type target struct {
 	InFlight []string `json:",omitempty"`
 	// Forged counts the events of forged signals sent to it.
 	Forged int `json:",omitempty"`
+	// Pending is when the earliest activity attempt the run had under way
+	// when it was terminated started (zero: none). An attempt whose answer
+	// an earlier fault lost stays under way until its heartbeat timeout,
+	// and a terminate before that keeps it out of every history: the wait
+	// it caused is explained from here (explain).
+	Pending time.Time `json:",omitempty"`
 }
 
 func (t target) name() string { return t.Sub + "/" + t.Key }
@@ -230,6 +236,27 @@ func struck(c client.Client, t target, posting []string) target {
 	return t
 }
 
+// pendingSince returns when the earliest activity attempt the run has
+// under way started, zero when it has none or the run cannot be described.
+func pendingSince(c client.Client, id, runID string) time.Time {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.DescribeWorkflowExecution(ctx, id, runID)
+	if err != nil {
+		return time.Time{}
+	}
+	var since time.Time
+	for _, a := range resp.GetPendingActivities() {
+		if a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED || a.GetLastStartedTime() == nil {
+			continue
+		}
+		if at := a.GetLastStartedTime().AsTime(); since.IsZero() || at.Before(since) {
+			since = at
+		}
+	}
+	return since
+}
+
 // pick returns up to n of the workflows that satisfy ok, at random.
 func pick(kws []keyWorkflow, n int, ok func(keyWorkflow) bool) []keyWorkflow {
 	var out []keyWorkflow
@@ -275,6 +302,7 @@ func (r *run) terminateKeys(name string, nHeld, nBusy int) {
 				return false
 			}
 			posting := r.posting()[sk]
+			pending := pendingSince(c, id, run)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = c.TerminateWorkflow(ctx, id, run, chaosReason)
 			cancel()
@@ -282,7 +310,7 @@ func (r *run) terminateKeys(name string, nHeld, nBusy int) {
 				r.t.Errorf("%s: terminate %s/%s: %v", name, sk.Sub, sk.Key, err)
 				return false
 			}
-			t := struck(c, target{Sub: sk.Sub, Key: sk.Key, RunID: run, Held: held}, posting)
+			t := struck(c, target{Sub: sk.Sub, Key: sk.Key, RunID: run, Held: held, Pending: pending}, posting)
 			r.t.Logf("%s: terminated %s (run %s, picked %s; state then %s, %d events held, %d being posted)",
 				name, t.name(), run, seen, t.Status, len(t.InFlight), len(posting))
 			ts = append(ts, t)
