@@ -241,12 +241,12 @@ func struck(c client.Client, t target, posting []string) target {
 func pendingSince(c client.Client, id, runID string) time.Time {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := c.DescribeWorkflowExecution(ctx, id, runID)
-	if err != nil {
+	d, err := c.DescribeWorkflow(ctx, id, runID)
+	if err != nil || d.RawResponse == nil {
 		return time.Time{}
 	}
 	var since time.Time
-	for _, a := range resp.GetPendingActivities() {
+	for _, a := range d.RawResponse.GetPendingActivities() {
 		if a.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED || a.GetLastStartedTime() == nil {
 			continue
 		}
