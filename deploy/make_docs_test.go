@@ -18,25 +18,14 @@ func TestDocumentedMakeTargetsExist(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllSubmatch(mk, -1) {
 		targets[string(m[1])] = true
 	}
-	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	use := regexp.MustCompile("(?m)(?:`|^)(?:[A-Z_]+=\\S+ )*make ([a-z][a-z-]*)\\b")
-	n := 0
-	for _, p := range append(pages, filepath.Join(repoRoot, "README.md")) {
-		src, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range use.FindAllSubmatch(src, -1) {
-			n++
-			if !targets[string(m[1])] {
-				t.Errorf("%s: %q: the Makefile has no target %s", filepath.Base(p), m[0], m[1])
-			}
+	found := docMatches(t, use)
+	for _, d := range found {
+		if !targets[string(d.m[1])] {
+			t.Errorf("%s: %q: the Makefile has no target %s", d.page, d.m[0], d.m[1])
 		}
 	}
-	if n < 20 {
+	if n := len(found); n < 20 {
 		t.Errorf("found %d make commands in the docs; the scan lost some", n)
 	}
 }
@@ -44,30 +33,18 @@ func TestDocumentedMakeTargetsExist(t *testing.T) {
 // TestDocumentedScriptCommandsExist: every `scripts/NAME.sh COMMAND` the
 // docs show is a script of scripts/ with a case for that command.
 func TestDocumentedScriptCommandsExist(t *testing.T) {
-	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	use := regexp.MustCompile(`\bscripts/([a-z-]+\.sh) ([a-z][a-z-]*)\b`)
-	n := 0
-	for _, p := range append(pages, filepath.Join(repoRoot, "README.md")) {
-		src, err := os.ReadFile(p)
+	found := docMatches(t, regexp.MustCompile(`\bscripts/([a-z-]+\.sh) ([a-z][a-z-]*)\b`))
+	for _, d := range found {
+		script, err := os.ReadFile(filepath.Join(repoRoot, "scripts", string(d.m[1])))
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("%s: %q: %v", d.page, d.m[0], err)
+			continue
 		}
-		for _, m := range use.FindAllSubmatch(src, -1) {
-			n++
-			script, err := os.ReadFile(filepath.Join(repoRoot, "scripts", string(m[1])))
-			if err != nil {
-				t.Errorf("%s: %q: %v", filepath.Base(p), m[0], err)
-				continue
-			}
-			if !regexp.MustCompile(`(?m)^\s+(?:[a-z-]+\|)*` + regexp.QuoteMeta(string(m[2])) + `(?:\|[a-z-]+)*\)`).Match(script) {
-				t.Errorf("%s: %q: scripts/%s has no command %s", filepath.Base(p), m[0], m[1], m[2])
-			}
+		if !regexp.MustCompile(`(?m)^\s+(?:[a-z-]+\|)*` + regexp.QuoteMeta(string(d.m[2])) + `(?:\|[a-z-]+)*\)`).Match(script) {
+			t.Errorf("%s: %q: scripts/%s has no command %s", d.page, d.m[0], d.m[1], d.m[2])
 		}
 	}
-	if n == 0 {
+	if len(found) == 0 {
 		t.Error("found no scripts/ command in the docs; the scan lost them")
 	}
 }

@@ -2,8 +2,6 @@ package deploy_test
 
 import (
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 )
@@ -28,24 +26,16 @@ func TestDocsNameTheRuntimeRoleAsTheStackDoes(t *testing.T) {
 	if runtime == "" || err != nil || owner.User.Username() == "" {
 		t.Fatalf("herald-init names no runtime role (%q) or owner URL (%v)", runtime, err)
 	}
-	pages, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
-	pages = append(pages, filepath.Join(repoRoot, "README.md"))
-	n := 0
-	for _, p := range pages {
-		src, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range runtimeRoleInDocs.FindAllSubmatch(src, -1) {
-			n++
-			role := string(m[1]) + string(m[2]) + string(m[3]) + string(m[4])
-			if role != runtime {
-				t.Errorf("%s: %q names %s as the runtime role; the stack's runtime role is %s (and %s its owner)",
-					filepath.Base(p), m[0], role, runtime, owner.User.Username())
-			}
+	found := docMatches(t, runtimeRoleInDocs)
+	for _, d := range found {
+		m := d.m
+		role := string(m[1]) + string(m[2]) + string(m[3]) + string(m[4])
+		if role != runtime {
+			t.Errorf("%s: %q names %s as the runtime role; the stack's runtime role is %s (and %s its owner)",
+				d.page, m[0], role, runtime, owner.User.Username())
 		}
 	}
-	if n < 3 {
+	if n := len(found); n < 3 {
 		t.Errorf("found %d places naming the runtime role; the scan lost some", n)
 	}
 }
