@@ -69,6 +69,16 @@ func TestIdleLeaderProbesRatherThanPolls(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "the relay to lead and run a first round in every partition", func() bool {
 		return rounds.Load() >= store.RelayPartitions
 	})
+	// The probe's first read finds the log's top above "nothing seen" and
+	// wakes every loop once; a loop that had already run its first round
+	// runs a second. Wait for the start to settle: 300 ms without a round
+	// is 15 idle polls, which a leader that polled on every tick would
+	// never give.
+	testkit.Eventually(t, 20*time.Second, "the start-up rounds to settle", func() bool {
+		n := rounds.Load()
+		time.Sleep(300 * time.Millisecond)
+		return rounds.Load() == n
+	})
 	before := rounds.Load()
 	time.Sleep(time.Second) // 50 idle polls
 	if idle := rounds.Load() - before; idle > 2 {
