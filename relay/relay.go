@@ -442,6 +442,12 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, eager bool) (sent, fa
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+	if len(g.events) == 1 {
+		// The commonest new key: one event, which its first attempt takes
+		// at once; it starts idle and writes no status (a start applies the
+		// attributes only when it starts the workflow).
+		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(params)
+	}
 	// A start carries the span a signal of the same events would (its trace
 	// reaches the new run): only a key whose events fit one signal is
 	// started, so that every event's trace has its relay signal span.

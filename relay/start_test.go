@@ -90,6 +90,15 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 			!o.WorkflowExecutionErrorWhenAlreadyStarted || o.TaskQueue != workflows.TaskQueue {
 			t.Fatalf("start options %+v", o)
 		}
+		// A key started for one event starts idle (its first attempt
+		// writes no status); one with more starts delivering.
+		want := workflows.StatusDelivering
+		if strings.HasSuffix(o.ID, "p2") {
+			want = workflows.StatusIdle
+		}
+		if status, _ := o.TypedSearchAttributes.GetKeyword(workflows.SAStatus); status != want {
+			t.Fatalf("%s started %q, want %q", o.ID, status, want)
+		}
 	}
 	// crm's p2 runs already: its start failed, and it got its signal.
 	if got := fmt.Sprint(tmp.bySeq()); got != fmt.Sprint(map[string][]int64{crm("p2"): {3}}) {

@@ -31,6 +31,16 @@ const FirstAttemptChange = "first-attempt"
 // version 1 or before keep their behaviour on replay.
 const QueueFromLogVersion = 2
 
+// OneMarkerVersion is the FirstAttemptChange version from which a run
+// records one version marker, not one per change: a run at it is at
+// ErrorPolicyVersion and HeldKeysVersion without asking for their markers.
+// Each marker also upserts TemporalChangeVersion, so a new key's first task
+// records two history events fewer. Runs recorded at QueueFromLogVersion or
+// before ask for ErrorPolicyChange and HeldKeysChange as they did. A worker
+// built before it cannot replay a run at it: that workflow task fails until
+// an upgraded worker takes it.
+const OneMarkerVersion = 3
+
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
@@ -119,6 +129,9 @@ type delivery struct {
 	// foreign: its input names a key other than its workflow id's, so it
 	// does nothing.
 	fromLog, loaded, foreign bool
+	// oneMarker: this run is at OneMarkerVersion (the later changes are
+	// implied, not asked for).
+	oneMarker bool
 	loadTried                time.Time
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
@@ -197,10 +210,12 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
-	version := workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, QueueFromLogVersion)
+	version := workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
 	d.firstAttempt = version >= 1
 	d.fromLog = version >= QueueFromLogVersion
-	d.errorPolicy = workflow.GetVersion(ctx, ErrorPolicyChange, workflow.DefaultVersion, ErrorPolicyVersion) >= ErrorPolicyVersion
+	d.oneMarker = version >= OneMarkerVersion
+	d.errorPolicy = d.oneMarker ||
+		workflow.GetVersion(ctx, ErrorPolicyChange, workflow.DefaultVersion, ErrorPolicyVersion) >= ErrorPolicyVersion
 	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) {
 		return d.state(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -288,13 +303,26 @@ func Summary(p Params) string {
 }
 
 // StartAttributes are the search attributes the relay gives a delivery
-// workflow it starts: identity and the status it starts in.
+// workflow it starts: identity and the status it starts in, delivering.
 func StartAttributes(p Params) temporal.SearchAttributes {
+	return startAttributes(p, StatusDelivering)
+}
+
+// OneEventStartAttributes are the search attributes of a key started for
+// one event: it starts idle, as an idle key stays idle through the first
+// attempt at its next event (FirstAttemptChange), so a new key whose one
+// event goes at once writes no status to Temporal's visibility store. If
+// the rows owe more, or the attempt fails, the run upserts the status.
+func OneEventStartAttributes(p Params) temporal.SearchAttributes {
+	return startAttributes(p, StatusIdle)
+}
+
+func startAttributes(p Params, status string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		SASubscription.ValueSet(p.SubscriptionID),
 		SAApp.ValueSet(p.SubscriberApp),
 		SAEventType.ValueSet(p.EventType),
-		SAStatus.ValueSet(StatusDelivering),
+		SAStatus.ValueSet(status),
 		SAQueued.ValueSet(0),
 	)
 }

@@ -22,7 +22,8 @@ import (
 //   - a counted failed attempt ends the unreachable back-off, so the next
 //     unreachable wait starts again at 30 s.
 //
-// Runs recorded without the marker keep their behaviour on replay.
+// Runs recorded without the marker keep their behaviour on replay. A run at
+// OneMarkerVersion (FirstAttemptChange) is at ErrorPolicyVersion without it.
 const ErrorPolicyChange = "error-policy"
 
 // ErrorPolicyVersion is the ErrorPolicyChange version of this code.

@@ -89,7 +89,7 @@ func newHarness(t *testing.T) *harness {
 // firstAttemptVersion makes the run take version v of FirstAttemptChange
 // (by default the current one, or DefaultVersion with -regular-first-attempt).
 func (h *harness) firstAttemptVersion(v workflow.Version) {
-	h.env.OnGetVersion(workflows.FirstAttemptChange, workflow.DefaultVersion, workflows.QueueFromLogVersion).Return(v)
+	h.env.OnGetVersion(workflows.FirstAttemptChange, workflow.DefaultVersion, workflows.OneMarkerVersion).Return(v)
 	h.versionSet = true
 }
 

@@ -18,7 +18,8 @@ import (
 //
 // The version is asked for only when a held head resolves, so a key that
 // never holds records no marker, and a run that was under way before the
-// upgrade takes the new behaviour at its next such moment.
+// upgrade takes the new behaviour at its next such moment. A run at
+// OneMarkerVersion does not ask: it is at HeldKeysVersion.
 const HeldKeysChange = "held-keys"
 
 // HeldKeysVersion is the HeldKeysChange version of the read on resolve.
@@ -57,9 +58,10 @@ func (d *delivery) noteHeld(ctx workflow.Context) {
 	}
 }
 
-// readsUnsignalled reports whether this run is at HeldKeysVersion.
+// readsUnsignalled reports whether this run is at HeldKeysVersion: always
+// at OneMarkerVersion, otherwise as its marker says.
 func (d *delivery) readsUnsignalled(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, HeldKeysChange, workflow.DefaultVersion, HeldKeysVersion) >= HeldKeysVersion
+	return d.oneMarker || workflow.GetVersion(ctx, HeldKeysChange, workflow.DefaultVersion, HeldKeysVersion) >= HeldKeysVersion
 }
 
 // mayHaveUnsignalled reports whether the key's rows may hold events after

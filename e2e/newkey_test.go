@@ -1,0 +1,77 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"herald/internal/testkit"
+	"herald/internal/testkit/system"
+	"herald/workflows"
+)
+
+// TestOneEventNewKeyHistory: the commonest key, new with one event, costs
+// one version marker (workflows.OneMarkerVersion) and writes no status to
+// Temporal's visibility store: the relay starts it idle and its first
+// attempt delivers at once. Its first workflow task records at most 9
+// history events, 1.5 times the 6 of the least a workflow per key can
+// record (start, one task, one local activity, complete).
+func TestOneEventNewKeyHistory(t *testing.T) {
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	const subject = "new-key-one-event"
+	s.Publish(subject, 1)
+	testkit.Eventually(t, 60*time.Second, "the event delivered to billing", func() bool {
+		return s.Sub.Count("billing", subject) >= 1
+	})
+	c := s.Dial()
+	defer c.Close()
+	id := workflows.DeliveryID("billing:contacts.person.updated@1", subject)
+	// The task that delivered it completes with an idle timer.
+	events := testkit.EventuallyValue(t, 30*time.Second, "the key's first task to complete", func() ([]*historypb.HistoryEvent, bool) {
+		var evs []*historypb.HistoryEvent
+		it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return nil, false
+			}
+			evs = append(evs, e)
+		}
+		return evs, len(evs) > 0 && evs[len(evs)-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
+	})
+	var names []string
+	versions, statusUpserts, tasks := 0, 0, 0
+	for _, e := range events {
+		names = append(names, strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_"))
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if e.GetMarkerRecordedEventAttributes().GetMarkerName() == "Version" {
+				versions++
+			}
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			if _, ok := e.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["HeraldStatus"]; ok {
+				statusUpserts++
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks++
+		}
+	}
+	if versions != 1 || statusUpserts != 0 || tasks != 1 || len(events) > 9 {
+		t.Fatalf("a one-event new key recorded %d events (want at most 9): %d version markers (want 1), "+
+			"%d status upserts (want 0), %d workflow tasks (want 1):\n%s", len(events), versions, statusUpserts, tasks,
+			strings.Join(names, "\n"))
+	}
+	desc, err := c.DescribeWorkflow(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAStatus); status != workflows.StatusIdle {
+		t.Fatalf("HeraldStatus %q after the one event went, want idle", status)
+	}
+}
