@@ -129,10 +129,10 @@ type delivery struct {
 	// foreign: its input names a key other than its workflow id's, so it
 	// does nothing.
 	fromLog, loaded, foreign bool
+	loadTried                time.Time
 	// oneMarker: this run is at OneMarkerVersion (the later changes are
 	// implied, not asked for).
 	oneMarker bool
-	loadTried                time.Time
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
 	// errorPolicy: this run is at ErrorPolicyVersion; policy is its
