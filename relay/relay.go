@@ -76,6 +76,9 @@ type Relay struct {
 	// Observer, when set, counts the events the relay settles itself:
 	// filtered ones, and those of removed subscriptions it cancels.
 	Observer Observer
+	// ParallelStarts caps the eager starts in flight at once, within
+	// Parallel (default DefaultParallelStarts; start.go).
+	ParallelStarts int
 	// StartNewKeys starts the workflow of a key not started or signalled
 	// within the idle timeout eagerly, without events, instead of
 	// signalling it, when Temporal is a Starter (start.go;
@@ -89,6 +92,8 @@ type Relay struct {
 	// relay leads (Parallel).
 	slotsOnce   sync.Once
 	signalSlots chan struct{}
+	// startSlots caps the eager starts among them (ParallelStarts).
+	startSlots chan struct{}
 
 	mu     sync.Mutex
 	led    []int // the partitions led
@@ -147,6 +152,9 @@ const (
 	DefaultPollInterval = time.Second
 	// DefaultParallel is the default of Relay.Parallel: signals in flight at once.
 	DefaultParallel = 64
+	// DefaultParallelStarts is the default of Relay.ParallelStarts: eager
+	// starts in flight at once (start.go says why fewer than signals).
+	DefaultParallelStarts = 16
 	// DefaultMaxEventsPerSignal is the default of Relay.MaxEventsPerSignal.
 	DefaultMaxEventsPerSignal = 500
 	// DefaultSweepInterval is the default of Relay.SweepInterval.
@@ -166,6 +174,9 @@ func (r *Relay) defaults() {
 	if r.Parallel <= 0 {
 		r.Parallel = DefaultParallel
 	}
+	if r.ParallelStarts <= 0 {
+		r.ParallelStarts = DefaultParallelStarts
+	}
 	if r.MaxEventsPerSignal <= 0 {
 		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
 	}
@@ -182,7 +193,10 @@ func (r *Relay) defaults() {
 
 // slots is the relay's semaphore of signals in flight.
 func (r *Relay) slots() chan struct{} {
-	r.slotsOnce.Do(func() { r.signalSlots = make(chan struct{}, r.Parallel) })
+	r.slotsOnce.Do(func() {
+		r.signalSlots = make(chan struct{}, r.Parallel)
+		r.startSlots = make(chan struct{}, min(r.ParallelStarts, r.Parallel))
+	})
 	return r.signalSlots
 }
 

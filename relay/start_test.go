@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -270,5 +271,48 @@ func TestRefusedStartKeepsEagerStarts(t *testing.T) {
 	}
 	if want := workflows.DeliveryID("crm:contacts.person.deleted@1", "p2"); fmt.Sprint(tmp.started) != fmt.Sprint([]string{want}) {
 		t.Fatalf("started %v, want %s started eagerly", tmp.started, want)
+	}
+}
+
+// slowStarter starts workflows slowly and counts how many starts overlap.
+type slowStarter struct {
+	startingTemporal
+	inFlight, most atomic.Int64
+}
+
+func (f *slowStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		m := f.most.Load()
+		if n <= m || f.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	return f.startingTemporal.ExecuteWorkflow(ctx, opts, wf, args...)
+}
+
+// TestEagerStartsInFlightAreCapped: at most ParallelStarts eager starts run
+// at once, fewer than Parallel (start.go says why), and every new key is
+// still started.
+func TestEagerStartsInFlightAreCapped(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	tmp := &slowStarter{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Parallel: 16, ParallelStarts: 3}
+	for i := range 12 {
+		publishN(t, p, "contacts.person.updated", fmt.Sprintf("capped-%d", i), 1)
+	}
+	round, err := r.DispatchOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// billing and crm subscribe: 24 keys, each started.
+	if round.Signals != 24 || round.Failed != 0 || len(tmp.started) != 24 {
+		t.Fatalf("round %+v, %d started: want 24 keys started", round, len(tmp.started))
+	}
+	if most := tmp.most.Load(); most != 3 {
+		t.Fatalf("%d eager starts in flight at once, want ParallelStarts (3)", most)
 	}
 }
