@@ -191,13 +191,37 @@ func (r *Relay) defaults() {
 	}
 }
 
-// slots is the relay's semaphore of signals in flight.
-func (r *Relay) slots() chan struct{} {
+// takeSlots waits for a signal slot (Parallel) and, for a key to be
+// started eagerly, first for a start slot (ParallelStarts): a start
+// waiting for its turn holds no signal slot, so it never holds back the
+// signals of running keys. It returns what gives them back, or false when
+// ctx ended first.
+func (r *Relay) takeSlots(ctx context.Context, start bool) (release func(), ok bool) {
 	r.slotsOnce.Do(func() {
-		r.signalSlots = make(chan struct{}, r.Parallel)
-		r.startSlots = make(chan struct{}, min(r.ParallelStarts, r.Parallel))
+		r.signalSlots = make(chan struct{}, max(1, r.Parallel))
+		r.startSlots = make(chan struct{}, max(1, min(r.ParallelStarts, r.Parallel)))
 	})
-	return r.signalSlots
+	if start {
+		select {
+		case r.startSlots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	select {
+	case r.signalSlots <- struct{}{}:
+	case <-ctx.Done():
+		if start {
+			<-r.startSlots
+		}
+		return nil, false
+	}
+	return func() {
+		<-r.signalSlots
+		if start {
+			<-r.startSlots
+		}
+	}, true
 }
 
 // IsLeader reports whether this relay currently leads at least one
@@ -340,15 +364,20 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	sem := r.slots()
 	eager := r.startsEagerly()
 	var wg sync.WaitGroup
 	for _, g := range order {
+		starter := r.eagerStarter(g, eager)
 		wg.Add(1)
-		sem <- struct{}{}
 		go func(g *group) {
-			defer func() { <-sem; wg.Done() }()
-			sent, failedAt, err := r.signalGroup(ctx, g, eager)
+			defer wg.Done()
+			sent, failedAt, err := 0, 0, error(nil)
+			if release, ok := r.takeSlots(ctx, starter != nil); ok {
+				sent, failedAt, err = r.signalGroup(ctx, g, starter)
+				release()
+			} else {
+				err = ctx.Err()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			round.Signals += sent
@@ -445,9 +474,10 @@ func (r *Relay) backOff(ctx context.Context, round *Round, failed []store.RelayF
 }
 
 // signalGroup sends one key's events, starting its workflow eagerly instead
-// when eager and the key is new (start.go); it returns the signals sent, and
-// the index of the first event not accepted (-1 when all were) with the error.
-func (r *Relay) signalGroup(ctx context.Context, g *group, eager bool) (sent, failedAt int, err error) {
+// with starter (eagerStarter; nil signals it); it returns the signals sent,
+// and the index of the first event not accepted (-1 when all were) with the
+// error.
+func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sent, failedAt int, err error) {
 	params := r.Params
 	params.SubscriptionID = g.key.sub.ID
 	params.SubscriberApp = g.key.sub.App
@@ -462,10 +492,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, eager bool) (sent, fa
 		// attributes only when it starts the workflow).
 		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(params)
 	}
-	// A start carries the span a signal of the same events would (its trace
-	// reaches the new run): only a key whose events fit one signal is
-	// started, so that every event's trace has its relay signal span.
-	if starter, ok := r.starter(id, eager); ok && len(g.events) <= r.MaxEventsPerSignal {
+	if starter != nil {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		started, err := r.startKey(sctx, starter, id, opts, params)
 		endSignalSpan(span, err)

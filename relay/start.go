@@ -116,36 +116,36 @@ func (r *Relay) startsEagerly() bool {
 	return ok && r.StartNewKeys && r.eager.open(time.Now())
 }
 
-// starter is the Starter to start id's workflow with, when the round starts
-// new keys eagerly and the relay has not started or signalled id lately.
-func (r *Relay) starter(id string, eager bool) (Starter, bool) {
+// eagerStarter is the Starter to start g's key's workflow with, when the
+// round starts new keys eagerly and the relay has not started or signalled
+// the key lately; nil otherwise (the key is signalled). A start carries the
+// span a signal of the same events would (its trace reaches the new run):
+// only a key whose events fit one signal is started, so that every event's
+// trace has its relay signal span.
+func (r *Relay) eagerStarter(g *group, eager bool) Starter {
 	starter, ok := r.Temporal.(Starter)
-	if !ok || !eager || r.recent.seen(id, time.Now(), r.recentFor()) {
-		return nil, false
+	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
+	if !ok || !eager || len(g.events) > r.MaxEventsPerSignal || r.recent.seen(id, time.Now(), r.recentFor()) {
+		return nil
 	}
-	return starter, true
+	return starter
 }
 
 // startKey starts the workflow of a key the relay has not started or
-// signalled lately (starter), eagerly, with no events (the run reads the
+// signalled lately (eagerStarter), eagerly, with no events (the run reads the
 // rows). It reports whether it started one and, when it did not, why: nil
 // when the key's workflow runs ("already started"), which the key's signal
 // answers; the start's error otherwise.
 //
-// At most ParallelStarts run at once. On the default-settings dev server,
-// 64 eager starts and signals in flight together made its store fall
-// behind: a key's next workflow task (its signal came a second after the
-// start) was recorded as started but reached no worker, and the key waited
-// out the 10 s task timeout (shape B took 12 s instead of 6 in half the
-// runs; its log: "Fail to process task ... context deadline exceeded").
-// Signals alone at 64, and starts capped at 16, never did.
+// At most ParallelStarts run at once (takeSlots), within the Parallel
+// signals in flight. On the default-settings dev server, 64 eager starts
+// and signals in flight together made its store fall behind: a key's next
+// workflow task (its signal came a second after the start) was recorded as
+// started but reached no worker, and the key waited out the 10 s task
+// timeout (shape B took 12 s instead of 6 in half the runs; its log: "Fail
+// to process task ... context deadline exceeded"). Signals alone at 64, and
+// starts capped at 16, never did.
 func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts client.StartWorkflowOptions, params workflows.Params) (bool, error) {
-	select {
-	case r.startSlots <- struct{}{}:
-		defer func() { <-r.startSlots }()
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
 	opts.EnableEagerStart = true
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true

@@ -274,15 +274,19 @@ func TestRefusedStartKeepsEagerStarts(t *testing.T) {
 	}
 }
 
-// slowStarter starts workflows slowly and counts how many starts overlap.
+// slowStarter starts workflows slowly and counts how many starts overlap,
+// and how many had ended when each signal went.
 type slowStarter struct {
 	startingTemporal
-	inFlight, most atomic.Int64
+	inFlight, most, done atomic.Int64
+	smu2                 sync.Mutex
+	doneAtSignal         []int64
 }
 
 func (f *slowStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
 	n := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
+	defer f.done.Add(1)
 	for {
 		m := f.most.Load()
 		if n <= m || f.most.CompareAndSwap(m, n) {
@@ -291,6 +295,14 @@ func (f *slowStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWork
 	}
 	time.Sleep(50 * time.Millisecond)
 	return f.startingTemporal.ExecuteWorkflow(ctx, opts, wf, args...)
+}
+
+func (f *slowStarter) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any,
+	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.smu2.Lock()
+	f.doneAtSignal = append(f.doneAtSignal, f.done.Load())
+	f.smu2.Unlock()
+	return f.startingTemporal.SignalWithStartWorkflow(ctx, id, name, arg, opts, wf, args...)
 }
 
 // TestEagerStartsInFlightAreCapped: at most ParallelStarts eager starts run
@@ -314,5 +326,46 @@ func TestEagerStartsInFlightAreCapped(t *testing.T) {
 	}
 	if most := tmp.most.Load(); most != 3 {
 		t.Fatalf("%d eager starts in flight at once, want ParallelStarts (3)", most)
+	}
+}
+
+// TestStartsWaitingHoldNoSignalSlot: keys waiting for a start slot hold no
+// signal slot, so the signals of running keys go at once, not after the
+// starts queued before them.
+func TestStartsWaitingHoldNoSignalSlot(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	tmp := &slowStarter{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Parallel: 8, ParallelStarts: 1}
+	ctx := context.Background()
+	publishN(t, p, "contacts.person.updated", "running", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 12 new keys (24 starts of 50 ms, one at a time) before an event of
+	// the running keys, which the relay signals.
+	for i := range 12 {
+		publishN(t, p, "contacts.person.updated", fmt.Sprintf("queued-start-%d", i), 1)
+	}
+	publishN(t, p, "contacts.person.updated", "running", 1)
+	round, err := r.DispatchOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if round.Signals != 26 || round.Failed != 0 {
+		t.Fatalf("round %+v, want 24 starts and 2 signals", round)
+	}
+	tmp.smu2.Lock()
+	defer tmp.smu2.Unlock()
+	if len(tmp.doneAtSignal) != 2 {
+		t.Fatalf("%d signals, want the 2 running keys'", len(tmp.doneAtSignal))
+	}
+	for _, done := range tmp.doneAtSignal {
+		// 2 starts ended before the round (the running keys'); holding a
+		// signal slot each, the waiting starts would let a signal go only
+		// once 8 of them had taken their turn.
+		if done-2 >= 8 {
+			t.Fatalf("a running key's signal went after %d of the round's starts had ended, want it at once", done-2)
+		}
 	}
 }

@@ -36,14 +36,14 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		Timeout:        d.p.DeliveryTimeout,
 		BatchTime:      d.p.BatchTime,
 	}
-	d.attemptStarts(ctx, head)
-	d.inActivity = true
-	d.inflight = len(batch)
-	before := head.Attempts
 	// A first attempt runs as a local activity (once per head), unless the
 	// head waits for a retry delay or a local attempt of this run was slow.
 	local := d.firstAttempt && !d.localSlow && head.Attempts == 0 && head.NotBefore.IsZero() &&
 		d.localTried != head.Event.ID
+	d.attemptStarts(ctx, head, local)
+	d.inActivity = true
+	d.inflight = len(batch)
+	before := head.Attempts
 	in.PrevRun = d.PrevRun
 	if !local && d.localTried == head.Event.ID {
 		// This head had a local attempt in this run: an event that attempt
@@ -61,6 +61,9 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		in.LocalHead = head.Event.ID
 		if h := d.head(); h != nil {
 			head = h // the queue may have grown meanwhile (a new backing array)
+		}
+		if d.oneMarker {
+			d.attemptStarts(ctx, head, false) // an idle key now shows it
 		}
 		res, err = d.execute(ctx, head, in, false)
 	}

@@ -309,10 +309,12 @@ func StartAttributes(p Params) temporal.SearchAttributes {
 }
 
 // OneEventStartAttributes are the search attributes of a key started for
-// one event: it starts idle, as an idle key stays idle through the first
-// attempt at its next event (FirstAttemptChange), so a new key whose one
-// event goes at once writes no status to Temporal's visibility store. If
-// the rows owe more, or the attempt fails, the run upserts the status.
+// one event: it starts idle, as an idle key stays idle through a local
+// first attempt at its next event (FirstAttemptChange), so a new key whose
+// one event goes at once writes no status to Temporal's visibility store.
+// An attempt that fails, or at OneMarkerVersion one that runs as a regular
+// activity, upserts the status (attemptStarts); rows the key owes beyond
+// the relay's one event are delivered as an idle key's are.
 func OneEventStartAttributes(p Params) temporal.SearchAttributes {
 	return startAttributes(p, StatusIdle)
 }

@@ -800,3 +800,45 @@ func TestLocalFirstAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyStartedIdle: a key the relay starts for one event starts idle
+// (workflows.OneEventStartAttributes). Its local first attempt writes no
+// status; at OneMarkerVersion a first attempt that goes to a regular
+// activity (the app has limits) shows delivering while it runs, since it
+// may wait for seconds, and idle again once the event went.
+func TestKeyStartedIdle(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		version workflow.Version
+		limits  store.Limits
+		want    []string
+	}{
+		{"local first attempt", workflows.OneMarkerVersion, store.Limits{}, nil},
+		{"regular first attempt", workflows.OneMarkerVersion, store.Limits{MaxPerSecond: 100}, []string{"delivering", "idle"}},
+		{"regular first attempt, run before OneMarkerVersion", workflows.QueueFromLogVersion, store.Limits{MaxPerSecond: 100}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.firstAttemptVersion(tc.version)
+			h.store.limits = tc.limits
+			var statuses []string
+			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				if s, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.SAStatus); ok {
+					statuses = append(statuses, s)
+				}
+			}).Return(nil)
+			if err := h.env.SetTypedSearchAttributesOnStart(workflows.OneEventStartAttributes(h.params)); err != nil {
+				t.Fatal(err)
+			}
+			h.eventsAt(time.Second, 1)
+			h.run()
+			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+				t.Fatalf("delivered %v", got)
+			}
+			if !reflect.DeepEqual(statuses, tc.want) {
+				t.Fatalf("status upserts %v, want %v", statuses, tc.want)
+			}
+		})
+	}
+}

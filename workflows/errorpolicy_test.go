@@ -228,7 +228,12 @@ func TestCountedFailureResetsUnreachableBackoff(t *testing.T) {
 func TestRunsBeforeErrorPolicyKeepTheirBehaviour(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.firstAttemptVersion(workflows.QueueFromLogVersion) // at OneMarkerVersion the policy is implied
+	// At OneMarkerVersion the policy is implied: a run before it.
+	if *regularFirstAttempt {
+		h.firstAttemptVersion(workflow.DefaultVersion)
+	} else {
+		h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	}
 	h.env.OnGetVersion(workflows.ErrorPolicyChange, workflow.DefaultVersion, workflows.ErrorPolicyVersion).Return(workflow.DefaultVersion)
 	h.params.MaxRearms = workflows.NoRearms
 	h.store.setPolicy(store.Policy{OnFailure: activities.OnFailureSkip, MaxAttempts: 2})

@@ -14,7 +14,8 @@
 //	idle                  nothing is queued                               run
 //	delivering            the head's first attempt starts (an idle key    attemptStarts
 //	                      stays idle through a local first attempt:
-//	                      FirstAttemptChange)
+//	                      FirstAttemptChange; retrying for a head with
+//	                      attempts read from the rows: OneMarkerVersion)
 //	retrying              an attempt failed and attempts are left         attemptFailed
 //	failed, exhausted     the head failed for good (exhausted: its        headFailed, run
 //	                      automatic re-arms are used up)
@@ -219,9 +220,17 @@ func (d *delivery) holdsQueue() bool {
 
 // attemptStarts is the transition as a Deliver execution starts: a head's
 // first attempt shows delivering, except that an idle key stays idle
-// through a local first attempt (FirstAttemptChange).
-func (d *delivery) attemptStarts(ctx workflow.Context, head *QueueItem) {
-	if head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle) {
+// through a local first attempt (FirstAttemptChange). Runs before
+// OneMarkerVersion stayed idle through any first execution, local or not;
+// at it, a regular one (app limits, a local attempt that ended without a
+// result, a head with attempts read from the rows) shows delivering, or
+// retrying for a head with attempts, since it may wait for seconds.
+func (d *delivery) attemptStarts(ctx workflow.Context, head *QueueItem, local bool) {
+	switch {
+	case d.oneMarker && d.status == StatusIdle && local:
+	case d.oneMarker && d.status == StatusIdle && head.Attempts > 0:
+		d.setStatus(ctx, StatusRetrying)
+	case head.Attempts == 0 && !(d.firstAttempt && d.status == StatusIdle && !d.oneMarker):
 		d.setStatus(ctx, StatusDelivering)
 	}
 }
