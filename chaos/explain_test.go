@@ -66,7 +66,6 @@ func spans(events []historyEvent) []span {
 	}
 	scheduled := map[string]time.Time{} // activity scheduled event id → time
 	var out []span
-	longest := slices.Max(schedule())
 	var taskScheduled, taskStarted time.Time
 	for _, ev := range events {
 		switch ev.EventType {
@@ -98,7 +97,7 @@ func spans(events []historyEvent) []span {
 			if !ok {
 				continue
 			}
-			limit := time.Duration(a.Attempt-1) * (heartbeatTimeout + longest)
+			limit := time.Duration(a.Attempt-1) * attemptLimit()
 			if ev.EventTime.Sub(from) > limit {
 				from = ev.EventTime.Add(-limit)
 			}
@@ -159,6 +158,11 @@ func (x explanation) String() string {
 		x.Covered.Seconds(), strings.Join(parts, ", "), x.Unexplained.Seconds(), baseWait, strings.Join(info, ", "))
 }
 
+// attemptLimit is the longest one failed Deliver attempt can hold its key
+// before the next starts: a heartbeat timeout and the longest retry
+// back-off.
+func attemptLimit() time.Duration { return heartbeatTimeout + slices.Max(schedule()) }
+
 // cutOff is the activity attempt a terminate found under way on the key's
 // run (target.Pending), up to the terminate, as a history would have shown
 // it had the attempt timed out: at most one heartbeat timeout and the
@@ -172,7 +176,7 @@ func cutOff(f fault, sub, key string) []span {
 		if t.Sub != sub || t.Key != key || t.Pending.IsZero() || !t.Pending.Before(f.Start) {
 			continue
 		}
-		to := minTime(f.Start, t.Pending.Add(heartbeatTimeout+slices.Max(schedule())))
+		to := minTime(f.Start, t.Pending.Add(attemptLimit()))
 		out = append(out, span{t.Pending, to, mechHeartbeat})
 	}
 	return out
