@@ -63,6 +63,10 @@ type Config struct {
 	// Grace is how long the sink keeps listening after the last expected
 	// delivery, to catch late duplicates. It is not part of the timing.
 	Grace time.Duration
+	// WorkerEnv are extra KEY=VALUE settings of Herald's worker process
+	// (HERALD_IDLE_TIMEOUT=1s, say), after those the bench sets, so they
+	// win: to measure a setting with and without in one run.
+	WorkerEnv []string
 	// Parallel caps the ceiling's signals in flight (Herald's relay sends up
 	// to relay.DefaultParallel at once by default; so does the ceiling).
 	Parallel int
@@ -116,7 +120,9 @@ type Report struct {
 	TemporalAddress string    `json:"temporalAddress"`
 	Namespace       string    `json:"namespace"`
 	// Server is the configuration of the Temporal server measured on.
-	Server       ServerConfig  `json:"server"`
+	Server ServerConfig `json:"server"`
+	// WorkerEnv are the extra settings Herald's worker ran with.
+	WorkerEnv    []string      `json:"workerEnv,omitempty"`
 	Measurements []Measurement `json:"measurements"`
 }
 
@@ -229,7 +235,7 @@ type bench struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server}
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server, WorkerEnv: cfg.WorkerEnv}
 	b := &bench{cfg: cfg, runID: randomHex(3)}
 	cleanup, err := b.setUp(ctx)
 	defer cleanup()

@@ -128,7 +128,7 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 	b.progress("%s %s: starting the worker process", run.system, sh.Name)
 	ws := workerSettings{
 		DatabaseURL: b.cfg.DatabaseURL, TemporalAddress: b.cfg.TemporalAddress,
-		Namespace: b.cfg.Namespace, SigningKeyDir: b.keyDir,
+		Namespace: b.cfg.Namespace, SigningKeyDir: b.keyDir, Env: b.cfg.WorkerEnv,
 	}
 	if run.api {
 		if ws.APIAddr, err = freeLoopbackAddr(); err != nil {

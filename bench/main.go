@@ -57,6 +57,7 @@ type options struct {
 	pollers       int
 	sample        int
 	heraldOnly    bool
+	workerEnv     string
 	batched       bool
 	out           string
 	png           string
@@ -85,6 +86,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "how long to keep listening for late duplicates after the last delivery")
 	fs.IntVar(&o.parallel, "parallel", relay.DefaultParallel, "the ceiling's signals in flight at once (Herald's relay default, relay.DefaultParallel)")
 	fs.IntVar(&o.pollers, "ceiling-pollers", 0, "workflow and activity task pollers of the ceiling's worker; 0 keeps the SDK defaults (the bare shape)")
+	fs.StringVar(&o.workerEnv, "worker-env", "", "extra settings of Herald's worker process, KEY=VALUE separated by commas (HERALD_IDLE_TIMEOUT=1s), after the bench's own")
 	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
 	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
@@ -139,6 +141,10 @@ func run(args []string) int {
 	}
 	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly, Batched: o.batched,
 		Progress: os.Stderr}
+	if cfg.WorkerEnv, err = parseWorkerEnv(o.workerEnv); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -worker-env:", err)
+		return 2
+	}
 	if o.shapes != "" {
 		if cfg.Shapes, err = selectShapes(o.shapes, o.scale); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: -shapes:", err)
@@ -333,4 +339,22 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// parseWorkerEnv splits -worker-env's KEY=VALUE list; a key must be one of
+// the worker's settings (HERALD_ or TEMPORAL_).
+func parseWorkerEnv(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, kv := range strings.Split(list, ",") {
+		kv = strings.TrimSpace(kv)
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || (!strings.HasPrefix(k, "HERALD_") && !strings.HasPrefix(k, "TEMPORAL_")) {
+			return nil, fmt.Errorf("%q: want HERALD_…=VALUE or TEMPORAL_…=VALUE", kv)
+		}
+		out = append(out, kv)
+	}
+	return out, nil
 }

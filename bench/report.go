@@ -359,6 +359,11 @@ func writeSuite(w io.Writer, suite *Suite) error {
 			rep.TemporalAddress, settings, rep.Commit, rep.Started.Format(time.RFC3339), rep.CPUs, rep.GoVersion); err != nil {
 			return err
 		}
+		if len(rep.WorkerEnv) > 0 {
+			if _, err := fmt.Fprintf(w, "Herald's worker with %s\n\n", strings.Join(rep.WorkerEnv, " ")); err != nil {
+				return err
+			}
+		}
 		if err := writeTables(w, rep); err != nil {
 			return err
 		}

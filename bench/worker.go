@@ -44,6 +44,8 @@ type workerSettings struct {
 	SigningKeyDir   string
 	// APIAddr, when set, turns the publishing API on at that address.
 	APIAddr string
+	// Env are extra settings, after the ones above (Config.WorkerEnv).
+	Env []string
 }
 
 // startWorker starts bin as a worker process with its configuration in the
@@ -72,6 +74,7 @@ func startWorker(ctx context.Context, bin, logPath string, ws workerSettings) (*
 	if ws.APIAddr != "" {
 		cmd.Env = append(cmd.Env, "HERALD_API_ADDR="+ws.APIAddr)
 	}
+	cmd.Env = append(cmd.Env, ws.Env...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
