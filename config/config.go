@@ -54,6 +54,10 @@ type Worker struct {
 	RearmCooldown   time.Duration `env:"HERALD_REARM_COOLDOWN"`
 	MaxRearms       int           `env:"HERALD_MAX_REARMS"`
 	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
+	// EndQuietKeys: a key's run that took no event signal completes as soon
+	// as its rows say it owes nothing, without waiting IdleTimeout (default
+	// false).
+	EndQuietKeys bool `env:"HERALD_END_QUIET_KEYS"`
 	// HoldExpiry cancels (retention_expired) an event a key has held longer (default 720h).
 	HoldExpiry time.Duration `env:"HERALD_HOLD_EXPIRY"`
 	DBMaxConns int           `env:"HERALD_DB_MAX_CONNS"`
@@ -244,6 +248,7 @@ func (w Worker) DeliveryParams() workflows.Params {
 		MaxRearms:       w.MaxRearms,
 		IdleTimeout:     w.IdleTimeout,
 		HoldExpiry:      w.HoldExpiry,
+		EndQuietKeys:    w.EndQuietKeys,
 	}.WithDefaults()
 	return p
 }

@@ -150,6 +150,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_REARM_COOLDOWN":        short(p.RearmCooldown),
 		"HERALD_MAX_REARMS":            strconv.Itoa(p.MaxRearms),
 		"HERALD_IDLE_TIMEOUT":          short(p.IdleTimeout),
+		"HERALD_END_QUIET_KEYS":        strconv.FormatBool(p.EndQuietKeys),
 		"HERALD_HOLD_EXPIRY":           short(p.HoldExpiry),
 		"HERALD_RETENTION":             short(w.Retention),
 		"HERALD_RETENTION_EVERY":       short(w.RetentionEvery),

@@ -151,7 +151,12 @@ func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts c
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	_, err := starter.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflowType, params)
 	if err == nil {
-		r.recent.note(id, time.Now())
+		if !r.Params.EndQuietKeys {
+			// Otherwise the run most likely ends once it has delivered (it
+			// takes no signal): the key's next event gets a start too, and
+			// a signal only if the run still runs.
+			r.recent.note(id, time.Now())
+		}
 		return true, nil
 	}
 	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {

@@ -134,6 +134,41 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 	}
 }
 
+// TestQuietKeysAreStartedAgain: with Params.EndQuietKeys a run the relay
+// started eagerly ends once it has delivered, so the key's next event gets
+// a start again, not a signal to a workflow that is gone; a key whose run
+// still runs answers "already started" and is signalled.
+func TestQuietKeysAreStartedAgain(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "q1")
+	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "q1")
+	tmp := &startingTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Params: workflows.Params{EndQuietKeys: true}}
+	publishN(t, p, "contacts.person.updated", "q1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tmp.started) != 2 || len(tmp.bySeq()) != 0 {
+		t.Fatalf("started %v, signals %v: want both keys started, none signalled", tmp.started, tmp.bySeq())
+	}
+	// billing's run ended (it owed nothing more); crm's still runs.
+	tmp.smu.Lock()
+	delete(tmp.running, billing)
+	tmp.smu.Unlock()
+	publishN(t, p, "contacts.person.updated", "q1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(sorted(tmp.started)); got != fmt.Sprint(sorted([]string{billing, crm, billing})) {
+		t.Fatalf("started %s: want billing's key started again", got)
+	}
+	if got := tmp.bySeq(); len(got) != 1 || len(got[crm]) != 1 {
+		t.Fatalf("signals %v: want the second event signalled to crm's running key only", got)
+	}
+}
+
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 // TestStartOutageSendsNoSignal: a start that Temporal does not answer

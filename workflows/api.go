@@ -207,6 +207,11 @@ type Params struct {
 	MaxRearms int `json:"maxRearms,omitempty"`
 	// IdleTimeout completes the workflow after this long with nothing queued.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// EndQuietKeys: a run that has taken no event signal completes as soon
+	// as the rows say the key owes nothing, without the idle wait
+	// (HERALD_END_QUIET_KEYS). Read from the worker at each run's start
+	// (StartActivity's recorded result), so a run replays as it ran.
+	EndQuietKeys bool `json:"endQuietKeys,omitempty"`
 	// RecheckInterval is how often a blocked or paused subscription is re-checked.
 	RecheckInterval time.Duration `json:"recheckInterval,omitempty"`
 	// MaxBatch caps how many consecutive events one activity execution delivers.

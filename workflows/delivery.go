@@ -135,6 +135,8 @@ type delivery struct {
 	oneMarker bool
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
+	// endQuiet: the run may still end as soon as it owes nothing (quiet).
+	endQuiet bool
 	// errorPolicy: this run is at ErrorPolicyVersion; policy is its
 	// subscription's, read at the run's start (errorpolicy.go).
 	errorPolicy bool
@@ -181,7 +183,7 @@ type channels struct {
 }
 
 func newDelivery(ctx workflow.Context, p Params) *delivery {
-	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20}
+	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20, endQuiet: true}
 	if p.Carry != nil {
 		d.carried = true
 		d.Carry = *p.Carry

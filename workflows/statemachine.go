@@ -121,6 +121,15 @@ func (d *delivery) run(ctx workflow.Context) error {
 			// The backlog could not be read (the database did not answer):
 			// never idle out with events left in it; look again soon.
 			d.wait(ctx, now.Add(5*time.Second))
+		case head == nil && d.quiet():
+			// Nothing signalled this run: it ends now if the rows agree
+			// (HERALD_END_QUIET_KEYS), in the task that delivered, without
+			// an idle timer. A signal that comes meanwhile keeps it.
+			d.setStatus(ctx, status) // idle: a one-event start already is
+			if d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
+				return nil
+			}
+			d.endQuiet = false // the key is not quiet after all: idle as usual
 		case head == nil:
 			d.setStatus(ctx, status) // idle
 			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
@@ -150,6 +159,14 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.deliver(ctx)
 		}
 	}
+}
+
+// quiet reports whether the run may end without waiting idle: the worker
+// asked for it (Params.EndQuietKeys), the run has taken no event signal, was
+// not continued from another, and has read the key's rows. Once it finds
+// rows owed or a signal, it waits idle as any run does.
+func (d *delivery) quiet() bool {
+	return d.endQuiet && d.p.EndQuietKeys && d.fromLog && d.loaded && !d.carried && d.signals == 0
 }
 
 // earliest is the earlier of two deadlines, zero meaning none.
