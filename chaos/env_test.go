@@ -279,7 +279,18 @@ func (e *env) workerEnv(addr string, extra ...string) []string {
 		"HERALD_RETRY_SCHEDULE=" + retrySchedule,
 		"HERALD_DELIVERY_TIMEOUT=" + deliveryTimeout.String(),
 		"HERALD_LOG_LEVEL=info",
+		"HERALD_END_QUIET_KEYS=" + strconv.FormatBool(endQuietKeys()),
 	}, extra...)
+}
+
+// endQuietEnv runs the workers with HERALD_END_QUIET_KEYS=true: one-off
+// keys' runs end as soon as they owe nothing, so faults meet runs that end
+// and start again much more often.
+const endQuietEnv = "HERALD_CHAOS_END_QUIET_KEYS"
+
+func endQuietKeys() bool {
+	v, _ := strconv.ParseBool(os.Getenv(endQuietEnv))
+	return v
 }
 
 // startWorker starts a new worker process and waits until it is ready.

@@ -437,6 +437,7 @@ func (r *run) verify(title string, settled time.Duration) {
 		fmt.Fprintf(&b, "note:              %s\n", n)
 	}
 	fmt.Fprintf(&b, "server:            %s\n", serverConfig())
+	fmt.Fprintf(&b, "quiet keys end:    %v (%s)\n", endQuietKeys(), endQuietEnv)
 	fmt.Fprintf(&b, "machine load:      %s at the start, %s at the end (1, 5, 15 min; %d CPUs)\n", r.load, load(), runtime.NumCPU())
 	failures := r.env.persistenceFailures()
 	total := 0
