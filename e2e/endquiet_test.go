@@ -13,7 +13,6 @@ import (
 	"herald/config"
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
-	"herald/workflows"
 )
 
 // TestQuietKeyEndsAtOnce: with HERALD_END_QUIET_KEYS a new key's run, which
@@ -30,15 +29,8 @@ import (
 func TestQuietKeyEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
-	s.Apply()
 	const subject = "quiet-key"
-	s.Publish(subject, 1)
-	testkit.Eventually(t, 60*time.Second, "the event delivered to billing", func() bool {
-		return s.Sub.Count("billing", subject) >= 1
-	})
-	c := s.Dial()
-	defer c.Close()
-	id := workflows.DeliveryID("billing:contacts.person.updated@1", subject)
+	c, id := oneEventKey(t, s, subject)
 	first := testkit.EventuallyValue(t, 30*time.Second, "the key's run to complete", func() (string, bool) {
 		d, err := c.DescribeWorkflow(context.Background(), id, "")
 		if err != nil || d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {

@@ -8,6 +8,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
@@ -23,15 +24,7 @@ import (
 func TestOneEventNewKeyHistory(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t)
-	s.Apply()
-	const subject = "new-key-one-event"
-	s.Publish(subject, 1)
-	testkit.Eventually(t, 60*time.Second, "the event delivered to billing", func() bool {
-		return s.Sub.Count("billing", subject) >= 1
-	})
-	c := s.Dial()
-	defer c.Close()
-	id := workflows.DeliveryID("billing:contacts.person.updated@1", subject)
+	c, id := oneEventKey(t, s, "new-key-one-event")
 	// The task that delivered it completes with an idle timer.
 	events := testkit.EventuallyValue(t, 30*time.Second, "the key's first task to complete", func() ([]*historypb.HistoryEvent, bool) {
 		var evs []*historypb.HistoryEvent
@@ -74,4 +67,19 @@ func TestOneEventNewKeyHistory(t *testing.T) {
 	if status, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAStatus); status != workflows.StatusIdle {
 		t.Fatalf("HeraldStatus %q after the one event went, want idle", status)
 	}
+}
+
+// oneEventKey applies the fixture manifests, publishes one event of a new
+// subject key, waits for billing to get it, and returns a Temporal client
+// (closed at the test's end) and the id of billing's workflow of the key.
+func oneEventKey(t *testing.T, s *system.System, subject string) (client.Client, string) {
+	t.Helper()
+	s.Apply()
+	s.Publish(subject, 1)
+	testkit.Eventually(t, 60*time.Second, "the event delivered to billing", func() bool {
+		return s.Sub.Count("billing", subject) >= 1
+	})
+	c := s.Dial()
+	t.Cleanup(c.Close)
+	return c, workflows.DeliveryID("billing:contacts.person.updated@1", subject)
 }
