@@ -121,19 +121,17 @@ func (d *delivery) run(ctx workflow.Context) error {
 			// The backlog could not be read (the database did not answer):
 			// never idle out with events left in it; look again soon.
 			d.wait(ctx, now.Add(5*time.Second))
-		case head == nil && d.quiet():
-			// Nothing signalled this run: it ends now if the rows agree
+		case head == nil:
+			d.setStatus(ctx, status) // idle (a one-event start already is)
+			// A run nothing signalled ends now if the rows agree
 			// (HERALD_END_QUIET_KEYS), in the task that delivered, without
-			// an idle timer. A signal that comes meanwhile keeps it.
-			d.setStatus(ctx, status) // idle: a one-event start already is
-			if d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
+			// an idle timer; any other waits out its idle period first.
+			quiet := d.quiet()
+			if (quiet || d.waitIdle(ctx)) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
 				return nil
 			}
-			d.endQuiet = false // the key is not quiet after all: idle as usual
-		case head == nil:
-			d.setStatus(ctx, status) // idle
-			if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
-				return nil
+			if quiet {
+				d.endQuiet = false // the key is not quiet after all: idle as usual
 			}
 		case head.Failed && d.fromLog && d.checkedHead != head.Event.ID:
 			// Once per failed head, its row decides: a run reset to before
