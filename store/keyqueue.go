@@ -195,9 +195,15 @@ type OwingKeys struct {
 // worked on, or were just handed out, and are left alone. Rows written
 // behind the head do not count: the relay writes them without a signal
 // while the key holds on its head (HeldKeys), so a key whose workflow is
-// gone would otherwise never look quiet while its events keep coming. It
-// skips from key to key through the index of held rows (two probes a key),
-// so a key with a million queued rows costs what a key with one does.
+// gone would otherwise never look quiet while its events keep coming. A
+// head whose event the relay has not marked dispatched, and has not given
+// up on, is the relay's: its round (or its retry) starts or signals the
+// key. A burst's round writes every row before its first start and can take
+// minutes to start them all; such a key is not quiet however old its row,
+// or every key of the burst would be started twice. It skips from key to
+// key through the index of held rows (two probes a key, and one of the
+// head's event), so a key with a million queued rows costs what a key with
+// one does.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
 	rows, err := s.Pool.Query(ctx, `
 		WITH RECURSIVE k AS (
@@ -214,10 +220,13 @@ func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject strin
 		)
 		SELECT sc.subscription_id, sc.subject, COALESCE(s.app, ''), COALESCE(s.type, ''),
 		       s.id IS NOT NULL AND (
-		           SELECT o.updated_at FROM outcomes o
+		           SELECT o.updated_at < now() - make_interval(secs => $3)
+		                  AND NOT EXISTS (SELECT 1 FROM events e
+		                                   WHERE e.seq = o.event_seq AND e.state = 'accepted' AND e.relay_dead_at IS NULL)
+		             FROM outcomes o
 		            WHERE o.subscription_id = sc.subscription_id AND o.subject = sc.subject
 		              AND o.status IN ('queued', 'failed')
-		            ORDER BY o.event_seq LIMIT 1) < now() - make_interval(secs => $3)
+		            ORDER BY o.event_seq LIMIT 1)
 		  FROM scanned sc LEFT JOIN subscriptions s ON s.id = sc.subscription_id AND s.state <> 'cancelled'
 		 ORDER BY sc.subscription_id, sc.subject`, afterSub, afterSubject, quiet.Seconds(), scan)
 	if err != nil {

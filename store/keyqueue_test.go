@@ -199,6 +199,15 @@ func TestQuietOwingKeys(t *testing.T) {
 	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
 		t.Fatal(err)
 	}
+	// Rows written by a relay round that has not yet signalled their keys
+	// (a burst's round can take minutes) are the relay's, however old.
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 0 {
+		t.Fatalf("keys whose events the relay has not dispatched: %+v, %v", round, err)
+	}
+	if err := s.MarkDispatched(ctx, []int64{1, 4}); err != nil {
+		t.Fatal(err)
+	}
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 || round.Quiet[0].Subject != "p1" || round.Quiet[1].Subject != "p2" ||
 		round.Quiet[0].App != "billing" || round.Quiet[0].Type != "contacts.person.updated" || round.LastSub != "" {
@@ -230,6 +239,23 @@ func TestQuietOwingKeys(t *testing.T) {
 	round, err = s.QuietOwingKeys(ctx, round.LastSub, round.LastSubject, time.Minute, 1)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
 		t.Fatalf("after the cursor: %+v, %v", round, err)
+	}
+	// A head whose relay signals all failed (dead: the relay tries no more)
+	// is quiet again, as a dispatched one is.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 8,
+		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 4`); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 2 || round.Quiet[1].Subject != "p2" {
+		t.Fatalf("a key whose head the relay gave up on: %+v, %v", round, err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_dead_at = NULL, relay_next_try = now() + interval '1 minute' WHERE seq = 4`); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
+		t.Fatalf("a key whose head the relay will try again: %+v, %v; want p1 alone", round, err)
 	}
 	// A removed subscription's keys are the removal sweep's.
 	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
