@@ -30,8 +30,9 @@ type RedriveObserver interface {
 
 // Bounds of a re-drive round: it looks at redriveScan keys that hold
 // events (the next round goes on after the last), and asks Temporal about
-// those whose held rows have not changed for redriveQuiet, redriveParallel
-// at a time.
+// those whose head row has not changed for redriveQuiet and whose head
+// event the relay has dispatched or given up on (QuietOwingKeys),
+// redriveParallel at a time.
 const (
 	redriveQuiet    = 30 * time.Second
 	redriveScan     = 1000

@@ -79,3 +79,60 @@ func TestRedriveStartsKeysWhoseWorkflowIsGone(t *testing.T) {
 		t.Fatalf("signals %+v", sent)
 	}
 }
+
+// gatedTemporal is a fakeTemporal whose SignalWithStart calls say they
+// began (began) and then wait until gate closes.
+type gatedTemporal struct {
+	*fakeTemporal
+	began chan struct{}
+	gate  chan struct{}
+}
+
+func (g gatedTemporal) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any,
+	opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	select {
+	case g.began <- struct{}{}:
+	default:
+	}
+	<-g.gate
+	return g.fakeTemporal.SignalWithStartWorkflow(ctx, id, name, arg, opts, wf, args...)
+}
+
+// TestRedriveLeavesTheRoundsKeysToTheRelay: a relay round writes every row
+// before its first signal, and a burst's round can take minutes to signal
+// or start its keys. Its keys are not re-driven however old their rows are
+// (the sweep would start each, and the round's own call then signal it
+// again); once the round has handed them out, a key whose workflow is gone
+// is.
+func TestRedriveLeavesTheRoundsKeysToTheRelay(t *testing.T) {
+	t.Parallel()
+	st, pub := setup(t)
+	ctx := context.Background()
+	publishN(t, pub, "contacts.person.updated", "person-burst", 1)
+	held := gatedTemporal{fakeTemporal: &fakeTemporal{}, began: make(chan struct{}, 1), gate: make(chan struct{})}
+	r := &relay.Relay{Store: st, Temporal: held}
+	round := make(chan error, 1)
+	go func() {
+		_, err := r.DispatchOnce(ctx)
+		round <- err
+	}()
+	<-held.began // the rows are written; the round is signalling
+	if _, err := st.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '5 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	gone := describingTemporal{fakeTemporal: &fakeTemporal{}} // no workflow runs
+	rr := &relay.Relay{Store: st, Temporal: gone}
+	if n, err := rr.Redrive(ctx); err != nil || n != 0 || len(gone.fakeTemporal.signals) != 0 {
+		t.Fatalf("during the round: re-drove %d, %v; want none, the round's keys are the relay's", n, err)
+	}
+	close(held.gate)
+	if err := <-round; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '5 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rr.Redrive(ctx); err != nil || n != 2 {
+		t.Fatalf("after the round: re-drove %d, %v; want both subscriptions' keys, whose workflows are gone", n, err)
+	}
+}
