@@ -31,7 +31,7 @@ type RedriveObserver interface {
 // Bounds of a re-drive round: it looks at redriveScan keys that hold
 // events (the next round goes on after the last), and asks Temporal about
 // those whose head row has not changed for redriveQuiet and whose head
-// event the relay has dispatched or given up on (QuietOwingKeys),
+// event the relay has dispatched or failed to signal (QuietOwingKeys),
 // redriveParallel at a time.
 const (
 	redriveQuiet    = 30 * time.Second

@@ -196,14 +196,18 @@ type OwingKeys struct {
 // behind the head do not count: the relay writes them without a signal
 // while the key holds on its head (HeldKeys), so a key whose workflow is
 // gone would otherwise never look quiet while its events keep coming. A
-// head whose event the relay has not marked dispatched, and has not given
-// up on, is the relay's: its round (or its retry) starts or signals the
-// key. A burst's round writes every row before its first start and can take
-// minutes to start them all; such a key is not quiet however old its row,
-// or every key of the burst would be started twice. It skips from key to
-// key through the index of held rows (two probes a key, and one of the
-// head's event), so a key with a million queued rows costs what a key with
-// one does.
+// head whose event the relay has not yet dispatched is the relay's while
+// no signal of it, or of an earlier event of its type and subject, has
+// failed: the relay's round starts or signals the key. A burst's round
+// writes every row before its first start and can take minutes to start
+// them all; such a key is not quiet however old its row, or every key of
+// the burst would be started twice. A failed signal puts the key back in
+// the sweep's hands: the relay reads no event behind a dead one of its
+// type and subject (Undispatched), and while it backs off another
+// subscription's key it signals nothing to a held key of the same event.
+// It skips from key to key through the index of held rows (two probes a
+// key, and two of the head's event), so a key with a million queued rows
+// costs what a key with one does.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
 	rows, err := s.Pool.Query(ctx, `
 		WITH RECURSIVE k AS (
@@ -222,7 +226,10 @@ func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject strin
 		       s.id IS NOT NULL AND (
 		           SELECT o.updated_at < now() - make_interval(secs => $3)
 		                  AND NOT EXISTS (SELECT 1 FROM events e
-		                                   WHERE e.seq = o.event_seq AND e.state = 'accepted' AND e.relay_dead_at IS NULL)
+		                                   WHERE e.seq = o.event_seq AND e.state = 'accepted'
+		                                     AND NOT EXISTS (SELECT 1 FROM events h
+		                                                      WHERE h.state = 'accepted' AND h.relay_error IS NOT NULL
+		                                                        AND h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq))
 		             FROM outcomes o
 		            WHERE o.subscription_id = sc.subscription_id AND o.subject = sc.subject
 		              AND o.status IN ('queued', 'failed')

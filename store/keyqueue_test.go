@@ -240,22 +240,37 @@ func TestQuietOwingKeys(t *testing.T) {
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
 		t.Fatalf("after the cursor: %+v, %v", round, err)
 	}
-	// A head whose relay signals all failed (dead: the relay tries no more)
-	// is quiet again, as a dispatched one is.
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 8,
-		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 4`); err != nil {
+	// A head whose relay signal failed (backing off or dead) is the sweep's
+	// again: while the relay backs off it signals nothing to a held key of
+	// the same event, and once dead it tries no more.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 1,
+		relay_error = 'signal failed', relay_next_try = now() + interval '1 minute' WHERE seq = 4`); err != nil {
 		t.Fatal(err)
 	}
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 || round.Quiet[1].Subject != "p2" {
-		t.Fatalf("a key whose head the relay gave up on: %+v, %v", round, err)
+		t.Fatalf("a key whose head's signal failed: %+v, %v; want p1 and p2", round, err)
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_dead_at = NULL, relay_next_try = now() + interval '1 minute' WHERE seq = 4`); err != nil {
+	// A head behind an event of its type and subject that the relay gave
+	// up on is never read again by the relay (Undispatched): the sweep's.
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
 		t.Fatal(err)
 	}
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
-	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
-		t.Fatalf("a key whose head the relay will try again: %+v, %v; want p1 alone", round, err)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
+		t.Fatalf("p1's head is now seq 2, undispatched: %+v, %v; want p2 alone", round, err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 8,
+		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 2 || round.Quiet[0].Subject != "p1" {
+		t.Fatalf("a head behind a dead event: %+v, %v; want p1 and p2", round, err)
 	}
 	// A removed subscription's keys are the removal sweep's.
 	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
