@@ -169,6 +169,13 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 	return out, nil
 }
 
+// RelayRoundBound is how long QuietOwingKeys leaves a key to the relay's
+// round that wrote its head row: longer than a burst's rounds take (in the
+// burst of docs/performance.md the RelayPartitions rounds held 16,000 rows
+// written ahead, handed out at 600-2,000 a minute: up to about 16
+// minutes), short enough to bound a stuck one.
+const RelayRoundBound = 30 * time.Minute
+
 // OwingKey is a subscription's subject key whose outcome rows say it owes
 // events.
 type OwingKey struct {
@@ -205,7 +212,9 @@ type OwingKeys struct {
 // the sweep's hands: the relay reads no event behind a dead one of its
 // type and subject (Undispatched), and while it backs off another
 // subscription's key it signals nothing to a held key of the same event.
-// It skips from key to key through the index of held rows (two probes a
+// A head the relay's round has not handed out within RelayRoundBound is
+// the sweep's too: a partition loop that keeps its lease but makes no
+// progress strands no key for longer. It skips from key to key through the index of held rows (two probes a
 // key, and two of the head's event), so a key with a million queued rows
 // costs what a key with one does.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
@@ -225,17 +234,17 @@ func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject strin
 		SELECT sc.subscription_id, sc.subject, COALESCE(s.app, ''), COALESCE(s.type, ''),
 		       s.id IS NOT NULL AND (
 		           SELECT o.updated_at < now() - make_interval(secs => $3)
-		                  AND NOT EXISTS (SELECT 1 FROM events e
+		                  AND (o.updated_at < now() - make_interval(secs => $5) OR NOT EXISTS (SELECT 1 FROM events e
 		                                   WHERE e.seq = o.event_seq AND e.state = 'accepted'
 		                                     AND NOT EXISTS (SELECT 1 FROM events h
 		                                                      WHERE h.state = 'accepted' AND h.relay_error IS NOT NULL
-		                                                        AND h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq))
+		                                                        AND h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq)))
 		             FROM outcomes o
 		            WHERE o.subscription_id = sc.subscription_id AND o.subject = sc.subject
 		              AND o.status IN ('queued', 'failed')
 		            ORDER BY o.event_seq LIMIT 1)
 		  FROM scanned sc LEFT JOIN subscriptions s ON s.id = sc.subscription_id AND s.state <> 'cancelled'
-		 ORDER BY sc.subscription_id, sc.subject`, afterSub, afterSubject, quiet.Seconds(), scan)
+		 ORDER BY sc.subscription_id, sc.subject`, afterSub, afterSubject, quiet.Seconds(), scan, RelayRoundBound.Seconds())
 	if err != nil {
 		return OwingKeys{}, fmt.Errorf("list keys that owe events: %w", err)
 	}

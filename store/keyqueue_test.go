@@ -264,6 +264,29 @@ func TestQuietOwingKeys(t *testing.T) {
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
 		t.Fatalf("p1's head is now seq 2, undispatched: %+v, %v; want p2 alone", round, err)
 	}
+	// Failures that do not hold seq 2 back leave it the relay's: a later
+	// event of its key, an event dispatched since its signal failed.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_attempts = 1, relay_error = 'signal failed',
+		relay_next_try = now() + interval '1 minute' WHERE seq IN (1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
+		t.Fatalf("failures after seq 2 or of a dispatched event: %+v, %v; want p2 alone", round, err)
+	}
+	// A round that has not handed its key out within RelayRoundBound is
+	// stuck: the key is the sweep's.
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - $1::interval - interval '1 minute'`,
+		store.RelayRoundBound.String()); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 2 {
+		t.Fatalf("a head its round has held for longer than %v: %+v, %v; want p1 and p2", store.RelayRoundBound, round, err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 8,
 		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 1`); err != nil {
 		t.Fatal(err)
@@ -271,6 +294,14 @@ func TestQuietOwingKeys(t *testing.T) {
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 || round.Quiet[0].Subject != "p1" {
 		t.Fatalf("a head behind a dead event: %+v, %v; want p1 and p2", round, err)
+	}
+	// A dead event of another subject holds nothing back.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_attempts = 0, relay_error = NULL, relay_next_try = NULL WHERE seq = 4`); err != nil {
+		t.Fatal(err)
+	}
+	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
+	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
+		t.Fatalf("p2's head is the relay's again, p1's behind a dead event: %+v, %v; want p1 alone", round, err)
 	}
 	// A removed subscription's keys are the removal sweep's.
 	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
