@@ -214,9 +214,9 @@ type OwingKeys struct {
 // subscription's key it signals nothing to a held key of the same event.
 // A head the relay's round has not handed out within RelayRoundBound is
 // the sweep's too: a partition loop that keeps its lease but makes no
-// progress strands no key for longer. It skips from key to key through the index of held rows (two probes a
-// key, and two of the head's event), so a key with a million queued rows
-// costs what a key with one does.
+// progress strands no key for longer. It skips from key to key through
+// the index of held rows (two probes a key, and two of the head's event),
+// so a key with a million queued rows costs what a key with one does.
 func (s *Store) QuietOwingKeys(ctx context.Context, afterSub, afterSubject string, quiet time.Duration, scan int) (OwingKeys, error) {
 	rows, err := s.Pool.Query(ctx, `
 		WITH RECURSIVE k AS (
