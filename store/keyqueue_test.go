@@ -186,6 +186,12 @@ func TestQuietOwingKeys(t *testing.T) {
 	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
 		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
 		{SubscriptionID: billingPersonSub, EventID: evs[3].ID, Seq: 4, Subject: "p2"},
@@ -196,9 +202,7 @@ func TestQuietOwingKeys(t *testing.T) {
 	if err != nil || len(round.Quiet) != 0 || round.LastSub != "" {
 		t.Fatalf("rows that just moved: %+v, %v", round, err)
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE outcomes SET updated_at = now() - interval '2 minutes'`)
 	// Rows written by a relay round that has not yet signalled their keys
 	// (a burst's round can take minutes) are the relay's, however old.
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
@@ -228,9 +232,7 @@ func TestQuietOwingKeys(t *testing.T) {
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
 		t.Fatalf("quiet keys %+v, %v; want p1 (a new row behind its quiet head), not p2 (its head just moved)", round, err)
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE outcomes SET updated_at = now() - interval '2 minutes'`)
 	// One key a round: the cursor goes on after it.
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 1)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" || round.LastSubject != "p1" {
@@ -243,70 +245,54 @@ func TestQuietOwingKeys(t *testing.T) {
 	// A head whose relay signal failed (backing off or dead) is the sweep's
 	// again: while the relay backs off it signals nothing to a held key of
 	// the same event, and once dead it tries no more.
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 1,
-		relay_error = 'signal failed', relay_next_try = now() + interval '1 minute' WHERE seq = 4`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE events SET state = 'accepted', relay_attempts = 1,
+		relay_error = 'signal failed', relay_next_try = now() + interval '1 minute' WHERE seq = 4`)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 || round.Quiet[1].Subject != "p2" {
 		t.Fatalf("a key whose head's signal failed: %+v, %v; want p1 and p2", round, err)
 	}
-	// A head behind an event of its type and subject that the relay gave
-	// up on is never read again by the relay (Undispatched): the sweep's.
+	// p1's head moves on to seq 2, which the relay has not dispatched.
 	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
 		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE outcomes SET updated_at = now() - interval '2 minutes'`)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
 		t.Fatalf("p1's head is now seq 2, undispatched: %+v, %v; want p2 alone", round, err)
 	}
 	// Failures that do not hold seq 2 back leave it the relay's: a later
 	// event of its key, an event dispatched since its signal failed.
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_attempts = 1, relay_error = 'signal failed',
-		relay_next_try = now() + interval '1 minute' WHERE seq IN (1, 3)`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE events SET relay_attempts = 1, relay_error = 'signal failed',
+		relay_next_try = now() + interval '1 minute' WHERE seq IN (1, 3)`)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p2" {
 		t.Fatalf("failures after seq 2 or of a dispatched event: %+v, %v; want p2 alone", round, err)
 	}
 	// A round that has not handed its key out within RelayRoundBound is
 	// stuck: the key is the sweep's.
-	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - $1::interval - interval '1 minute'`,
-		store.RelayRoundBound.String()); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE outcomes SET updated_at = now() - $1::interval - interval '1 minute'`, store.RelayRoundBound.String())
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 {
 		t.Fatalf("a head its round has held for longer than %v: %+v, %v; want p1 and p2", store.RelayRoundBound, round, err)
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '2 minutes'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET state = 'accepted', relay_attempts = 8,
-		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 1`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE outcomes SET updated_at = now() - interval '2 minutes'`)
+	// A head behind an event of its type and subject that the relay gave
+	// up on is never read again by the relay (Undispatched): the sweep's.
+	exec(`UPDATE events SET state = 'accepted', relay_attempts = 8,
+		relay_error = 'signal failed', relay_dead_at = now() WHERE seq = 1`)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 2 || round.Quiet[0].Subject != "p1" {
 		t.Fatalf("a head behind a dead event: %+v, %v; want p1 and p2", round, err)
 	}
 	// A dead event of another subject holds nothing back.
-	if _, err := s.Pool.Exec(ctx, `UPDATE events SET relay_attempts = 0, relay_error = NULL, relay_next_try = NULL WHERE seq = 4`); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE events SET relay_attempts = 0, relay_error = NULL, relay_next_try = NULL WHERE seq = 4`)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 1 || round.Quiet[0].Subject != "p1" {
 		t.Fatalf("p2's head is the relay's again, p1's behind a dead event: %+v, %v; want p1 alone", round, err)
 	}
 	// A removed subscription's keys are the removal sweep's.
-	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
-		t.Fatal(err)
-	}
+	exec(`UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub)
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 0 {
 		t.Fatalf("keys of a removed subscription: %+v, %v", round, err)
