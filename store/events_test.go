@@ -216,6 +216,24 @@ func TestInsertEventsIdempotency(t *testing.T) {
 	if string(stored.Envelope) != string(first.Envelope) {
 		t.Errorf("duplicate replaced the stored envelope: %s", stored.Envelope)
 	}
+
+	// A publish of one event takes a path of its own (one statement).
+	for _, tt := range tests[:2] {
+		got, err := s.InsertEvents(ctx, []store.NewEvent{tt.in})
+		if err != nil {
+			t.Fatalf("%s, alone: %v", tt.name, err)
+		}
+		r := got[0]
+		if r.Duplicate != tt.wantDuplicate || r.Conflict != tt.wantConflict || r.ID != tt.in.ID || r.Seq != tt.wantSeq(got) {
+			t.Errorf("%s, alone: result = %+v, want duplicate=%v conflict=%v seq=%d", tt.name, r, tt.wantDuplicate, tt.wantConflict, tt.wantSeq(got))
+		}
+	}
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 {
+		t.Errorf("events table holds %d rows after the single publishes, want 2", rows)
+	}
 }
 
 func TestInsertEventsWaitsForKeyLock(t *testing.T) {
@@ -238,7 +256,13 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan error, 1)
+	// Two publishers of the key wait: one event alone (one statement) and
+	// one beside another type's (the lock statements, then the inserts).
+	done := make(chan error, 2)
+	go func() {
+		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-9", "h2")})
+		done <- err
+	}()
 	go func() {
 		_, err := s.InsertEvents(ctx, []store.NewEvent{
 			newEvent("contacts.other.happened", "zzz", "h0"),
@@ -256,18 +280,20 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if inserted != 1 {
-		t.Errorf("%d rows visible while the publisher waits, want the first one", inserted)
+		t.Errorf("%d rows visible while the publishers wait, want the first one", inserted)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("insert after the lock was released: %v", err)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("insert after the lock was released: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("InsertEvents still blocked after the lock was released")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("InsertEvents still blocked after the lock was released")
 	}
 }
 

@@ -37,11 +37,25 @@ func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	return out, err
 }
 
+// InsertEventsTxTwoStatements is InsertEventsTx as it published one event
+// until the one-statement way (lockAndInsertOne): the stripe's lock
+// statement, then the insert, in one round trip.
+func InsertEventsTxTwoStatements(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	out := make([]InsertedEvent, len(evs))
+	if err := lockAndInsertBatch(ctx, tx, evs, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InsertEventRowsOnly inserts evs' rows with InsertEventsTx's statement,
 // batched the same way, but neither locks their ordering keys nor notifies:
 // plain INSERTs of the same rows, which BenchmarkConcurrentPublish measures
-// publishing against.
-func InsertEventRowsOnly(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
+// publishing against. On a pool (no transaction) the batch is one implicit
+// transaction.
+func InsertEventRowsOnly(ctx context.Context, tx interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, evs []NewEvent) error {
 	b := &pgx.Batch{}
 	for _, ev := range evs {
 		b.Queue(insertEvent, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,

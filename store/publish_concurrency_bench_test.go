@@ -23,45 +23,61 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, four ways on
+// committing transactions of one event with a key of its own, six ways on
 // the same schema one after the other:
 //
 //   - publish-tx: as PublishTx writes inside a caller's transaction
 //     (InsertEventsTx: the ordering-key stripe locks and the INSERT);
 //   - own-tx: as the HTTP API and starter publish do (InsertEvents: the same
-//     in a transaction of its own, then a wake-up of the relay after commit);
+//     in a transaction of its own, for one event its one statement, then a
+//     wake-up of the relay after commit);
+//   - two-statements: publish-tx as it was until one event took one
+//     statement: the stripe's lock statement, then the insert;
 //   - notify-in-tx: InsertEventsTx as it was until issue 29, with pg_notify
 //     inside the transaction, whose commits PostgreSQL serialises;
-//   - plain-insert: the same rows' INSERTs, neither locks nor notify.
+//   - plain-insert: the same rows' INSERTs, neither locks nor notify, in a
+//     transaction (the baseline of the ways inside one);
+//   - plain-autocommit: the same INSERT as a statement of its own (own-tx's
+//     baseline).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the four ways take
+// as in production) and off. Every op is one event; the six ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
-//	go test ./store -run '^$' -bench ConcurrentPublish -benchtime 3000x
+//	go test ./store -run '^$' -bench ConcurrentPublish -benchtime 20000x
 //
 // The PostgreSQL `make test` starts runs with fsync=off, where a WAL flush
 // costs nothing; measure on a server with fsync on for production figures.
 func BenchmarkConcurrentPublish(b *testing.B) {
 	var s *store.Store
+	// Each way is compared with plain INSERTs of the same shape: inside a
+	// transaction, or (own-tx, one statement) each its own transaction.
+	const inTx, autocommit = "plain-insert", "plain-autocommit"
 	modes := []struct {
 		name   string
 		insert func(context.Context, []store.NewEvent) error
+		base   string
 	}{
 		{"publish-tx", func(ctx context.Context, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTx(ctx, tx, evs); return err })
-		}},
+		}, inTx},
 		{"own-tx", func(ctx context.Context, evs []store.NewEvent) error {
 			_, err := s.InsertEvents(ctx, evs)
 			return err
-		}},
+		}, autocommit},
+		{"two-statements", func(ctx context.Context, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxTwoStatements(ctx, tx, evs); return err })
+		}, inTx},
 		{"notify-in-tx", func(ctx context.Context, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxNotifying(ctx, tx, evs); return err })
-		}},
+		}, inTx},
 		{"plain-insert", func(ctx context.Context, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { return store.InsertEventRowsOnly(ctx, tx, evs) })
-		}},
+		}, inTx},
+		{autocommit, func(ctx context.Context, evs []store.NewEvent) error {
+			return store.InsertEventRowsOnly(ctx, s.Pool, evs)
+		}, autocommit},
 	}
 	rates := map[string]float64{}
 	for _, syncCommit := range []string{"on", "off"} {
@@ -128,13 +144,12 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	}
 	for _, syncCommit := range []string{"on", "off"} {
 		prefix := "synchronous_commit=" + syncCommit + "/"
-		plain := rates[prefix+"plain-insert"]
-		if plain == 0 {
-			continue
-		}
-		line := fmt.Sprintf("%d publishers, synchronous_commit=%s, events/s (× plain INSERTs):", publishers, syncCommit)
+		line := fmt.Sprintf("%d publishers, synchronous_commit=%s, events/s (× plain INSERTs of the same shape):", publishers, syncCommit)
 		for _, mode := range modes {
-			r := rates[prefix+mode.name]
+			r, plain := rates[prefix+mode.name], rates[prefix+mode.base]
+			if plain == 0 {
+				continue
+			}
 			line += fmt.Sprintf(" %s %.0f (%.2f×)", mode.name, r, r/plain)
 		}
 		fmt.Println(line)
