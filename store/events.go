@@ -136,7 +136,8 @@ func anyInserted(out []InsertedEvent) bool {
 // within a key seq order is commit order and the relay may trust it.
 //
 // A key's lock is the row of its stripe in key_stripes (lockAndInsert, which
-// sends the locks and the inserts in one round trip):
+// sends the locks and the inserts in one round trip, or for one event one
+// statement that does both):
 // a transaction holds at most keyStripeCount row locks per type and version
 // whatever the number of its keys, none of them in the server's shared lock
 // table, and only Herald's roles may lock those rows. Stripes are locked in
@@ -248,7 +249,8 @@ const (
 	// lockStripes locks the given stripe rows in ascending order (LockRows
 	// runs above the sort) until the transaction ends. If any row is
 	// missing it fails (stripesMissing), which aborts the transaction
-	// before an event is inserted without its key's lock.
+	// before an event is inserted without its key's lock. (A publish of one
+	// event takes lockAndInsertOne instead.)
 	lockStripes = `
 		SELECT CASE WHEN count(*) = cardinality($3::integer[]) THEN 0
 		            ELSE ('` + stripesMissing + `: ' || count(*) || ' of ' || cardinality($3::integer[]))::integer END
@@ -265,21 +267,26 @@ const (
 	// lockAndInsertOne is a publish of one event in one statement: it
 	// locks the key's stripe row ($11), then inserts the event only if it
 	// got the row. The insert reads the locked row, so the lock is held
-	// before the sequence hands out the event's number. A missing row
-	// inserts nothing and returns nothing, like an id already taken;
-	// lockAndInsertSingle tells the two apart. Against lockStripes and
-	// insertEvent in one round trip, it published about 1.3 times as many
-	// events a second with 64 concurrent publishers
+	// before the sequence hands out the event's number, and a missing row
+	// inserts nothing. It answers the new seq (NULL when nothing was
+	// inserted) and whether the row was there, from one snapshot: a NULL
+	// seq with the row is an id already taken, without it ErrNoKeyStripes
+	// (a second statement could see rows another publisher made in
+	// between, and take the missing row for a taken id). Against
+	// lockStripes and insertEvent in one round trip it published about 1.3
+	// times as many events a second with 64 concurrent publishers
 	// (BenchmarkConcurrentPublish): a statement fewer, and no aggregate
 	// over an array's rows.
 	lockAndInsertOne = `
 		WITH locked AS MATERIALIZED (
-		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)
-		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
-		                    published_via, published_token, trace_context)
-		SELECT $1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb FROM locked
-		ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
-		RETURNING seq`
+		       SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE),
+		     inserted AS (
+		       INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
+		                           published_via, published_token, trace_context)
+		       SELECT $1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb FROM locked
+		       ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
+		       RETURNING seq)
+		SELECT (SELECT seq FROM inserted), EXISTS (SELECT 1 FROM locked)`
 )
 
 // makeKeyStripes makes the stripe rows of evs' types and versions that have
@@ -359,24 +366,21 @@ func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []In
 // (lockAndInsertOne), inside a transaction or as a transaction of its own
 // (q a pool: the key's lock is held until the statement commits). When it
 // inserts nothing, the event's id is taken (resolveExisting) or its key's
-// stripe row is missing (ErrNoKeyStripes); either way nothing was written.
+// stripe row is missing (ErrNoKeyStripes); either way nothing was written,
+// and a caller's transaction goes on.
 func lockAndInsertSingle(ctx context.Context, q Querier, ev NewEvent, out *InsertedEvent) error {
-	stripe := keyStripe(ev.Subject)
 	out.ID = ev.ID
-	err := q.QueryRow(ctx, lockAndInsertOne, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope,
-		ev.ContentHash, ev.Via, ev.Token, ev.TraceContext.param(), stripe).Scan(&out.Seq)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("insert event %s: %w", ev.ID, err)
-	}
+	var seq *int64
 	var hasStripe bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM key_stripes WHERE type = $1 AND version = $2 AND stripe = $3)`,
-		ev.Type, ev.Version, stripe).Scan(&hasStripe); err != nil {
-		return fmt.Errorf("look up the ordering-key stripe of event %s: %w", ev.ID, err)
-	}
-	if !hasStripe {
+	err := q.QueryRow(ctx, lockAndInsertOne, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope,
+		ev.ContentHash, ev.Via, ev.Token, ev.TraceContext.param(), keyStripe(ev.Subject)).Scan(&seq, &hasStripe)
+	switch {
+	case err != nil:
+		return fmt.Errorf("lock the ordering key of event %s and insert it: %w", ev.ID, err)
+	case seq != nil:
+		out.Seq = *seq
+		return nil
+	case !hasStripe:
 		return fmt.Errorf("lock ordering keys of %s@%d: %w (%s: 0 of 1)", ev.Type, ev.Version, ErrNoKeyStripes, stripesMissing)
 	}
 	return resolveExisting(ctx, q, ev, out)

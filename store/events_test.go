@@ -258,21 +258,24 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 
 	// Two publishers of the key wait: one event alone (one statement) and
 	// one beside another type's (the lock statements, then the inserts).
-	done := make(chan error, 2)
-	go func() {
-		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-9", "h2")})
-		done <- err
-	}()
-	go func() {
-		_, err := s.InsertEvents(ctx, []store.NewEvent{
-			newEvent("contacts.other.happened", "zzz", "h0"),
-			newEvent("contacts.person.updated", "person-9", "h1"),
-		})
-		done <- err
-	}()
+	type result struct {
+		seq int64 // of the key's event
+		err error
+	}
+	done := make(chan result, 2)
+	publish := func(evs ...store.NewEvent) {
+		got, err := s.InsertEvents(ctx, evs)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{seq: got[len(got)-1].Seq}
+	}
+	go publish(newEvent("contacts.person.updated", "person-9", "h2"))
+	go publish(newEvent("contacts.other.happened", "zzz", "h0"), newEvent("contacts.person.updated", "person-9", "h1"))
 	select {
-	case err := <-done:
-		t.Fatalf("InsertEvents returned (%v) while another transaction held the key's lock", err)
+	case r := <-done:
+		t.Fatalf("InsertEvents returned (%+v) while another transaction held the key's lock", r)
 	case <-time.After(300 * time.Millisecond):
 	}
 	var inserted int
@@ -282,14 +285,23 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 	if inserted != 1 {
 		t.Errorf("%d rows visible while the publishers wait, want the first one", inserted)
 	}
+	// The holder publishes the key too, after the others began to wait:
+	// their events must still come after its own in seq order.
+	held, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "person-9", "h3")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("insert after the lock was released: %v", err)
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("insert after the lock was released: %v", r.err)
+			}
+			if r.seq <= held[0].Seq {
+				t.Errorf("a waiting publisher's event took seq %d, before the lock holder's %d", r.seq, held[0].Seq)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("InsertEvents still blocked after the lock was released")
