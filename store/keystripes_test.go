@@ -85,10 +85,11 @@ func TestInsertEventsMakesStripesOfNewTypesWithoutDeadlock(t *testing.T) {
 
 // TestInsertEventsOfOneEventMakeStripesOfNewTypes: publishers of one event
 // each, of a type nobody has made stripe rows for, race to make them. A
-// publish that found no row while another's rows committed is refused with
-// ErrNoKeyStripes and tries again; none fails. (A version that checked the
-// row in a second statement took such a publish for one of a taken id, and
-// failed about one publish in thirty: "look up event: no rows".)
+// publish that found no row is refused with ErrNoKeyStripes, and
+// InsertEvents makes the rows and tries again; one that found no row while
+// another's rows committed publishes again. None fails. (A version that
+// took the row found later for a taken id failed about one publish in
+// thirty: "look up event: no rows".)
 func TestInsertEventsOfOneEventMakeStripesOfNewTypes(t *testing.T) {
 	t.Parallel()
 	s, _ := openEventsStore(t)
