@@ -154,6 +154,11 @@ func anyInserted(out []InsertedEvent) bool {
 // commit of tx wait for every other notifying transaction's (wake.go); the
 // relay finds the events at its next poll, or sooner when a publish of
 // InsertEvents wakes it.
+//
+// A type and version without its stripe rows gives ErrNoKeyStripes and no
+// event is written: several events' failed lock statement aborts tx, while
+// one event's statement inserts nothing and leaves tx usable (PublishTx
+// rolls back to its savepoint either way).
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil

@@ -309,6 +309,70 @@ func TestInsertEventsWaitsForKeyLock(t *testing.T) {
 	}
 }
 
+// TestInsertEventsOfATakenIdWaitsForItsTransaction: a publish of one event
+// whose id another transaction has inserted and not committed waits for it,
+// then reports the stored event as a duplicate (same content) and inserts
+// nothing.
+func TestInsertEventsOfATakenIdWaitsForItsTransaction(t *testing.T) {
+	t.Parallel()
+	s, _ := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The first publish of the type makes its stripe rows.
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-0", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvent("contacts.person.updated", "person-1", "h")
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	first, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ev
+	other.Subject = "person-2" // another key: only the id is shared
+	done := make(chan []store.InsertedEvent, 1)
+	errs := make(chan error, 1)
+	go func() {
+		got, err := s.InsertEvents(ctx, []store.NewEvent{other})
+		if err != nil {
+			errs <- err
+			return
+		}
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		t.Fatalf("the publish returned %+v while the id's transaction was open", got)
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if !got[0].Duplicate || got[0].Seq != first[0].Seq {
+			t.Errorf("publish of the taken id = %+v, want a duplicate of seq %d", got[0], first[0].Seq)
+		}
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish still waits after the id's transaction committed")
+	}
+	var n int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d events, want 2", n)
+	}
+}
+
 // TestInsertEventsConcurrentPublishersKeepKeyOrder runs several publishers of
 // one key while an observer polls the log like a relay: no event of the key may
 // become visible behind one already seen, and each publisher's events must
