@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 	"herald/publish"
@@ -137,9 +139,20 @@ func TestSlowOpsReadsLeavePublishingAConnection(t *testing.T) {
 		}()
 	}
 	// The reads wait on the lock, each on a connection of the API's pool.
+	// The probe has a connection of its own: the worker's pool may be all
+	// taken by the relay's and the sweeps' reads of subscriptions, waiting
+	// on the same lock (a probe through it once waited for a connection
+	// until the test binary's timeout).
+	probe, err := pgx.Connect(ctx, s.store.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close(ctx)
 	testkit.Eventually(t, 10*time.Second, "the reads waiting on the lock", func() bool {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		var n int
-		err := s.store.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+		err := probe.QueryRow(qctx, `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
 			WHERE c.relname = 'subscriptions' AND NOT l.granted`).Scan(&n)
 		return err == nil && n >= 3
 	})
