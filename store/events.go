@@ -263,12 +263,18 @@ const (
 		         WHERE type = $1 AND version = $2 AND stripe = ANY($3::integer[])
 		         ORDER BY stripe
 		           FOR NO KEY UPDATE) AS locked`
-	insertEvent = `
+	// eventInsert, eventValues and eventOnConflict are the parts of an
+	// event's INSERT that insertEvent and lockAndInsertOne share: the
+	// columns, their values from $1-$10, and an id already taken.
+	eventInsert = `
 		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
-		                    published_via, published_token, trace_context)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb)
+		                    published_via, published_token, trace_context)`
+	eventValues     = `$1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb`
+	eventOnConflict = `
 		ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
 		RETURNING seq`
+	insertEvent = eventInsert + `
+		VALUES (` + eventValues + `)` + eventOnConflict
 	// lockAndInsertOne is a publish of one event in one statement: it
 	// locks the key's stripe row ($11), then inserts the event only if it
 	// got the row. The insert reads the locked row, so the lock is held
@@ -281,12 +287,9 @@ const (
 	// the row was there (at b7cec63; BenchmarkConcurrentPublish).
 	lockAndInsertOne = `
 		WITH locked AS MATERIALIZED (
-		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)
-		INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
-		                    published_via, published_token, trace_context)
-		SELECT $1, $2, $3, $4, $5, $6, $7, 'accepted', NULLIF($8, ''), NULLIF($9, ''), $10::jsonb FROM locked
-		ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
-		RETURNING seq`
+		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)` +
+		eventInsert + `
+		SELECT ` + eventValues + ` FROM locked` + eventOnConflict
 )
 
 // makeKeyStripes makes the stripe rows of evs' types and versions that have
