@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -73,6 +74,24 @@ func (e *env) newPublisherRole() (string, string) {
 	return role, u.String()
 }
 
+// grantedPublisherRole makes a publisher role for app contacts with the
+// grant lines of docs/publishing.md and returns its database URL.
+func (e *env) grantedPublisherRole(documented []string) string {
+	e.t.Helper()
+	var schema string
+	if err := e.store.Pool.QueryRow(e.ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		e.t.Fatal(err)
+	}
+	role, roleURL := e.newPublisherRole()
+	for _, line := range documented {
+		line = strings.ReplaceAll(line, `"herald"`, pgx.Identifier{schema}.Sanitize())
+		line = strings.ReplaceAll(line, "orders_publisher", role)
+		line = strings.ReplaceAll(line, "'orders'", "'contacts'")
+		e.exec(line)
+	}
+	return roleURL
+}
+
 func wantPrivilegeError(t *testing.T, what string, err error) {
 	t.Helper()
 	var pgErr *pgconn.PgError
@@ -93,17 +112,7 @@ func TestPublisherRole(t *testing.T) {
 		t.Fatalf("docs/publishing.md's grant lines:\n%s\nstore.PublisherGrants (starter db grant-publisher):\n%s",
 			strings.Join(documented, "\n"), strings.Join(want, "\n"))
 	}
-	var schema string
-	if err := e.store.Pool.QueryRow(e.ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	role, roleURL := e.newPublisherRole()
-	for _, line := range documented {
-		line = strings.ReplaceAll(line, `"herald"`, pgx.Identifier{schema}.Sanitize())
-		line = strings.ReplaceAll(line, "orders_publisher", role)
-		line = strings.ReplaceAll(line, "'orders'", "'contacts'")
-		e.exec(line)
-	}
+	roleURL := e.grantedPublisherRole(documented)
 
 	// Billing's event, whose id contacts will try to take.
 	owner := e.publisher(publish.Options{})
@@ -265,4 +274,50 @@ func TestPublisherRole(t *testing.T) {
 func isRejection(err error) bool {
 	_, ok := publish.IsRejection(err)
 	return ok
+}
+
+// TestPublishTxKeepsEachConnectionsRole: one Publisher given transactions
+// of Herald's role and of a publisher role, in turns, treats each as its own
+// role: the answer it keeps per connection is not another connection's.
+func TestPublishTxKeepsEachConnectionsRole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roleStore.Close)
+	p := e.publisher(publish.Options{CacheTTL: time.Hour})
+	invoice := func(n int) publish.Request {
+		return publish.Request{App: "billing", Type: "billing.invoice.paid", Version: 1,
+			Subject: fmt.Sprintf("invoice-%d", n), Data: []byte(`{}`)}
+	}
+	publishIn := func(st *store.Store, r publish.Request) error {
+		t.Helper()
+		tx, err := st.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := p.PublishTx(e.ctx, tx, r); err != nil {
+			return err
+		}
+		return tx.Commit(e.ctx)
+	}
+	for round := range 3 {
+		// Herald's role publishes any app's events; the publisher role
+		// only contacts'.
+		if err := publishIn(e.store, invoice(round)); err != nil {
+			t.Fatalf("round %d: billing's event in Herald's role's transaction: %v", round, err)
+		}
+		if err := publishIn(roleStore, invoice(100+round)); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeTypeNotOwned) {
+			t.Fatalf("round %d: billing's event in the publisher role's transaction: %v, want %s", round, err, publish.CodeTypeNotOwned)
+		}
+		if err := publishIn(roleStore, person(fmt.Sprintf("person-%d", round), "Ada")); err != nil {
+			t.Fatalf("round %d: the publisher role's own event: %v", round, err)
+		}
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE state = 'accepted'`); n != 6 {
+		t.Errorf("%d events accepted, want 6", n)
+	}
 }

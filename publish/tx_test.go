@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"herald/internal/testkit"
 	"herald/publish"
@@ -417,5 +419,76 @@ func TestPublishDeprecatedVersion(t *testing.T) {
 	}
 	if out[0].Deprecated || !out[1].Deprecated {
 		t.Errorf("PublishTx results = %+v, want only the second deprecated", out)
+	}
+}
+
+// TestPublishTxDatabaseErrorLeavesTransactionUsable: a publish that fails in
+// the database, not by a rejection (here its key's lock is held past the
+// caller's lock_timeout), writes nothing and leaves the caller's transaction
+// usable with its earlier work, whether the call had one event or several,
+// as Herald's own role and as a publisher role (herald_publish).
+func TestPublishTxDatabaseErrorLeavesTransactionUsable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roleStore.Close)
+	// Two keys of different lock stripes (FNV-1a of the subject mod 256,
+	// docs/design.md#key-locks): the held one, and a free one.
+	stripe := func(subject string) uint64 { h := fnv.New64a(); h.Write([]byte(subject)); return h.Sum64() % 256 }
+	held, free := "person-held", ""
+	for i := 0; free == ""; i++ {
+		if s := fmt.Sprintf("person-free-%d", i); stripe(s) != stripe(held) {
+			free = s
+		}
+	}
+	holder := e.begin()
+	owner := e.publisher(publish.Options{})
+	if _, err := owner.PublishTx(e.ctx, holder, person(held, "Held")); err != nil {
+		t.Fatal(err)
+	}
+	withID := func(r publish.Request) publish.Request { r.ID = uuid.NewString(); return r }
+	for _, as := range []struct {
+		name  string
+		store *store.Store
+	}{{"herald", e.store}, {"publisher role", roleStore}} {
+		p := publish.New(as.store, publish.Options{})
+		for _, n := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s, %d events", as.name, n), func(t *testing.T) {
+				tx, err := as.store.Pool.Begin(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.Background())
+				earlier, err := p.PublishTx(e.ctx, tx, withID(person(free, "Earlier")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tx.Exec(e.ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+					t.Fatal(err)
+				}
+				rs := []publish.Request{withID(person(held, "Waits"))}
+				if n == 2 {
+					rs = append([]publish.Request{withID(person(free, "Before"))}, rs...)
+				}
+				res, err := p.PublishTx(e.ctx, tx, rs...)
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+					t.Fatalf("PublishTx on a held key = %+v, %v; want lock_not_available (55P03)", res, err)
+				}
+				if err := tx.Commit(e.ctx); err != nil {
+					t.Fatalf("commit after the failed publish: %v", err)
+				}
+				if got := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, earlier[0].ID); got != 1 {
+					t.Errorf("the transaction's earlier event: %d rows after commit, want 1", got)
+				}
+				ids := []string{rs[0].ID, rs[n-1].ID}
+				if got := e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, ids); got != 0 {
+					t.Errorf("%d events of the failed publish committed, want 0", got)
+				}
+			})
+		}
 	}
 }
