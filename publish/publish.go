@@ -36,7 +36,9 @@ type Options struct {
 	// CacheTTL is how long a found app or declaration (with its compiled
 	// schema) is reused before it is looked up again, so bulk publishing does
 	// not query the database per event. Zero means DefaultCacheTTL; negative
-	// disables the cache. Misses are never cached.
+	// disables the cache. Misses are never cached. PublishTx also keeps, per
+	// database connection, whether its login role is a publisher role and
+	// of which app, found or not.
 	CacheTTL time.Duration
 	// Logger reports rejections that could not be recorded; nil logs nothing.
 	Logger *zap.Logger

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"herald/internal/testenv"
+	"herald/publish"
 	"herald/store"
 )
 
@@ -23,25 +24,35 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, six ways on
+// committing transactions of one event with a key of its own, nine ways on
 // the same schema one after the other:
 //
 //   - publish-tx: as PublishTx writes inside a caller's transaction
-//     (InsertEventsTx: the ordering-key stripe locks and the INSERT);
-//   - own-tx: as the HTTP API and starter publish do (InsertEvents: the same
-//     in a transaction of its own, for one event its one statement, then a
-//     wake-up of the relay after commit);
-//   - two-statements: publish-tx as it was until one event took one
-//     statement: the stripe's lock statement, then the insert;
+//     (InsertEventsAllTx: under a savepoint, the ordering-key stripe lock
+//     and the INSERT, for one event the savepoint, one statement and the
+//     release in one round trip);
+//   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
+//     same in a transaction of its own, for one event its one statement,
+//     then a wake-up of the relay after commit);
+//   - PublishTx and Publish: the whole of publish.Publisher's PublishTx in
+//     a transaction and Publish (the HTTP API's, without HTTP): the
+//     look-ups (PublishTx asks whether the transaction's role is a
+//     publisher role), validation and the envelope before publish-tx's or
+//     own-tx's writes;
+//   - savepoint-apart: publish-tx as it was until InsertEventsAllTx, the
+//     savepoint and its release each a round trip of their own;
+//   - two-statements: InsertEventsTx as it was until one event took one
+//     statement: the stripe's lock statement, then the insert, no
+//     savepoint;
 //   - notify-in-tx: InsertEventsTx as it was until issue 29, with pg_notify
 //     inside the transaction, whose commits PostgreSQL serialises;
 //   - plain-insert: the same rows' INSERTs, neither locks nor notify, in a
 //     transaction (the baseline of the ways inside one);
 //   - plain-autocommit: the same INSERT as a statement of its own (own-tx's
-//     baseline).
+//     and Publish's baseline).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the six ways take
+// as in production) and off. Every op is one event; the nine ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -54,28 +65,52 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	// Each way is compared with plain INSERTs of the same shape: inside a
 	// transaction, or (own-tx, one statement) each its own transaction.
 	const inTx, autocommit = "plain-insert", "plain-autocommit"
+	var pub *publish.Publisher
+	request := func(w int, i int64) publish.Request {
+		return publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1,
+			Subject: fmt.Sprintf("publisher-%d-%d", w, i), Data: []byte(`{"n":1}`)}
+	}
 	modes := []struct {
 		name   string
-		insert func(context.Context, []store.NewEvent) error
+		insert func(ctx context.Context, w int, i int64, evs []store.NewEvent) error
 		base   string
 	}{
-		{"publish-tx", func(ctx context.Context, evs []store.NewEvent) error {
-			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTx(ctx, tx, evs); return err })
+		{"publish-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsAllTx(ctx, tx, evs); return err })
 		}, inTx},
-		{"own-tx", func(ctx context.Context, evs []store.NewEvent) error {
+		{"own-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			_, err := s.InsertEvents(ctx, evs)
 			return err
 		}, autocommit},
-		{"two-statements", func(ctx context.Context, evs []store.NewEvent) error {
+		{"PublishTx", func(ctx context.Context, w int, i int64, _ []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := pub.PublishTx(ctx, tx, request(w, i)); return err })
+		}, inTx},
+		{"Publish", func(ctx context.Context, w int, i int64, _ []store.NewEvent) error {
+			_, err := pub.Publish(ctx, request(w, i))
+			return err
+		}, autocommit},
+		{"savepoint-apart", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error {
+				sp, err := tx.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if _, err := store.InsertEventsTx(ctx, sp, evs); err != nil {
+					return err
+				}
+				return sp.Commit(ctx)
+			})
+		}, inTx},
+		{"two-statements", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxTwoStatements(ctx, tx, evs); return err })
 		}, inTx},
-		{"notify-in-tx", func(ctx context.Context, evs []store.NewEvent) error {
+		{"notify-in-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxNotifying(ctx, tx, evs); return err })
 		}, inTx},
-		{"plain-insert", func(ctx context.Context, evs []store.NewEvent) error {
+		{inTx, func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { return store.InsertEventRowsOnly(ctx, tx, evs) })
 		}, inTx},
-		{autocommit, func(ctx context.Context, evs []store.NewEvent) error {
+		{autocommit, func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return store.InsertEventRowsOnly(ctx, s.Pool, evs)
 		}, autocommit},
 	}
@@ -100,6 +135,7 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "bench"); err != nil {
 			b.Fatal(err)
 		}
+		pub = publish.New(s, publish.Options{})
 		// The modes take turns, rounds times, so that a change in the
 		// machine's load falls on all of them alike; each reports its mean.
 		for round := range rounds {
@@ -120,7 +156,7 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 									return
 								}
 								ev := newEvent("contacts.person.updated", fmt.Sprintf("%s-%d-%d", mode.name, w, i), "h")
-								if err := mode.insert(ctx, []store.NewEvent{ev}); err != nil {
+								if err := mode.insert(ctx, w, i, []store.NewEvent{ev}); err != nil {
 									errs <- err
 									return
 								}
