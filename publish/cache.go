@@ -56,14 +56,20 @@ func newLookupCache(ttl time.Duration, now func() time.Time) *lookupCache {
 
 // publisherApp is store.PublisherAppIn for tx's session, kept per
 // connection for the TTL, found or not. The answer depends on the
-// session's login role (session_user, which SET ROLE does not change) and
-// on that role's mapping and app, which change rarely; asking on every
-// PublishTx cost about 40 % of 64 concurrent publishers' throughput
-// (BenchmarkConcurrentPublish). A stale answer cannot let a role do more:
-// the database enforces a publisher role's limits (herald_publish refuses
-// another app's types, and the role may not write the tables itself).
+// session's login role (session_user: SET ROLE does not change it; SET
+// SESSION AUTHORIZATION, a superuser's, does, and its session is answered
+// as before for up to the TTL) and on that role's mapping and app, which
+// change rarely. Asking on every PublishTx cost about 40 % of 64
+// concurrent publishers' throughput (BenchmarkConcurrentPublish). A stale
+// answer cannot let a role do more: the database enforces a publisher
+// role's limits (herald_publish refuses another app's types, and a
+// publisher role may not write the tables itself); for up to the TTL after
+// a role is granted or moved, its publishes on connections already asked
+// fail.
 func (c *lookupCache) publisherApp(ctx context.Context, tx pgx.Tx) (store.PublisherApp, error) {
-	if c.ttl <= 0 || tx.Conn() == nil {
+	if c.ttl <= 0 || tx.Conn() == nil || tx.Conn().PgConn().PID() == 0 {
+		// No cache, or no way to name the session: a server that sent
+		// no backend key data.
 		return store.PublisherAppIn(ctx, tx)
 	}
 	key := sessionKey(tx.Conn().PgConn())

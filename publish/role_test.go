@@ -220,6 +220,24 @@ func TestPublisherRole(t *testing.T) {
 	if _, err := publishTx(taken); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeIDConflict) {
 		t.Fatalf("publish the same id with other content: %v, want %s", err, publish.CodeIDConflict)
 	}
+	// All or nothing: the conflict takes back the call's other event, and
+	// the transaction commits without it.
+	other := person("person-4", "Eve")
+	other.ID = uuid.NewString()
+	tx, err = st.Pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := p.PublishTx(e.ctx, tx, other, taken); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeIDConflict) {
+		t.Fatalf("publish a new event and a conflicting one: %v, want %s", err, publish.CodeIDConflict)
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		t.Fatalf("commit after the refused publish: %v", err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, other.ID); n != 0 {
+		t.Errorf("the new event beside a conflict was written (%d rows)", n)
+	}
 
 	// The function itself refuses another app's type, whatever the caller.
 	_, err = st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['billing.invoice.paid'], ARRAY[1],

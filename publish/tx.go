@@ -98,15 +98,17 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 		return nil, errors.Join(refused...)
 	}
 
-	// All or nothing under a savepoint, which the store sends with the
-	// inserts: after an error or an id conflict nothing of this call is
-	// written and tx goes on.
-	insert := store.InsertEventsAllTx
-	if role != nil {
-		insert = store.InsertPublisherEventsAllTx
-	}
-	inserted, err := insert(ctx, tx, evs)
+	sp, err := tx.Begin(ctx) // a savepoint inside the caller's transaction
 	if err != nil {
+		return nil, fmt.Errorf("publish in transaction: savepoint: %w", err)
+	}
+	insert := store.InsertEventsTx
+	if role != nil {
+		insert = store.InsertPublisherEventsTx
+	}
+	inserted, err := insert(ctx, sp, evs)
+	if err != nil {
+		_ = sp.Rollback(ctx)
 		return nil, fmt.Errorf("publish in transaction: %w", err)
 	}
 	out := make([]Result, len(rs))
@@ -122,7 +124,13 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 		out[i] = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
 	}
 	if len(refused) > 0 {
+		if err := sp.Rollback(ctx); err != nil {
+			return nil, fmt.Errorf("publish in transaction: roll back to savepoint: %w", err)
+		}
 		return nil, errors.Join(refused...)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("publish in transaction: release savepoint: %w", err)
 	}
 	// The events are written in tx; whether tx commits is the caller's
 	// affair, after this span ends.

@@ -87,7 +87,7 @@ func (s *Store) InsertEvents(ctx context.Context, evs []NewEvent) ([]InsertedEve
 		if len(evs) == 1 {
 			return lockAndInsertSingle(ctx, s.Pool, evs[0], &out[0])
 		}
-		return s.WithTx(ctx, func(tx pgx.Tx) error { return lockAndInsertBatch(ctx, tx, evs, out, false) })
+		return s.WithTx(ctx, func(tx pgx.Tx) error { return lockAndInsertBatch(ctx, tx, evs, out) })
 	}
 	err := insert()
 	if errors.Is(err, ErrNoKeyStripes) {
@@ -157,9 +157,8 @@ func anyInserted(out []InsertedEvent) bool {
 //
 // A type and version without its stripe rows gives ErrNoKeyStripes and no
 // event is written: several events' failed lock statement aborts tx, while
-// one event's statement inserts nothing and leaves tx usable
-// (InsertEventsAllTx, which PublishTx calls, rolls back to a savepoint
-// either way).
+// one event's statement inserts nothing and leaves tx usable (PublishTx
+// rolls back to its savepoint either way).
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -316,18 +315,14 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 	if len(evs) == 1 {
 		return lockAndInsertSingle(ctx, tx, evs[0], &out[0])
 	}
-	return lockAndInsertBatch(ctx, tx, evs, out, false)
+	return lockAndInsertBatch(ctx, tx, evs, out)
 }
 
 // lockAndInsertBatch is lockAndInsert's way for several events: the lock
-// statements, then one insert per event, in one round trip; with
-// savepoint, the publish savepoint first (InsertEventsAllTx ends it).
-func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent, savepoint bool) error {
+// statements, then one insert per event, in one round trip.
+func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
-	if savepoint {
-		b.Queue(publishSavepoint)
-	}
 	for _, tv := range tvs {
 		b.Queue(lockStripes, tv.typ, tv.version, stripes[tv])
 	}
@@ -336,12 +331,6 @@ func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []In
 			ev.TraceContext.param())
 	}
 	br := tx.SendBatch(ctx, b)
-	if savepoint {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("savepoint: %w", err)
-		}
-	}
 	for _, tv := range tvs {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()

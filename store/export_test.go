@@ -42,7 +42,7 @@ func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // statement, then the insert, in one round trip.
 func InsertEventsTxTwoStatements(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	out := make([]InsertedEvent, len(evs))
-	if err := lockAndInsertBatch(ctx, tx, evs, out, false); err != nil {
+	if err := lockAndInsertBatch(ctx, tx, evs, out); err != nil {
 		return nil, err
 	}
 	return out, nil

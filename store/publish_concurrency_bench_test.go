@@ -24,26 +24,22 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, nine ways on
+// committing transactions of one event with a key of its own, eight ways on
 // the same schema one after the other:
 //
-//   - publish-tx: as PublishTx writes inside a caller's transaction
-//     (InsertEventsAllTx: under a savepoint, the ordering-key stripe lock
-//     and the INSERT, for one event the savepoint, one statement and the
-//     release in one round trip);
+//   - publish-tx: as PublishTx writes inside a caller's transaction: a
+//     savepoint (all or nothing), InsertEventsTx (the ordering-key stripe
+//     lock and the INSERT, for one event one statement), the release;
 //   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
 //     same in a transaction of its own, for one event its one statement,
 //     then a wake-up of the relay after commit);
 //   - PublishTx and Publish: the whole of publish.Publisher's PublishTx in
 //     a transaction and Publish (the HTTP API's, without HTTP): the
-//     look-ups (PublishTx asks whether the transaction's role is a
-//     publisher role), validation and the envelope before publish-tx's or
-//     own-tx's writes;
-//   - savepoint-apart: publish-tx as it was until InsertEventsAllTx, the
-//     savepoint and its release each a round trip of their own;
+//     look-ups (cached), validation and the envelope before publish-tx's
+//     or own-tx's writes;
 //   - two-statements: InsertEventsTx as it was until one event took one
-//     statement: the stripe's lock statement, then the insert, no
-//     savepoint;
+//     statement: the stripe's lock statement, then the insert (no
+//     savepoint);
 //   - notify-in-tx: InsertEventsTx as it was until issue 29, with pg_notify
 //     inside the transaction, whose commits PostgreSQL serialises;
 //   - plain-insert: the same rows' INSERTs, neither locks nor notify, in a
@@ -52,7 +48,7 @@ const (
 //     and Publish's baseline).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the nine ways take
+// as in production) and off. Every op is one event; the eight ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -76,7 +72,16 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		base   string
 	}{
 		{"publish-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
-			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsAllTx(ctx, tx, evs); return err })
+			return s.WithTx(ctx, func(tx pgx.Tx) error {
+				sp, err := tx.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				if _, err := store.InsertEventsTx(ctx, sp, evs); err != nil {
+					return err
+				}
+				return sp.Commit(ctx)
+			})
 		}, inTx},
 		{"own-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			_, err := s.InsertEvents(ctx, evs)
@@ -89,18 +94,6 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 			_, err := pub.Publish(ctx, request(w, i))
 			return err
 		}, autocommit},
-		{"savepoint-apart", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
-			return s.WithTx(ctx, func(tx pgx.Tx) error {
-				sp, err := tx.Begin(ctx)
-				if err != nil {
-					return err
-				}
-				if _, err := store.InsertEventsTx(ctx, sp, evs); err != nil {
-					return err
-				}
-				return sp.Commit(ctx)
-			})
-		}, inTx},
 		{"two-statements", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxTwoStatements(ctx, tx, evs); return err })
 		}, inTx},

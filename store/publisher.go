@@ -178,73 +178,6 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	args, err := publisherArgs(evs)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	rows, err := tx.Query(ctx, publisherPublish, args...)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	out, err := publisherResults(rows, evs)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	return out, nil
-}
-
-// InsertPublisherEventsAllTx is InsertEventsAllTx for a publisher role:
-// InsertPublisherEventsTx all or nothing, its savepoint sent with the call
-// of herald_publish (and for one event, which a Conflict leaves unwritten,
-// the release too).
-func InsertPublisherEventsAllTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	args, err := publisherArgs(evs)
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	one := len(evs) == 1
-	b := &pgx.Batch{}
-	b.Queue(publishSavepoint)
-	b.Queue(publisherPublish, args...)
-	if one {
-		b.Queue(releasePublish)
-	}
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, fmt.Errorf("insert events: savepoint: %w", err)
-	}
-	rows, err := br.Query()
-	var out []InsertedEvent
-	if err == nil {
-		out, err = publisherResults(rows, evs)
-	}
-	if err == nil && one {
-		_, err = br.Exec()
-	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil || !one {
-		err = endSavepoint(ctx, tx, err, anyConflict(out))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	return out, nil
-}
-
-// publisherPublish calls herald_publish with publisherArgs' arrays.
-const publisherPublish = `
-		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
-		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`
-
-// publisherArgs are herald_publish's arguments for evs: one array per
-// column.
-func publisherArgs(evs []NewEvent) ([]any, error) {
 	n := len(evs)
 	ids, types, subjects, hashes, vias, tokens := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n)
@@ -253,7 +186,7 @@ func publisherArgs(evs []NewEvent) ([]any, error) {
 	traces := make([]*string, n) // JSON text, NULL for none
 	for i, ev := range evs {
 		if ev.Version < 1 || ev.Version > maxVersion {
-			return nil, fmt.Errorf("version %d of %s out of range", ev.Version, ev.Type)
+			return nil, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
 		}
 		ids[i], types[i], subjects[i], hashes[i], vias[i], tokens[i] = ev.ID, ev.Type, ev.Subject, ev.ContentHash, ev.Via, ev.Token
 		versions[i], stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
@@ -261,35 +194,34 @@ func publisherArgs(evs []NewEvent) ([]any, error) {
 		if len(ev.TraceContext) > 0 {
 			b, err := json.Marshal(map[string]string(ev.TraceContext))
 			if err != nil {
-				return nil, fmt.Errorf("trace context: %w", err)
+				return nil, fmt.Errorf("insert events: trace context: %w", err)
 			}
 			tc := string(b)
 			traces[i] = &tc
 		}
 	}
-	return []any{ids, types, versions, subjects, stripes, envelopes, hashes, vias, tokens, traces}, nil
-}
-
-// publisherResults reads herald_publish's rows, one per event of evs in
-// order, and closes rows.
-func publisherResults(rows pgx.Rows, evs []NewEvent) ([]InsertedEvent, error) {
-	defer rows.Close()
-	out := make([]InsertedEvent, 0, len(evs))
+	rows, err := tx.Query(ctx, `
+		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
+		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`,
+		ids, types, versions, subjects, stripes, envelopes, hashes, vias, tokens, traces)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	out := make([]InsertedEvent, 0, n)
 	for rows.Next() {
-		if len(out) == len(evs) {
-			return nil, fmt.Errorf("more results than %d events", len(evs))
-		}
-		e := InsertedEvent{ID: evs[len(out)].ID}
+		var e InsertedEvent
 		if err := rows.Scan(&e.Seq, &e.Duplicate, &e.Conflict); err != nil {
-			return nil, err
+			rows.Close()
+			return nil, fmt.Errorf("insert events: %w", err)
 		}
+		e.ID = ids[len(out)]
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("insert events: %w", err)
 	}
-	if len(out) != len(evs) {
-		return nil, fmt.Errorf("%d results for %d events", len(out), len(evs))
+	if len(out) != n {
+		return nil, fmt.Errorf("insert events: %d results for %d events", len(out), n)
 	}
 	return out, nil
 }
