@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,5 +338,64 @@ func TestPublishTxKeepsEachConnectionsRole(t *testing.T) {
 	}
 	if n := e.countRows(`SELECT count(*) FROM events WHERE state = 'accepted'`); n != 6 {
 		t.Errorf("%d events accepted, want 6", n)
+	}
+}
+
+// TestPublishTxRoleMovedWithinTheCacheTTL: a connection's kept answer
+// outlives a move of its role to another app for at most the TTL, and
+// fails closed meanwhile: the role's old app's events are refused (by the
+// database), none is written; after the TTL the connection publishes for
+// the new app and is refused the old one's types.
+func TestPublishTxRoleMovedWithinTheCacheTTL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleURL := e.grantedPublisherRole(documentedPublisherGrants(t))
+	roleStore, err := store.Open(e.ctx, roleURL, store.Options{MaxConns: 1}) // one connection: the one asked
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roleStore.Close)
+	var mu sync.Mutex
+	now := fixedNow
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p := publish.New(roleStore, publish.Options{Now: clock, CacheTTL: time.Minute})
+	publishIn := func(r publish.Request) error {
+		t.Helper()
+		tx, err := roleStore.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := p.PublishTx(e.ctx, tx, r); err != nil {
+			return err
+		}
+		return tx.Commit(e.ctx)
+	}
+	if err := publishIn(person("person-1", "Ada")); err != nil {
+		t.Fatalf("publish as contacts' role: %v", err)
+	}
+	u, err := url.Parse(roleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := u.User.Username()
+	e.exec(`UPDATE publisher_roles SET app = 'billing' WHERE role = $1`, role)
+	moved := person("person-2", "Bob")
+	moved.ID = uuid.NewString()
+	if err := publishIn(moved); err == nil {
+		t.Fatal("contacts' event published by a role moved to billing, within the cache TTL")
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1 AND state <> 'rejected'`, moved.ID); n != 0 {
+		t.Errorf("the refused event was written (%d rows)", n)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	invoice := publish.Request{App: "billing", Type: "billing.invoice.paid", Version: 1, Subject: "invoice-1", Data: []byte(`{}`)}
+	if err := publishIn(invoice); err != nil {
+		t.Fatalf("publish billing's event after the TTL: %v", err)
+	}
+	if err := publishIn(person("person-3", "Cy")); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeTypeNotOwned) {
+		t.Fatalf("publish contacts' event after the TTL: %v, want %s", err, publish.CodeTypeNotOwned)
 	}
 }
