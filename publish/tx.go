@@ -31,8 +31,11 @@ import (
 // are recorded in the event log on the Publisher's own connections, so they
 // stay visible to operators whatever becomes of tx (best effort: waiting at
 // most recordWait for a free connection). The inserts run under a
-// savepoint: after any error tx is as it was before the call and the caller
-// may still commit its other work, or roll back.
+// savepoint: after a refusal or an error of theirs tx is as it was before
+// the call and the caller may still commit its other work, or roll back.
+// The look-ups before them (the role, the app, the declaration, each kept
+// for the cache TTL) run in tx unprotected: their failure, such as a role
+// without the grants, leaves tx aborted.
 //
 // PublishTx takes each event's ordering-key lock (type, version, subject) in
 // tx and holds it until tx ends, so that sequence order is commit order per
