@@ -84,6 +84,10 @@ type Relay struct {
 	// signalling it, when Temporal is a Starter (start.go;
 	// HERALD_RELAY_SIGNAL_ONLY turns it off).
 	StartNewKeys bool
+	// RecordParallel caps the rounds, across the partitions the relay
+	// leads, that write their outcome rows at once (default
+	// DefaultRecordParallel; negative: no cap).
+	RecordParallel int
 
 	// abandon makes the relay stop as a frozen worker would, giving back
 	// nothing (tests).
@@ -94,6 +98,9 @@ type Relay struct {
 	signalSlots chan struct{}
 	// startSlots caps the eager starts among them (ParallelStarts).
 	startSlots chan struct{}
+	// recordSlots caps the rounds recording at once (RecordParallel; nil:
+	// no cap).
+	recordSlots chan struct{}
 
 	mu     sync.Mutex
 	led    []int // the partitions led
@@ -155,6 +162,11 @@ const (
 	// DefaultParallelStarts is the default of Relay.ParallelStarts: eager
 	// starts in flight at once (start.go says why fewer than signals).
 	DefaultParallelStarts = 16
+	// DefaultRecordParallel is the default of Relay.RecordParallel: rounds
+	// writing their outcome rows at once. One round writes up to BatchSize
+	// rows in one statement, tens of milliseconds, so two at a time write
+	// far more rows a second than the relay's signals take.
+	DefaultRecordParallel = 2
 	// DefaultMaxEventsPerSignal is the default of Relay.MaxEventsPerSignal.
 	DefaultMaxEventsPerSignal = 500
 	// DefaultSweepInterval is the default of Relay.SweepInterval.
@@ -177,6 +189,9 @@ func (r *Relay) defaults() {
 	if r.ParallelStarts <= 0 {
 		r.ParallelStarts = DefaultParallelStarts
 	}
+	if r.RecordParallel == 0 {
+		r.RecordParallel = DefaultRecordParallel
+	}
 	if r.MaxEventsPerSignal <= 0 {
 		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
 	}
@@ -197,10 +212,7 @@ func (r *Relay) defaults() {
 // signals of running keys. It returns what gives them back, or false when
 // ctx ended first.
 func (r *Relay) takeSlots(ctx context.Context, start bool) (release func(), ok bool) {
-	r.slotsOnce.Do(func() {
-		r.signalSlots = make(chan struct{}, max(1, r.Parallel))
-		r.startSlots = make(chan struct{}, max(1, min(r.ParallelStarts, r.Parallel)))
-	})
+	r.makeSlots()
 	if start {
 		select {
 		case r.startSlots <- struct{}{}:
@@ -222,6 +234,43 @@ func (r *Relay) takeSlots(ctx context.Context, start bool) (release func(), ok b
 			<-r.startSlots
 		}
 	}, true
+}
+
+// takeRecordSlot waits for a round's turn to write its outcome rows
+// (RecordParallel), at most recordTurnWait: a round whose writes are stuck
+// (waiting on a lock) delays the other partitions' rounds by that, never
+// holds them. It returns what gives the turn back (nothing when the wait
+// ran out), or false when ctx ended first.
+func (r *Relay) takeRecordSlot(ctx context.Context) (release func(), ok bool) {
+	r.makeSlots()
+	if r.recordSlots == nil {
+		return func() {}, true
+	}
+	t := time.NewTimer(recordTurnWait)
+	defer t.Stop()
+	select {
+	case r.recordSlots <- struct{}{}:
+		return func() { <-r.recordSlots }, true
+	case <-t.C:
+		return func() {}, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// recordTurnWait is the longest a round waits for its turn to write
+// (takeRecordSlot) before it writes anyway.
+const recordTurnWait = time.Second
+
+// makeSlots makes the relay's semaphores, once.
+func (r *Relay) makeSlots() {
+	r.slotsOnce.Do(func() {
+		r.signalSlots = make(chan struct{}, max(1, r.Parallel))
+		r.startSlots = make(chan struct{}, max(1, min(r.ParallelStarts, r.Parallel)))
+		if r.RecordParallel >= 0 {
+			r.recordSlots = make(chan struct{}, max(1, r.RecordParallel))
+		}
+	})
 }
 
 // IsLeader reports whether this relay currently leads at least one
@@ -322,6 +371,20 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 			pairs = append(pairs, d)
 		}
 	}
+	// The rounds of the partitions woken at once (a burst) take turns to
+	// write: sharing PostgreSQL's CPUs, every round would finish its writes
+	// at about the same time and no key would be signalled before the
+	// slowest; in turns, the first round's keys go while the next writes.
+	release, ok := r.takeRecordSlot(ctx)
+	if !ok {
+		return Round{}, ctx.Err()
+	}
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
 	settled, err := r.Store.RecordDispatch(ctx, pairs)
 	if err != nil {
 		return Round{}, err
@@ -356,6 +419,8 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 
 	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
 	order, round.Held, err = r.skipHeld(ctx, order)
+	release()
+	released = true
 	if err != nil {
 		return Round{}, err
 	}
@@ -484,13 +549,14 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sen
 	params.EventType = g.key.sub.Type
 	params.SubjectKey = g.key.subject
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
-	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	if len(g.events) == 1 {
 		// The commonest new key: one event, which its first attempt takes
 		// at once; it starts idle and writes no status (a start applies the
 		// attributes only when it starts the workflow).
 		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(params)
+	} else {
+		opts.TypedSearchAttributes = workflows.StartAttributes(params)
 	}
 	if starter != nil {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)

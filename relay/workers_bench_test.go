@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,11 @@ func (l *latencySignaler) SignalWorkflow(context.Context, string, string, string
 	return nil
 }
 
+// benchRecordParallel is the relays' RecordParallel in
+// BenchmarkDispatchWorkers: -args -relay.record-parallel=-1 measures them
+// without the cap, beside the default (0).
+var benchRecordParallel = flag.Int("relay.record-parallel", 0, "Relay.RecordParallel of BenchmarkDispatchWorkers's relays")
+
 // Shape of BenchmarkDispatchWorkers: a burst of benchEvents events, one per
 // key, each for one subscription.
 const benchEvents = 5000
@@ -61,6 +67,7 @@ func newDispatchEnv(b *testing.B, relays int, latency time.Duration) *dispatchEn
 		}
 		b.Cleanup(own.Close)
 		r := &relay.Relay{Store: own, Temporal: env.sig}
+		r.RecordParallel = *benchRecordParallel
 		env.relays = append(env.relays, r)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
