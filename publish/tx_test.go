@@ -422,12 +422,14 @@ func TestPublishDeprecatedVersion(t *testing.T) {
 	}
 }
 
-// TestPublishTxDatabaseErrorLeavesTransactionUsable: a publish that fails in
-// the database, not by a rejection (here its key's lock is held past the
-// caller's lock_timeout), writes nothing and leaves the caller's transaction
-// usable with its earlier work, whether the call had one event or several,
-// as Herald's own role and as a publisher role (herald_publish).
-func TestPublishTxDatabaseErrorLeavesTransactionUsable(t *testing.T) {
+// TestPublishTxDatabaseError: a publish that fails in the database, not by
+// a rejection (here its key's lock is held past the caller's
+// lock_timeout), writes nothing. Under its savepoint (several events, or a
+// publisher role's: herald_publish) the caller's transaction goes on with
+// its earlier work; one event in Herald's own role takes no savepoint, and
+// the error leaves the transaction aborted, as the caller's own failed
+// statement would: its commit rolls back.
+func TestPublishTxDatabaseError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
@@ -478,11 +480,29 @@ func TestPublishTxDatabaseErrorLeavesTransactionUsable(t *testing.T) {
 				if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 					t.Fatalf("PublishTx on a held key = %+v, %v; want lock_not_available (55P03)", res, err)
 				}
-				if err := tx.Commit(e.ctx); err != nil {
-					t.Fatalf("commit after the failed publish: %v", err)
+				aborted := as.name == "herald" && n == 1
+				_, execErr := tx.Exec(e.ctx, `SELECT 1`)
+				if aborted {
+					if !errors.As(execErr, &pgErr) || pgErr.Code != "25P02" {
+						t.Fatalf("a statement after one event's failed publish in Herald's role: %v; want in_failed_sql_transaction (25P02)", execErr)
+					}
+					if err := tx.Commit(e.ctx); !errors.Is(err, pgx.ErrTxCommitRollback) {
+						t.Fatalf("commit after the failed publish: %v; want it rolled back", err)
+					}
+				} else {
+					if execErr != nil {
+						t.Fatalf("a statement after the failed publish under its savepoint: %v", execErr)
+					}
+					if err := tx.Commit(e.ctx); err != nil {
+						t.Fatalf("commit after the failed publish: %v", err)
+					}
 				}
-				if got := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, earlier[0].ID); got != 1 {
-					t.Errorf("the transaction's earlier event: %d rows after commit, want 1", got)
+				want := 1
+				if aborted {
+					want = 0
+				}
+				if got := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, earlier[0].ID); got != want {
+					t.Errorf("the transaction's earlier event: %d rows after commit, want %d", got, want)
 				}
 				ids := []string{rs[0].ID, rs[n-1].ID}
 				if got := e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, ids); got != 0 {

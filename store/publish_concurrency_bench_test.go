@@ -24,12 +24,15 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, eight ways on
+// committing transactions of one event with a key of its own, nine ways on
 // the same schema one after the other:
 //
-//   - publish-tx: as PublishTx writes inside a caller's transaction: a
-//     savepoint (all or nothing), InsertEventsTx (the ordering-key stripe
-//     lock and the INSERT, for one event one statement), the release;
+//   - publish-tx: as PublishTx writes one event inside a caller's
+//     transaction: InsertEventsTx (the ordering-key stripe lock and the
+//     INSERT in one statement);
+//   - savepoint: the same under a savepoint, as PublishTx writes several
+//     events (all or nothing) and a publisher role's, and one event until
+//     it took none;
 //   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
 //     same in a transaction of its own, for one event its one statement,
 //     then a wake-up of the relay after commit);
@@ -48,7 +51,7 @@ const (
 //     and Publish's baseline).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the eight ways take
+// as in production) and off. Every op is one event; the nine ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -72,6 +75,9 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		base   string
 	}{
 		{"publish-tx", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTx(ctx, tx, evs); return err })
+		}, inTx},
+		{"savepoint", func(ctx context.Context, _ int, _ int64, evs []store.NewEvent) error {
 			return s.WithTx(ctx, func(tx pgx.Tx) error {
 				sp, err := tx.Begin(ctx)
 				if err != nil {
