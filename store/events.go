@@ -158,7 +158,7 @@ func anyInserted(out []InsertedEvent) bool {
 // A type and version without its stripe rows gives ErrNoKeyStripes and no
 // event is written: several events' failed lock statement aborts tx, while
 // one event's statement inserts nothing and leaves tx usable (PublishTx
-// rolls back to its savepoint either way).
+// takes a savepoint for several events, none for one).
 func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
