@@ -33,12 +33,14 @@ import (
 // most recordWait for a free connection). After a refusal tx is as it was
 // before the call, and the caller may still commit its other work, or
 // roll back: nothing was written (several events, and a publisher role's,
-// are inserted under a savepoint, which the refusal rolls back). A
-// database error (the key's lock not granted within the caller's
-// lock_timeout, a deadlock, a lost connection) leaves tx aborted, as a
-// failed statement of the caller's own would, when the call was one event
-// in Herald's role; under the savepoint, tx goes on without the call's
-// events. The look-ups before the inserts (the role, the app, the
+// are inserted under a savepoint, which the refusal rolls back; one
+// event's taken id locks nothing). A database error (the key's lock not
+// granted within the caller's lock_timeout, a deadlock, a serialization
+// failure at REPEATABLE READ or SERIALIZABLE, such as the same id committed
+// by another transaction after tx's snapshot, a lost connection) leaves tx
+// aborted, as a failed statement of the caller's own would, when the call
+// was one event in Herald's role; under the savepoint, tx goes on without
+// the call's events. The look-ups before the inserts (the role, the app, the
 // declaration, each kept for the cache TTL) run in tx unprotected: their
 // failure, such as a role without the grants, leaves tx aborted.
 //

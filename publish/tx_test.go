@@ -512,3 +512,65 @@ func TestPublishTxDatabaseError(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishTxRefusedIDHoldsNoKeyLock: one event whose id is taken,
+// refused (id_conflict) or a duplicate, leaves the caller's transaction
+// without its key's lock, as it was before the call (one event takes no
+// savepoint that could give the lock back): a publisher of the same key
+// in another transaction does not wait for it. Several events do the same
+// under their savepoint.
+func TestPublishTxRefusedIDHoldsNoKeyLock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.publisher(publish.Options{})
+	taken := person("elsewhere", "Ada")
+	taken.ID = uuid.NewString()
+	if _, err := p.Publish(e.ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		name string
+		rs   func(key string) []publish.Request
+		code string // "" for a duplicate
+	}{
+		{"one event, id_conflict", func(key string) []publish.Request {
+			r := person(key, "Other")
+			r.ID = taken.ID
+			return []publish.Request{r}
+		}, publish.CodeIDConflict},
+		{"one event, duplicate", func(string) []publish.Request { return []publish.Request{taken} }, ""},
+		{"two events, id_conflict", func(key string) []publish.Request {
+			r := person(key, "Other")
+			r.ID = taken.ID
+			return []publish.Request{person(key+"-free", "Free"), r}
+		}, publish.CodeIDConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := fmt.Sprintf("locked-%d", i)
+			if c.code == "" {
+				key = taken.Subject
+			}
+			tx := e.begin()
+			defer tx.Rollback(context.Background())
+			res, err := p.PublishTx(e.ctx, tx, c.rs(key)...)
+			if c.code != "" {
+				if rej, ok := publish.IsRejection(err); !ok || rej.Code != c.code {
+					t.Fatalf("PublishTx = %+v, %v; want %s", res, err, c.code)
+				}
+			} else if err != nil || !res[0].Duplicate {
+				t.Fatalf("PublishTx = %+v, %v; want a duplicate", res, err)
+			}
+			if _, err := tx.Exec(e.ctx, `SELECT 1`); err != nil {
+				t.Fatalf("the transaction after the refusal: %v", err)
+			}
+			other := e.begin()
+			defer other.Rollback(context.Background())
+			if _, err := other.Exec(e.ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.PublishTx(e.ctx, other, person(key, "Next")); err != nil {
+				t.Fatalf("a publisher of the same key while the refused call's transaction is open: %v", err)
+			}
+		})
+	}
+}
