@@ -34,7 +34,8 @@ import (
 // before the call, and the caller may still commit its other work, or
 // roll back: nothing was written (several events, and a publisher role's,
 // are inserted under a savepoint, which the refusal rolls back; one
-// event's taken id locks nothing). A database error (the key's lock not
+// event whose id is taken keeps its key's lock until tx ends, as an
+// accepted one would). A database error (the key's lock not
 // granted within the caller's lock_timeout, a deadlock, a serialization
 // failure at REPEATABLE READ or SERIALIZABLE, such as the same id committed
 // by another transaction after tx's snapshot, a lost connection) leaves tx
