@@ -311,18 +311,7 @@ func TestPublishTxKeepsEachConnectionsRole(t *testing.T) {
 		return publish.Request{App: "billing", Type: "billing.invoice.paid", Version: 1,
 			Subject: fmt.Sprintf("invoice-%d", n), Data: []byte(`{}`)}
 	}
-	publishIn := func(st *store.Store, r publish.Request) error {
-		t.Helper()
-		tx, err := st.Pool.Begin(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(context.Background())
-		if _, err := p.PublishTx(e.ctx, tx, r); err != nil {
-			return err
-		}
-		return tx.Commit(e.ctx)
-	}
+	publishIn := func(st *store.Store, r publish.Request) error { t.Helper(); return publishCommitted(t, e, p, st, r) }
 	for round := range 3 {
 		// Herald's role publishes any app's events; the publisher role
 		// only contacts'.
@@ -359,18 +348,7 @@ func TestPublishTxRoleMovedWithinTheCacheTTL(t *testing.T) {
 	now := fixedNow
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	p := publish.New(roleStore, publish.Options{Now: clock, CacheTTL: time.Minute})
-	publishIn := func(r publish.Request) error {
-		t.Helper()
-		tx, err := roleStore.Pool.Begin(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(context.Background())
-		if _, err := p.PublishTx(e.ctx, tx, r); err != nil {
-			return err
-		}
-		return tx.Commit(e.ctx)
-	}
+	publishIn := func(r publish.Request) error { t.Helper(); return publishCommitted(t, e, p, roleStore, r) }
 	if err := publishIn(person("person-1", "Ada")); err != nil {
 		t.Fatalf("publish as contacts' role: %v", err)
 	}
@@ -398,4 +376,19 @@ func TestPublishTxRoleMovedWithinTheCacheTTL(t *testing.T) {
 	if err := publishIn(person("person-3", "Cy")); !isRejection(err) || !strings.Contains(err.Error(), publish.CodeTypeNotOwned) {
 		t.Fatalf("publish contacts' event after the TTL: %v, want %s", err, publish.CodeTypeNotOwned)
 	}
+}
+
+// publishCommitted publishes r with p.PublishTx in a transaction of st's
+// and commits it, returning the publish's or the commit's error.
+func publishCommitted(t *testing.T, e *env, p *publish.Publisher, st *store.Store, r publish.Request) error {
+	t.Helper()
+	tx, err := st.Pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := p.PublishTx(e.ctx, tx, r); err != nil {
+		return err
+	}
+	return tx.Commit(e.ctx)
 }
