@@ -31,19 +31,19 @@ import (
 // are recorded in the event log on the Publisher's own connections, so they
 // stay visible to operators whatever becomes of tx (best effort: waiting at
 // most recordWait for a free connection). After a refusal tx is as it was
-// before the call, and the caller may still commit its other work, or
-// roll back: nothing was written (several events, and a publisher role's,
-// are inserted under a savepoint, which the refusal rolls back; one
-// event whose id is taken keeps its key's lock until tx ends, as an
-// accepted one would). A database error (the key's lock not
-// granted within the caller's lock_timeout, a deadlock, a serialization
-// failure at REPEATABLE READ or SERIALIZABLE, such as the same id committed
-// by another transaction after tx's snapshot, a lost connection) leaves tx
-// aborted, as a failed statement of the caller's own would, when the call
-// was one event in Herald's role; under the savepoint, tx goes on without
-// the call's events. The look-ups before the inserts (the role, the app, the
-// declaration, each kept for the cache TTL) run in tx unprotected: their
-// failure, such as a role without the grants, leaves tx aborted.
+// before the call, and the caller may still commit its other work, or roll
+// back: nothing was written (several events, and a publisher role's, are
+// inserted under a savepoint, which the refusal rolls back; one event whose
+// id is taken keeps its key's lock until tx ends, as an accepted one would).
+// A database error (the key's lock not granted within the caller's
+// lock_timeout, a deadlock, a serialization failure at REPEATABLE READ or
+// SERIALIZABLE, such as the same id committed by another transaction after
+// tx's snapshot, a lost connection) leaves tx aborted, as a failed statement
+// of the caller's own would, when the call was one event in Herald's role;
+// under the savepoint, tx goes on without the call's events. The look-ups
+// before the inserts (the role, the app, the declaration, each kept for the
+// cache TTL) run in tx unprotected: their failure, such as a role without the
+// grants, leaves tx aborted.
 //
 // PublishTx takes each event's ordering-key lock (type, version, subject) in
 // tx and holds it until tx ends, so that sequence order is commit order per
