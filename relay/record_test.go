@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"herald/internal/testkit"
 	"herald/publish"
 	"herald/relay"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -83,9 +83,7 @@ func TestStuckRoundDoesNotHoldOthers(t *testing.T) {
 
 // subjectsInTwoPartitions returns two subjects whose events fall into
 // different relay partitions (the database's own partition function).
-func subjectsInTwoPartitions(t *testing.T, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) (string, string) {
+func subjectsInTwoPartitions(t *testing.T, db store.Querier) (string, string) {
 	t.Helper()
 	var a, b string
 	err := db.QueryRow(context.Background(), `

@@ -66,8 +66,7 @@ func newDispatchEnv(b *testing.B, relays int, latency time.Duration) *dispatchEn
 			b.Fatal(err)
 		}
 		b.Cleanup(own.Close)
-		r := &relay.Relay{Store: own, Temporal: env.sig}
-		r.RecordParallel = *benchRecordParallel
+		r := &relay.Relay{Store: own, Temporal: env.sig, RecordParallel: *benchRecordParallel}
 		env.relays = append(env.relays, r)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
