@@ -443,11 +443,12 @@ func (b *bench) serverPIDs() map[string]int {
 }
 
 // cpu reads the CPU seconds used so far by each known process (and the
-// worker, when workerPID is not 0).
+// worker, when workerPID is not 0). The worker is the bench's child: the
+// bench's own figure leaves it out.
 func (b *bench) cpu(workerPID int) map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range b.pids {
-		if s, err := treeCPU(pid); err == nil {
+		if s, err := treeCPU(pid, workerPID); err == nil {
 			out[name] = s
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -60,9 +61,10 @@ func readStat(pid int) (procTimes, error) {
 }
 
 // treeCPU is the CPU seconds used so far by a process, its reaped children
-// and its living children: a PostgreSQL postmaster and its backends, or a
-// single Go process.
-func treeCPU(pid int) (float64, error) {
+// and its living children except those in apart (counted on their own): a
+// PostgreSQL postmaster and its backends, or the bench without the worker
+// process it started.
+func treeCPU(pid int, apart ...int) (float64, error) {
 	root, err := readStat(pid)
 	if err != nil {
 		return 0, err
@@ -74,7 +76,7 @@ func treeCPU(pid int) (float64, error) {
 	}
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid {
+		if err != nil || child == pid || slices.Contains(apart, child) {
 			continue
 		}
 		t, err := readStat(child)

@@ -3,8 +3,10 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -97,5 +99,41 @@ func TestListeningInodes(t *testing.T) {
 	defer ln.Close()
 	if pid := listenerPID(ln.Addr().String()); pid != os.Getpid() {
 		t.Errorf("listenerPID of this test's own listener = %d, want %d", pid, os.Getpid())
+	}
+}
+
+// The bench's own CPU leaves out the worker it started: the worker is its
+// child, and counted on its own.
+func TestTreeCPUApart(t *testing.T) {
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Process.Kill(); _ = busy.Wait() }()
+	const spent = 0.2
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := readStat(busy.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Self >= spent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the busy child used %.2f s of CPU in 30 s", st.Self)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	apart, err := treeCPU(os.Getpid(), busy.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := treeCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole-apart < spent*0.75 {
+		t.Errorf("with the child %.2f s, without %.2f s: the child's %.2f s not told apart", whole, apart, spent)
 	}
 }
