@@ -548,6 +548,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sen
 	params.SubscriberApp = g.key.sub.App
 	params.EventType = g.key.sub.Type
 	params.SubjectKey = g.key.subject
+	params.Version = workflows.NoMarkerVersion
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	if len(g.events) == 1 {

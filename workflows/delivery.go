@@ -41,6 +41,21 @@ const QueueFromLogVersion = 2
 // an upgraded worker takes it.
 const OneMarkerVersion = 3
 
+// NoMarkerVersion, as Params.Version in a run's input, makes the run behave
+// as at OneMarkerVersion without recording the marker: the input is part of
+// the run's history, so the run replays as it ran with no marker to say how.
+// It saves a new key's first task two history events (the marker, and the
+// SDK's upsert of TemporalChangeVersion that comes with it) and a write to
+// Temporal's visibility store. The relay's starts and continue-as-new set
+// it; a run without it (started by hand, by an operator's redeliver, or by
+// a worker built before it) asks GetVersion as before, and so does one
+// whose input holds any other value, so no input can stall a key. A worker
+// built before it runs such a run's first task as a version-3 run (it
+// ignores the field and records the marker) but cannot replay one that ran
+// without the marker: that workflow task fails until an upgraded worker
+// takes it.
+const NoMarkerVersion = 4
+
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
@@ -212,7 +227,10 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	}
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
-	version := workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
+	version := workflow.Version(OneMarkerVersion)
+	if d.p.Version != NoMarkerVersion {
+		version = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
+	}
 	d.firstAttempt = version >= 1
 	d.fromLog = version >= QueueFromLogVersion
 	d.oneMarker = version >= OneMarkerVersion

@@ -394,7 +394,7 @@ func TestIdleCompletionKeepsLastMomentSignal(t *testing.T) {
 
 // TestContinueAsNewCarriesQueue: after SignalsPerRun signals the run
 // continues as new, carrying every queued event, including ones buffered at
-// the last moment, in order.
+// the last moment, in order; the next run takes NoMarkerVersion.
 func TestContinueAsNewCarriesQueue(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -417,6 +417,10 @@ func TestContinueAsNewCarriesQueue(t *testing.T) {
 	}
 	if next.Carry == nil || !next.Carry.KeyPaused || next.SubscriptionID != h.params.SubscriptionID {
 		t.Fatalf("carried params %+v", next)
+	}
+	// This run asked GetVersion; the next one need not.
+	if next.Version != workflows.NoMarkerVersion {
+		t.Fatalf("the next run's version %d, want NoMarkerVersion", next.Version)
 	}
 	var got []string
 	for _, it := range next.Carry.Queue {
@@ -805,7 +809,8 @@ func TestLocalFirstAttempt(t *testing.T) {
 // (workflows.OneEventStartAttributes). Its local first attempt writes no
 // status; at OneMarkerVersion a first attempt that goes to a regular
 // activity (the app has limits) shows delivering while it runs, since it
-// may wait for seconds, and idle again once the event went.
+// may wait for seconds, and idle again once the event went. A run whose
+// input says NoMarkerVersion behaves so whatever GetVersion would answer.
 func TestKeyStartedIdle(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -817,10 +822,20 @@ func TestKeyStartedIdle(t *testing.T) {
 		{"local first attempt", workflows.OneMarkerVersion, store.Limits{}, nil},
 		{"regular first attempt", workflows.OneMarkerVersion, store.Limits{MaxPerSecond: 100}, []string{"delivering", "idle"}},
 		{"regular first attempt, run before OneMarkerVersion", workflows.QueueFromLogVersion, store.Limits{MaxPerSecond: 100}, nil},
+		// GetVersion would say QueueFromLogVersion, but the input's version
+		// is not asked: the run takes OneMarkerVersion's behaviour.
+		{"regular first attempt, NoMarkerVersion in the input", workflows.NoMarkerVersion, store.Limits{MaxPerSecond: 100}, []string{"delivering", "idle"}},
+		// Any other input version is ignored: GetVersion decides.
+		{"regular first attempt, an unknown version in the input", workflows.NoMarkerVersion + 1, store.Limits{MaxPerSecond: 100}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.firstAttemptVersion(tc.version)
+			if tc.version > workflows.OneMarkerVersion {
+				h.params.Version = int(tc.version)
+				h.firstAttemptVersion(workflows.QueueFromLogVersion)
+			} else {
+				h.firstAttemptVersion(tc.version)
+			}
 			h.store.limits = tc.limits
 			var statuses []string
 			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {

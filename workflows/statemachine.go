@@ -83,6 +83,7 @@ func (d *delivery) run(ctx workflow.Context) error {
 				carry.PrevRun = workflow.GetInfo(ctx).WorkflowExecution.RunID
 				next := d.p
 				next.Carry = &carry
+				next.Version = NoMarkerVersion
 				return workflow.NewContinueAsNewError(ctx, Delivery, next)
 			}
 			continue
