@@ -75,7 +75,8 @@ func TestRedriveStartsKeysWhoseWorkflowIsGone(t *testing.T) {
 	}
 	sent := dt.fakeTemporal.signals
 	if len(sent) != 1 || sent[0].WorkflowID != workflows.DeliveryID(sub, "person-gone") || len(sent[0].Seqs) != 0 ||
-		sent[0].Params.SubjectKey != "person-gone" || sent[0].Params.SubscriberApp != "billing" || sent[0].Params.MaxRearms != 7 {
+		sent[0].Params.SubjectKey != "person-gone" || sent[0].Params.SubscriberApp != "billing" || sent[0].Params.MaxRearms != 7 ||
+		sent[0].Params.Version != workflows.NoMarkerVersion {
 		t.Fatalf("signals %+v", sent)
 	}
 }

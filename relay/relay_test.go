@@ -179,7 +179,9 @@ func TestDispatchFansOutInOrderAndMarksDispatched(t *testing.T) {
 		if len(s.Seqs) > 2 {
 			t.Fatalf("signal with %d events, cap is 2", len(s.Seqs))
 		}
-		if s.Params.MaxRearms != 7 || s.Params.SubjectKey == "" || s.Params.SubscriberApp == "" {
+		// The run says its version in its input: it records no marker.
+		if s.Params.MaxRearms != 7 || s.Params.SubjectKey == "" || s.Params.SubscriberApp == "" ||
+			s.Params.Version != workflows.NoMarkerVersion {
 			t.Fatalf("start params %+v", s.Params)
 		}
 	}

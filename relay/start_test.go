@@ -42,7 +42,7 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 	if wf != workflows.DeliveryWorkflowType || len(args) != 1 {
 		return nil, fmt.Errorf("unexpected start %v %v", wf, args)
 	}
-	if p := args[0].(workflows.Params); p.SubjectKey == "" || p.SubscriptionID == "" {
+	if p := args[0].(workflows.Params); p.SubjectKey == "" || p.SubscriptionID == "" || p.Version != workflows.NoMarkerVersion {
 		return nil, fmt.Errorf("start params %+v", p)
 	}
 	f.opts = append(f.opts, opts)

@@ -230,11 +230,12 @@ type Params struct {
 
 	// Carry is the state handed over by continue-as-new; nil on a fresh start.
 	Carry *Carry `json:"carry,omitempty"`
-	// Version, when NoMarkerVersion, makes the run take the behaviour of
-	// FirstAttemptChange's newest version without asking GetVersion, whose
-	// marker and search attribute upsert it saves (delivery.go). The relay
-	// and continue-as-new set it; any other value is ignored, and the run
-	// asks GetVersion as before.
+	// Version, when NoMarkerVersion, makes a new run take OneMarkerVersion's
+	// behaviour without recording FirstAttemptChange's marker and the search
+	// attribute upsert that comes with it (delivery.go); replaying, a marker
+	// an older worker recorded still decides. The relay and continue-as-new
+	// set it; any other number is ignored, and the run asks GetVersion as
+	// before.
 	Version int `json:"version,omitempty"`
 }
 

@@ -46,14 +46,24 @@ const OneMarkerVersion = 3
 // the run's history, so the run replays as it ran with no marker to say how.
 // It saves a new key's first task two history events (the marker, and the
 // SDK's upsert of TemporalChangeVersion that comes with it) and a write to
-// Temporal's visibility store. The relay's starts and continue-as-new set
-// it; a run without it (started by hand, by an operator's redeliver, or by
-// a worker built before it) asks GetVersion as before, and so does one
-// whose input holds any other value, so no input can stall a key. A worker
-// built before it runs such a run's first task as a version-3 run (it
-// ignores the field and records the marker) but cannot replay one that ran
-// without the marker: that workflow task fails until an upgraded worker
-// takes it.
+// Temporal's visibility store. The relay's starts (eager, signal-with-start,
+// re-drive) and continue-as-new set it; a run without it (started by hand,
+// by an operator's redeliver or replay, or by a worker built before it)
+// asks GetVersion as before, and so does one whose input holds any other
+// number.
+//
+// A worker built before it ignores the field: it runs such a run's first
+// task at the newest version it knows and records that version's marker.
+// Replaying, an upgraded worker asks GetVersion whatever the input says, so
+// that marker decides; no marker means the run ran without one, as here.
+// (Only a worker built before FirstAttemptChange recorded no marker at all;
+// a run it took over from an upgraded relay does not replay here.) A worker
+// built before it cannot replay a run that ran without the marker: that
+// workflow task fails until an upgraded worker takes it.
+//
+// The number is the input's, not a FirstAttemptChange version: 4 means
+// OneMarkerVersion's behaviour for good, and a later change of that
+// behaviour needs a new input value beside it.
 const NoMarkerVersion = 4
 
 // Delivery is the workflow of one subscription and subject key. It keeps the
@@ -228,8 +238,15 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
 	version := workflow.Version(OneMarkerVersion)
-	if d.p.Version != NoMarkerVersion {
+	if d.p.Version != NoMarkerVersion || workflow.IsReplaying(ctx) {
+		// Replaying, GetVersion records nothing: a marker an older worker
+		// recorded for a run whose input says NoMarkerVersion (it ignored
+		// the field) says how that run ran; none says it ran as an
+		// upgraded worker runs it.
 		version = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
+		if d.p.Version == NoMarkerVersion && version == workflow.DefaultVersion {
+			version = OneMarkerVersion
+		}
 	}
 	d.firstAttempt = version >= 1
 	d.fromLog = version >= QueueFromLogVersion

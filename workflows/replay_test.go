@@ -3,8 +3,11 @@ package workflows_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
@@ -35,27 +38,104 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			file, err := os.Open(f)
+			h, p := readHistory(t, f)
+			replay(t, h, p)
+		})
+	}
+}
+
+// TestReplayOlderWorkersRunsOfRelayStartedKeys: during a rolling upgrade an
+// upgraded relay starts a key's run with NoMarkerVersion in its input, and a
+// worker built before it, which ignores the field, may run it: it records
+// the marker of the newest version it knows and behaves as that version.
+// Every recorded history with a first-attempt marker, its input given
+// NoMarkerVersion as such a relay would have, replays as recorded: the
+// marker decides, not the input.
+func TestReplayOlderWorkersRunsOfRelayStartedKeys(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]bool{}
+	for _, f := range files {
+		h, p := readHistory(t, f)
+		version, marked := firstAttemptMarker(t, h)
+		if !marked || p.Version != 0 {
+			continue
+		}
+		versions[version] = true
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p.Version = workflows.NoMarkerVersion
+			input, err := converter.GetDefaultDataConverter().ToPayloads(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer file.Close()
-			h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatalf("read %s: %v", f, err)
-			}
-			var p workflows.Params
-			input := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
-			if err := converter.GetDefaultDataConverter().FromPayloads(input, &p); err != nil {
-				t.Fatalf("input of %s: %v", f, err)
-			}
-			r := worker.NewWorkflowReplayer()
-			workflows.RegisterWorkflows(r)
-			if err := r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
-				OriginalExecution: workflow.Execution{ID: workflows.DeliveryID(p.SubscriptionID, p.SubjectKey), RunID: "replay"},
-			}); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
-			}
+			h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().Input = input
+			replay(t, h, p)
 		})
+	}
+	// Older workers recorded versions 1, 2 and 3: each is covered.
+	for _, v := range []string{"1", "2", "3"} {
+		if !versions[v] {
+			t.Errorf("no recorded history at first-attempt version %s", v)
+		}
+	}
+}
+
+// readHistory reads a recorded history and its run's input.
+func readHistory(t *testing.T, f string) (*historypb.History, workflows.Params) {
+	t.Helper()
+	file, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("read %s: %v", f, err)
+	}
+	var p workflows.Params
+	input := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
+	if err := converter.GetDefaultDataConverter().FromPayloads(input, &p); err != nil {
+		t.Fatalf("input of %s: %v", f, err)
+	}
+	return h, p
+}
+
+// firstAttemptMarker is the version a history's FirstAttemptChange marker
+// records, if it has one.
+func firstAttemptMarker(t *testing.T, h *historypb.History) (string, bool) {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	for _, e := range h.GetEvents() {
+		m := e.GetMarkerRecordedEventAttributes()
+		if e.GetEventType() != enumspb.EVENT_TYPE_MARKER_RECORDED || m.GetMarkerName() != "Version" {
+			continue
+		}
+		var change string
+		var version int
+		if err := dc.FromPayloads(m.GetDetails()["change-id"], &change); err != nil {
+			t.Fatal(err)
+		}
+		if err := dc.FromPayloads(m.GetDetails()["version"], &version); err != nil {
+			t.Fatal(err)
+		}
+		if change == workflows.FirstAttemptChange {
+			return strconv.Itoa(version), true
+		}
+	}
+	return "", false
+}
+
+// replay replays h under its key's own workflow id.
+func replay(t *testing.T, h *historypb.History, p workflows.Params) {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	workflows.RegisterWorkflows(r)
+	if err := r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: workflows.DeliveryID(p.SubscriptionID, p.SubjectKey), RunID: "replay"},
+	}); err != nil {
+		t.Fatalf("replay: %v", err)
 	}
 }
