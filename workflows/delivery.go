@@ -59,7 +59,10 @@ const OneMarkerVersion = 3
 // (Only a worker built before FirstAttemptChange recorded no marker at all;
 // a run it took over from an upgraded relay does not replay here.) A worker
 // built before it cannot replay a run that ran without the marker: that
-// workflow task fails until an upgraded worker takes it.
+// workflow task fails until an upgraded worker takes it. The replay's
+// GetVersion leaves FirstAttemptChange at DefaultVersion in the SDK's
+// memory: a later GetVersion of another change in such a run would write
+// "first-attempt--1" into TemporalChangeVersion (visibility only).
 //
 // The number is the input's, not a FirstAttemptChange version: 4 means
 // OneMarkerVersion's behaviour for good, and a later change of that
