@@ -98,9 +98,7 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 		}
 		return false
 	}
-	params := r.Params
-	params.SubscriptionID, params.SubscriberApp, params.EventType, params.SubjectKey = k.SubscriptionID, k.App, k.Type, k.Subject
-	params.Version = workflows.NoMarkerVersion
+	params := r.keyParams(k.SubscriptionID, k.App, k.Type, k.Subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
 		TypedSearchAttributes: workflows.StartAttributes(params), StaticSummary: workflows.Summary(params)}
 	// No events in the signal: the new run reads them from the rows.

@@ -538,17 +538,22 @@ func (r *Relay) backOff(ctx context.Context, round *Round, failed []store.RelayF
 	return nil
 }
 
+// keyParams is the input of a key's run the relay starts: its settings, the
+// key, and the version that spares the run its marker
+// (workflows.NoMarkerVersion).
+func (r *Relay) keyParams(subscriptionID, app, eventType, subject string) workflows.Params {
+	p := r.Params
+	p.SubscriptionID, p.SubscriberApp, p.EventType, p.SubjectKey = subscriptionID, app, eventType, subject
+	p.Version = workflows.NoMarkerVersion
+	return p
+}
+
 // signalGroup sends one key's events, starting its workflow eagerly instead
 // with starter (eagerStarter; nil signals it); it returns the signals sent,
 // and the index of the first event not accepted (-1 when all were) with the
 // error.
 func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sent, failedAt int, err error) {
-	params := r.Params
-	params.SubscriptionID = g.key.sub.ID
-	params.SubscriberApp = g.key.sub.App
-	params.EventType = g.key.sub.Type
-	params.SubjectKey = g.key.subject
-	params.Version = workflows.NoMarkerVersion
+	params := r.keyParams(g.key.sub.ID, g.key.sub.App, g.key.sub.Type, g.key.subject)
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	if len(g.events) == 1 {
