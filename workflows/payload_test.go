@@ -14,7 +14,6 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/client"
 
 	"herald/activities"
 	"herald/workflows"
@@ -169,16 +168,7 @@ func TestRecordedPayloadsRoundTrip(t *testing.T) {
 	}
 	checked := 0
 	for _, f := range files {
-		file, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := client.HistoryFromJSON(file, client.HistoryJSONOptions{})
-		file.Close()
-		if err != nil {
-			t.Fatalf("read %s: %v", f, err)
-		}
-		checked += roundTripHistory(t, filepath.Base(f), h)
+		checked += roundTripHistory(t, filepath.Base(f), loadHistory(t, f))
 	}
 	if checked < 90 {
 		t.Errorf("checked only %d payloads in %d histories", checked, len(files))

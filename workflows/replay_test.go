@@ -83,8 +83,8 @@ func TestReplayOlderWorkersRunsOfRelayStartedKeys(t *testing.T) {
 	}
 }
 
-// readHistory reads a recorded history and its run's input.
-func readHistory(t *testing.T, f string) (*historypb.History, workflows.Params) {
+// loadHistory reads a recorded history.
+func loadHistory(t *testing.T, f string) *historypb.History {
 	t.Helper()
 	file, err := os.Open(f)
 	if err != nil {
@@ -95,6 +95,13 @@ func readHistory(t *testing.T, f string) (*historypb.History, workflows.Params) 
 	if err != nil {
 		t.Fatalf("read %s: %v", f, err)
 	}
+	return h
+}
+
+// readHistory reads a recorded history and its run's input.
+func readHistory(t *testing.T, f string) (*historypb.History, workflows.Params) {
+	t.Helper()
+	h := loadHistory(t, f)
 	var p workflows.Params
 	input := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
 	if err := converter.GetDefaultDataConverter().FromPayloads(input, &p); err != nil {
