@@ -73,10 +73,9 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	// transaction, or (own-tx, one statement) each its own transaction.
 	const inTx, autocommit = "plain-insert", "plain-autocommit"
 	var pub *publish.Publisher
-	const typ, data = "contacts.person.updated", `{"n":1}`
 	request := func(w int, i int64) publish.Request {
-		return publish.Request{App: "contacts", Type: typ, Version: 1,
-			Subject: fmt.Sprintf("publisher-%d-%d", w, i), Data: []byte(data)}
+		return publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1,
+			Subject: fmt.Sprintf("publisher-%d-%d", w, i), Data: []byte(`{"n":1}`)}
 	}
 	// row is the row the publisher writes for request(w, i): the ways
 	// without it write rows of the same size (the CloudEvent envelope, the
