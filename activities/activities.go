@@ -51,7 +51,7 @@ type Store interface {
 	// KeyQueue reads what a key owes (its held rows above after), checks
 	// claimed events against its outcome rows and, given a run id, reads
 	// the rows above after a local execution of that run delivered.
-	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent, run string) (store.KeyQueue, error)
+	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent, run string, withPause bool) (store.KeyQueue, error)
 	// TakeKeyLease and ReleaseKeyLease keep which run may deliver a key's
 	// events now.
 	TakeKeyLease(ctx context.Context, subscriptionID, subject, holder string, ttl time.Duration) (bool, time.Time, error)

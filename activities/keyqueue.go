@@ -24,6 +24,8 @@ type QueueInput struct {
 	// of the run delivered was delivered by a workflow task the run lost;
 	// DeliveredHere reports those rows too.
 	Uncounted bool `json:"uncounted,omitempty"`
+	// WithPause: also report whether an operator paused the key (Paused).
+	WithPause bool `json:"withPause,omitempty"`
 }
 
 // HeldEvent is one event a key owes, as its outcome row has it.
@@ -55,6 +57,9 @@ type QueueResult struct {
 	// those the lost task read itself, which no signal may ever name (the
 	// relay does not signal an event whose row is settled).
 	DeliveredHere []Event `json:"deliveredHere,omitempty"`
+	// Paused (asked with QueueInput.WithPause): an operator paused the key
+	// and has not resumed it, whatever run took the pause.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // maxHeldError bounds the last error a held row brings into the queue.
@@ -79,11 +84,11 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 	if in.Uncounted {
 		uncounted = runID
 	}
-	q, err := a.Store.KeyQueue(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit, claims, uncounted)
+	q, err := a.Store.KeyQueue(ctx, in.SubscriptionID, in.SubjectKey, in.After, in.Limit, claims, uncounted, in.WithPause)
 	if err != nil {
 		return QueueResult{}, err
 	}
-	res := QueueResult{More: q.More, Unknown: len(q.Unknown)}
+	res := QueueResult{More: q.More, Unknown: len(q.Unknown), Paused: q.Paused}
 	run := runID + "/"
 	here := map[string]bool{}
 	for _, c := range in.Claims {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -138,6 +139,100 @@ func TestTerminatedHeldKeyKeepsOrder(t *testing.T) {
 		waitInOrder(t, s, subject, 90*time.Second, 1, 2)
 		wantOutcomes(t, s, store.EventDelivered, e1.ID, e2.ID)
 	})
+}
+
+// TestTerminatedPausedKeyStaysPaused: an operator's pause is the key's,
+// kept in PostgreSQL, not the run's. After a terminate the key's next run
+// (started by the relay's signal of a new event) holds the key paused and
+// delivers nothing until the operator resumes it; the resume delivers the
+// event and forgets the pause.
+//
+// HERALD_RECORD_PAUSED_HISTORY names a file to write the new run's history
+// to, for the replay test:
+//
+//	HERALD_RECORD_PAUSED_HISTORY=$PWD/workflows/testdata/delivery-history-paused-row.json go test ./e2e -run TerminatedPausedKey
+func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
+	t.Parallel()
+	const subject = "person-paused"
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
+	s.Publish(subject, 1)
+	waitInOrder(t, s, subject, 60*time.Second, 1)
+	pause := workflows.ControlSignal{Actor: "e2e-operator", Reason: "investigating"}
+	if res := keyUpdate(t, c, id, workflows.UpdatePause, pause); !res.Changed {
+		t.Fatalf("pause changed nothing: %+v", res)
+	}
+	if !keyPausedRow(t, s, subject) {
+		t.Fatal("the pause wrote no paused_keys row")
+	}
+	old := terminate(t, c, id)
+
+	e2 := s.Publish(subject, 2)
+	testkit.EventuallyValue(t, 60*time.Second, "a new run to hold e2 paused", func() (string, bool) {
+		st, ok := newRunState(c, id, old)
+		return runSummary(st, ok), ok && st.Status == workflows.StatusPaused && st.KeyPaused &&
+			st.Head != nil && st.Head.EventID == e2.ID
+	})
+	// Longer than the first attempt of an unpaused key takes here.
+	time.Sleep(3 * time.Second)
+	if got := s.Sub.Ns("billing", subject); !slices.Equal(got, []int{1}) {
+		t.Fatalf("billing received %v of %s while the key was paused, want [1]", got, subject)
+	}
+	if o := outcomeStatus(t, s, system.BillingSub, e2.ID); o != store.EventQueued {
+		t.Fatalf("e2's outcome row is %q while paused, want queued", o)
+	}
+
+	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "done"}); !res.Changed {
+		t.Fatalf("resume changed nothing: %+v", res)
+	}
+	waitInOrder(t, s, subject, 60*time.Second, 1, 2)
+	wantOutcomes(t, s, store.EventDelivered, e2.ID)
+	if keyPausedRow(t, s, subject) {
+		t.Fatal("the resume left the paused_keys row")
+	}
+	for action, want := range map[string]int{workflows.AuditDeliveryPaused: 1, workflows.AuditDeliveryResumed: 1} {
+		if rows := auditOf(t, s, id, action); len(rows) != want || rows[0].Actor != "e2e-operator" {
+			t.Fatalf("%s audit rows of %s: %+v; want %d by e2e-operator", action, id, rows, want)
+		}
+	}
+	if path := os.Getenv("HERALD_RECORD_PAUSED_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keyUpdate runs an operator Update on a key's workflow and returns its answer.
+func keyUpdate(t *testing.T, c client.Client, id, name string, payload any) workflows.OpResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateName: name, Args: []any{payload},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, id, err)
+	}
+	var res workflows.OpResult
+	if err := h.Get(ctx, &res); err != nil {
+		t.Fatalf("%s %s: %v", name, id, err)
+	}
+	return res
+}
+
+// keyPausedRow reports whether billing's key subject has a paused_keys row.
+func keyPausedRow(t *testing.T, s *system.System, subject string) bool {
+	t.Helper()
+	var paused bool
+	if err := s.Svc.Store.Pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`,
+		system.BillingSub, subject).Scan(&paused); err != nil {
+		t.Fatal(err)
+	}
+	return paused
 }
 
 // TestForgedEventSignalLosesNothing: one forged event signal naming 5,000

@@ -73,7 +73,7 @@ func TestHeldKeyIsNotSignalled(t *testing.T) {
 	}
 	// What the key's workflow reads when its head resolves: the rows
 	// after its cursor (the head's seq), in order.
-	q, err := st.KeyQueue(ctx, billing, "p1", 1, 10, nil, "")
+	q, err := st.KeyQueue(ctx, billing, "p1", 1, 10, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

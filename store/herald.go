@@ -239,13 +239,16 @@ func DeliveryWorkflowID(subscriptionID, subject string) string {
 // is read once (readDeliveryFacts) into the event's typed data
 // (opevents.go). Loop guard: nothing is emitted about subscriptions to Herald's
 // own events, so a failing subscriber of herald.key.failed cannot feed
-// itself.
+// itself. delivery.paused and delivery.resumed keep the key's row in
+// paused_keys (pauseKey), which every run of the key reads at its start.
 func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, e AuditEntry) error {
 	if e.TargetID != DeliveryWorkflowID(subscriptionID, subject) {
 		return nil // another workflow's row: not this key's transition
 	}
 	var kind string
 	switch {
+	case e.Action == ActionDeliveryPaused || e.Action == ActionDeliveryResumed:
+		return pauseKey(ctx, tx, subscriptionID, subject, e.Action == ActionDeliveryPaused, e.Actor)
 	case e.Action == ActionDeliveryFailed:
 		kind = TypeKeyFailed
 	case e.Action == ActionDeliverySkipped:
@@ -257,7 +260,7 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 			subscriptionID, subject); err != nil {
 			return fmt.Errorf("forget failed key %s: %w", e.TargetID, err)
 		}
-		return nil
+		return pauseKey(ctx, tx, subscriptionID, subject, false, "")
 	default:
 		return nil
 	}
@@ -297,6 +300,25 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 		return emitHerald(ctx, tx, kind, subj, now, KeyExpired{KeyFields: key, Count: f.Count,
 			EventIDs: f.EventIDs, HoldExpiry: f.HoldExpiry, ExpiredAt: UTCTime(now)})
 	}
+}
+
+// pauseKey records in tx that an operator paused the key (paused) or
+// resumed it: its row in paused_keys, which store.KeyQueue reports to the
+// key's next run, is written or deleted. The key's workflow writes its
+// pause and resume audit rows one after the other, so the last written
+// decides.
+func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, paused bool, actor string) error {
+	stmt, args := `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`, []any{subscriptionID, subject}
+	if paused {
+		stmt = `
+			INSERT INTO paused_keys (subscription_id, subject, actor) VALUES ($1, $2, $3)
+			ON CONFLICT (subscription_id, subject) DO UPDATE SET actor = EXCLUDED.actor, paused_at = now()`
+		args = append(args, actor)
+	}
+	if _, err := tx.Exec(ctx, stmt, args...); err != nil {
+		return fmt.Errorf("keep the pause of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
+	}
+	return nil
 }
 
 // recoverKey records that a key in failed_keys delivered again: it forgets

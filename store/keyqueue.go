@@ -52,6 +52,9 @@ type KeyQueue struct {
 	// the run KeyQueue was asked about delivered (at most maxLocalAbove,
 	// the highest sequence numbers), in sequence order.
 	LocalAbove []ClaimedEvent
+	// Paused: an operator paused the key and has not resumed it
+	// (paused_keys); read only when KeyQueue is asked to.
+	Paused bool
 }
 
 // maxLocalAbove bounds the rows LocalAbove reads. A run takes them for
@@ -65,8 +68,10 @@ const maxLocalAbove = 1000
 // settled one is a re-send, not a forgery). A claimed event still owed
 // below the cursor is among the rows too. With a run id, it also reads the
 // rows above the cursor that a local execution of that run delivered
-// (LocalAbove; delivered_by is "<run id>/<head>").
-func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent, run string) (KeyQueue, error) {
+// (LocalAbove; delivered_by is "<run id>/<head>"). With withPause it also
+// reads whether an operator paused the key (Paused), in the same round
+// trip.
+func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent, run string, withPause bool) (KeyQueue, error) {
 	var out KeyQueue
 	var ids []string
 	var seqs []int64
@@ -150,6 +155,10 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 			})
 			return err
 		})
+	}
+	if withPause {
+		batch.Queue(`SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`,
+			subscriptionID, subject).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Paused) })
 	}
 	if batch.Len() == 0 {
 		return out, nil

@@ -32,7 +32,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "")
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 		q.Rows[1].ID != evs[2].ID || q.Rows[1].Status != store.EventQueued || q.Rows[1].QueuedAt.IsZero() {
 		t.Fatalf("rows %+v more %v", q.Rows, q.More)
 	}
-	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 0, 1, nil, "")
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 0, 1, nil, "", false)
 	if err != nil || len(q.Rows) != 1 || !q.More || q.Rows[0].Seq != 2 {
 		t.Fatalf("limit 1: %+v, %v", q, err)
 	}
@@ -53,7 +53,7 @@ func TestKeyQueueReadsWhatAKeyOwes(t *testing.T) {
 		{ID: "not-an-id", Seq: 5},
 		{ID: "00000000-0000-4000-8000-000000000001", Seq: 1 << 50},
 	}
-	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 2, 0, claims, "")
+	q, err = s.KeyQueue(ctx, billingPersonSub, "p1", 2, 0, claims, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestKeyQueueReadsLocalDeliveriesAboveTheCursor(t *testing.T) {
 		{0, "run", nil},
 		{0, "", nil},
 	} {
-		q, err := s.KeyQueue(ctx, billingPersonSub, "p1", c.after, 10, nil, c.run)
+		q, err := s.KeyQueue(ctx, billingPersonSub, "p1", c.after, 10, nil, c.run, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestRestartAndRequeueRestartTheHoldClock(t *testing.T) {
 	if _, _, err := s.Requeue(ctx, billingPersonSub, "p1", []string{evs[1].ID}); err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "")
+	q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,5 +296,68 @@ func TestQuietOwingKeys(t *testing.T) {
 	round, err = s.QuietOwingKeys(ctx, "", "", time.Minute, 10)
 	if err != nil || len(round.Quiet) != 0 {
 		t.Fatalf("keys of a removed subscription: %+v, %v", round, err)
+	}
+}
+
+// TestKeyPauseIsARow: the key's pause and resume audit rows, written by its
+// workflow through RecordWithAudit, keep its row in paused_keys, which
+// KeyQueue reports when asked (and only then); another key's or another
+// workflow's rows change nothing, a pause written twice is one row, and
+// the key's removal with its subscription forgets it.
+func TestKeyPauseIsARow(t *testing.T) {
+	t.Parallel()
+	s, _ := outcomeFixture(t)
+	ctx := context.Background()
+	id := store.DeliveryWorkflowID(billingPersonSub, "p1")
+	paused := func(subject string, withPause bool) bool {
+		t.Helper()
+		q, err := s.KeyQueue(ctx, billingPersonSub, subject, 0, 10, nil, "", withPause)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Paused
+	}
+	rows := func() int {
+		t.Helper()
+		var n int
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM paused_keys`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	record := func(subject, target, action, code string) {
+		t.Helper()
+		e := store.AuditEntry{Action: action, Outcome: store.OutcomeAllowed, Actor: "ann",
+			TargetType: store.TargetDelivery, TargetID: target, ErrorCode: code}
+		if err := s.RecordWithAudit(ctx, billingPersonSub, subject, nil, []store.AuditEntry{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	record("p1", id, store.ActionDeliveryPaused, "")
+	record("p1", id, store.ActionDeliveryPaused, "")
+	if !paused("p1", true) || paused("p1", false) || paused("p2", true) || rows() != 1 {
+		t.Fatalf("after two pauses of p1: p1 %v (unasked %v), p2 %v, %d rows; want p1 alone paused, one row",
+			paused("p1", true), paused("p1", false), paused("p2", true), rows())
+	}
+	var actor string
+	if err := s.Pool.QueryRow(ctx, `SELECT actor FROM paused_keys`).Scan(&actor); err != nil || actor != "ann" {
+		t.Fatalf("the row's actor %q, %v; want ann", actor, err)
+	}
+	// Another workflow's audit row, written with this key's outcomes, is
+	// not this key's pause.
+	record("p1", store.DeliveryWorkflowID(billingPersonSub, "p2"), store.ActionDeliveryResumed, "")
+	record("p2", store.DeliveryWorkflowID(billingPersonSub, "p1"), store.ActionDeliveryPaused, "")
+	if !paused("p1", true) || paused("p2", true) {
+		t.Fatalf("another workflow's rows changed the pauses: p1 %v, p2 %v", paused("p1", true), paused("p2", true))
+	}
+	record("p1", id, store.ActionDeliveryResumed, "")
+	if paused("p1", true) || rows() != 0 {
+		t.Fatalf("after the resume: paused %v, %d rows", paused("p1", true), rows())
+	}
+	record("p1", id, store.ActionDeliveryPaused, "")
+	record("p1", id, store.ActionDeliveryCancelled, store.CodeSubscriptionRemoved)
+	if paused("p1", true) {
+		t.Fatal("a key removed with its subscription is still paused")
 	}
 }

@@ -657,6 +657,12 @@ func cancelSubscriptions(ctx context.Context, tx pgx.Tx, app string, keep map[st
 		if err := writeStateChange(ctx, tx, c, actor, nil); err != nil {
 			return err
 		}
+		// Its keys' pauses go with it: a key whose workflow runs forgets
+		// its own when it drops its queue (keyTransition), one with none
+		// would otherwise start paused if the subscription came back.
+		if _, err := tx.Exec(ctx, `DELETE FROM paused_keys WHERE subscription_id = $1`, sub.ID); err != nil {
+			return fmt.Errorf("forget the paused keys of %s: %w", sub.ID, err)
+		}
 		res.StateChanges = append(res.StateChanges, c)
 		res.SubscriptionsCancelled++
 		res.detail(func(d *ApplyDetails) { d.SubscriptionsCancelled = append(d.SubscriptionsCancelled, sub.ID) })

@@ -272,6 +272,11 @@ func TestSubscriptionRemovedAndRestored(t *testing.T) {
 				mustApply(t, s, contactsManifest(decl("person.updated", 1)))
 			}
 			mustApply(t, s, billingManifest(subTo(personUpdated, 1)))
+			// An operator paused one of its keys, whose workflow then ended.
+			if _, err := s.Pool.Exec(context.Background(),
+				`INSERT INTO paused_keys (subscription_id, subject) VALUES ($1, 'p1')`, billingSub); err != nil {
+				t.Fatal(err)
+			}
 
 			res := mustApply(t, s, billingManifest())
 			if res.SubscriptionsCancelled != 1 || len(res.StateChanges) != 1 || res.StateChanges[0] != tt.wantCancelled {
@@ -279,6 +284,10 @@ func TestSubscriptionRemovedAndRestored(t *testing.T) {
 			}
 			if got := states(t, s)[billingSub]; got != "cancelled/subscription_removed" {
 				t.Errorf("after removal: %s", got)
+			}
+			var paused int
+			if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM paused_keys`).Scan(&paused); err != nil || paused != 0 {
+				t.Errorf("%d paused keys (%v) after the removal, want 0: a restored subscription would start them paused", paused, err)
 			}
 			// Applying again without it leaves the cancelled one alone.
 			if res := mustApply(t, s, billingManifest(subTo("contacts.other", 1))); res.SubscriptionsCancelled != 0 {

@@ -292,6 +292,9 @@ type fakeStore struct {
 	// policy is the subscription's error policy; policyReads counts its reads.
 	policy      store.Policy
 	policyReads int
+	// paused is the key's row in paused_keys, kept from the pause and
+	// resume audit rows as the store keeps it.
+	paused bool
 }
 
 func (s *fakeStore) batches() int {
@@ -399,6 +402,12 @@ func (s *fakeStore) RecordWithAudit(ctx context.Context, sub, subject string, us
 		if err := s.Audit(ctx, e); err != nil {
 			return err
 		}
+		if e.TargetID == store.DeliveryWorkflowID(sub, subject) &&
+			(e.Action == store.ActionDeliveryPaused || e.Action == store.ActionDeliveryResumed) {
+			s.mu.Lock()
+			s.paused = e.Action == store.ActionDeliveryPaused
+			s.mu.Unlock()
+		}
 	}
 	return nil
 }
@@ -439,7 +448,7 @@ func (s *fakeStore) QueuedAfter(_ context.Context, _, _ string, after int64, lim
 // event of the key (every eventID(seq) of the log by default, see the maps
 // above) has a row, as the relay writes one before it signals: it joins
 // dispatched. The rest are unknown.
-func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, limit int, claims []store.ClaimedEvent, run string) (store.KeyQueue, error) {
+func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, limit int, claims []store.ClaimedEvent, run string, withPause bool) (store.KeyQueue, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queueReads++
@@ -447,6 +456,7 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 		return store.KeyQueue{}, errors.New(s.reason)
 	}
 	var out store.KeyQueue
+	out.Paused = withPause && s.paused
 	held := func(id string) bool {
 		o := s.outcomes[id]
 		return o == "" || o == store.EventQueued || o == store.EventFailed

@@ -273,3 +273,41 @@ func TestBatchesEndInTime(t *testing.T) {
 		t.Fatalf("10 answers of 50 ms went in %d executions; with a 120 ms batch time, want at least 3", n)
 	}
 }
+
+// TestPauseOutlivesTheRun: a run that starts while the rows say an
+// operator paused the key (a terminate ended the run that took the pause,
+// and the relay's re-drive or a signal started this one) holds the key:
+// it delivers nothing, shows paused, and a resume delivers what waited, in
+// order, and deletes the pause.
+func TestPauseOutlivesTheRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.store.paused = true
+	h.eventsAt(time.Second, 1, 2)
+	held := h.queryAt(time.Minute)
+	again := h.updateAt(2*time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	resume := h.updateAt(3*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann", Reason: "done"})
+	h.run()
+
+	if held.Status != workflows.StatusPaused || !held.KeyPaused || held.Head == nil || held.Head.EventID != eventID(1) ||
+		held.Head.Attempt != 0 || len(held.Queued) != 1 || held.Counters.Delivered != 0 {
+		t.Errorf("a minute in: status %q, paused %v, head %+v, %d queued behind it, %d delivered; "+
+			"want paused on event 1, untried, with event 2 behind it", held.Status, held.KeyPaused, held.Head,
+			len(held.Queued), held.Counters.Delivered)
+	}
+	if again.result.Changed || again.result.Reason != "already_paused" {
+		t.Errorf("a pause of the key paused by the rows answered %+v, want already_paused", again.result)
+	}
+	if !resume.result.Changed {
+		t.Errorf("resume answered %+v", resume.result)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v, want both after the resume", got)
+	}
+	if h.store.paused {
+		t.Error("the resume left the key's pause row")
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 || rows[0].Actor != "ann" {
+		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
+	}
+}

@@ -24,6 +24,8 @@ import (
 //     KeyQueue (a cursor over the key's sequence numbers), and claims that
 //     name no row of the key are refused and audited once per read, with a
 //     count;
+//   - an operator's pause is a row too (paused_keys), which StartActivity
+//     reads: a run the pause did not happen in still holds the key;
 //   - a run completes only once the rows say the key owes nothing;
 //   - what a local attempt delivered in a workflow task the run lost (its
 //     worker died before the task completed) is counted from the rows: the
@@ -77,6 +79,13 @@ func (d *delivery) start(ctx workflow.Context) {
 		d.applyPolicy(res.Policy)
 	}
 	d.loadAll(ctx, res.Queue)
+	// An operator's pause is the key's, not the run's: a run that starts
+	// after a terminate, by hand or by the relay's re-drive holds the key
+	// until it is resumed. Runs recorded before the rows said so read no
+	// pause, and a continue-as-new still carries its own.
+	if res.Queue.Paused {
+		d.KeyPaused = true
+	}
 }
 
 // loadAll makes the queue what the rows say the key owes: the carried

@@ -54,7 +54,7 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 		// attempt of the run delivered was delivered by a first workflow
 		// task it lost.
 		q, err := acts.KeyQueue(ctx, activities.QueueInput{SubscriptionID: in.SubscriptionID,
-			SubjectKey: in.SubjectKey, Limit: w.MaxQueue, Uncounted: true})
+			SubjectKey: in.SubjectKey, Limit: w.MaxQueue, Uncounted: true, WithPause: true})
 		if err != nil {
 			return StartResult{}, err
 		}
