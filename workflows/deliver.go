@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -496,11 +497,21 @@ func (d *delivery) record(ctx workflow.Context, outcomes []activities.OutcomeUpd
 	}
 	in := activities.RecordInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
 		Outcomes: outcomes, Audit: audit}
+	if err := workflow.ExecuteActivity(d.recordContext(ctx, outcomes, audit), (*activities.Activities).Record, in).Get(ctx, nil); err != nil {
+		d.logger.Warn("record outcomes and audit failed", "outcomes", len(outcomes), "audit", len(audit), "error", err)
+	}
+}
+
+// recordContext carries the options of a Record of outcomes and audit.
+func (d *delivery) recordContext(ctx workflow.Context, outcomes []activities.OutcomeUpdate, audit []activities.AuditEntry) workflow.Context {
 	actx := d.shortActivity(ctx)
-	if d.fromLog && len(outcomes) > 0 {
+	if d.fromLog && (len(outcomes) > 0 || pausesKey(audit)) {
 		// The rows are what the key owes: an outcome this run decided must
-		// reach them, or a later read would queue the event again. Retried
-		// until it does (a database outage holds the key meanwhile).
+		// reach them, or a later read would queue the event again, and a
+		// pause or resume must reach paused_keys, or the key's next run
+		// would start as it was before the operator acted. Retried until it
+		// does (a database outage holds the key meanwhile). The retry
+		// policy is no part of what replay compares.
 		actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 30 * time.Second,
 			RetryPolicy: &temporal.RetryPolicy{
@@ -509,9 +520,15 @@ func (d *delivery) record(ctx workflow.Context, outcomes []activities.OutcomeUpd
 			},
 		})
 	}
-	if err := workflow.ExecuteActivity(actx, (*activities.Activities).Record, in).Get(ctx, nil); err != nil {
-		d.logger.Warn("record outcomes and audit failed", "outcomes", len(outcomes), "audit", len(audit), "error", err)
-	}
+	return actx
+}
+
+// pausesKey reports whether audit holds a pause or a resume of the key,
+// which the store keeps in paused_keys.
+func pausesKey(audit []activities.AuditEntry) bool {
+	return slices.ContainsFunc(audit, func(e activities.AuditEntry) bool {
+		return e.Action == AuditDeliveryPaused || e.Action == AuditDeliveryResumed
+	})
 }
 
 // shortActivity is the option set of the small database activities.

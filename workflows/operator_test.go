@@ -311,3 +311,41 @@ func TestPauseOutlivesTheRun(t *testing.T) {
 		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
 	}
 }
+
+// TestPauseThenResumeKeepOrder: a pause sent while the head waits between
+// retries waits for the attempt under way; a resume sent right after it
+// waits behind it, so the key ends resumed, as the operator left it.
+func TestPauseThenResumeKeepOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if id != eventID(1) {
+			return activities.PostResult{Status: 204}
+		}
+		if nth == 0 {
+			return fail(activities.CodeHandlerFailed, 500)
+		}
+		if nth == 1 {
+			// During the retry's POST: both wait for it.
+			h.env.SignalWorkflow(workflows.SignalPause, workflows.ControlSignal{Actor: "ann"})
+			h.env.SignalWorkflow(workflows.SignalResume, workflows.ControlSignal{Actor: "ann"})
+		}
+		return activities.PostResult{Status: 204}
+	})
+	h.eventsAt(time.Second, 1)
+	h.eventsAt(5*time.Minute, 2)
+	st := h.queryAt(10 * time.Minute)
+	h.run()
+	if st.KeyPaused || st.Status == workflows.StatusPaused {
+		t.Errorf("after a pause then a resume the key is %q (paused %v)", st.Status, st.KeyPaused)
+	}
+	if h.store.paused {
+		t.Error("the key's paused_keys row is left after a pause then a resume")
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v", got)
+	}
+	if p, r := len(h.store.auditsOf(workflows.AuditDeliveryPaused)), len(h.store.auditsOf(workflows.AuditDeliveryResumed)); p != 1 || r != 1 {
+		t.Errorf("%d paused and %d resumed rows, want one each", p, r)
+	}
+}

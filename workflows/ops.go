@@ -116,15 +116,34 @@ func (d *delivery) subscriptionOp(s SubscriptionSignal) *op {
 // still ends first (WaitForCancellation), so order is kept.
 func (d *delivery) submit(ctx workflow.Context, o *op) {
 	d.signals++
-	if !d.inActivity || !o.quiet() {
+	quiet := o.quiet()
+	if !d.inActivity || (!quiet && !d.behindDeferred(ctx)) {
 		d.finish(ctx, o)
 		return
 	}
 	d.deferred = append(d.deferred, o)
-	if head := d.head(); head != nil && head.Attempts > 0 && d.cancelActivity != nil {
+	if head := d.head(); quiet && head != nil && head.Attempts > 0 && d.cancelActivity != nil {
 		d.cancelActivity()
 		d.interrupted = true
 	}
+}
+
+// OpsInOrderChange is the version of an action that need not wait for the
+// delivery in flight but came after one that does: it waits behind it, so
+// actions apply in the order they came. Before it, a resume sent right
+// after a pause of a retrying key applied first (answering not_paused) and
+// the pause after it, leaving the key paused, in paused_keys too. Asked
+// only at that moment, so no other run records a marker.
+const OpsInOrderChange = "ops-in-order"
+
+// OpsInOrderVersion is the OpsInOrderChange version that keeps the order.
+const OpsInOrderVersion = 1
+
+// behindDeferred reports whether an action that need not wait for the
+// delivery in flight waits anyway, behind actions deferred before it.
+func (d *delivery) behindDeferred(ctx workflow.Context) bool {
+	return len(d.deferred) > 0 &&
+		workflow.GetVersion(ctx, OpsInOrderChange, workflow.DefaultVersion, OpsInOrderVersion) >= OpsInOrderVersion
 }
 
 func (d *delivery) finish(ctx workflow.Context, o *op) {
