@@ -27,6 +27,9 @@ type Store interface {
 	RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate) error
 	// RecordWithAudit writes outcome rows and audit rows in one transaction.
 	RecordWithAudit(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate, audit []store.AuditEntry) error
+	// ForgetKeyPause deletes a key's paused_keys row, writing audit when
+	// there was one, and reports whether there was.
+	ForgetKeyPause(ctx context.Context, subscriptionID, subject string, audit store.AuditEntry) (bool, error)
 	// Requeue checks events against a key and sets their outcome back to queued.
 	Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]store.RequeuedEvent, map[string]string, error)
 	// Audit appends one audit row.
@@ -245,6 +248,27 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		}
 	}
 	return nil
+}
+
+// ForgetPauseInput names the key a resume found not paused in its run, with
+// the audit row to write if the key's paused_keys row says it was.
+type ForgetPauseInput struct {
+	SubscriptionID string     `json:"subscriptionId"`
+	SubjectKey     string     `json:"subjectKey"`
+	Audit          AuditEntry `json:"audit"`
+}
+
+// ForgetPause deletes the key's paused_keys row, for a resume of a key
+// whose run was not paused, and writes the audit row when there was one;
+// it reports whether the key was paused. Only the key's own workflow may.
+func (a *Activities) ForgetPause(ctx context.Context, in ForgetPauseInput) (bool, error) {
+	if !ownKey(ctx, in.SubscriptionID, in.SubjectKey) {
+		return false, errNotTheKey(in.SubscriptionID, in.SubjectKey)
+	}
+	info := activity.GetInfo(ctx)
+	e := storeAudit(in.Audit)
+	e.OnceKey = fmt.Sprintf("forget-pause:%s/%s", info.WorkflowExecution.RunID, info.ActivityID)
+	return a.Store.ForgetKeyPause(ctx, in.SubscriptionID, in.SubjectKey, e)
 }
 
 func storeAudit(e AuditEntry) store.AuditEntry {

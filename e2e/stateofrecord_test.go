@@ -145,7 +145,8 @@ func TestTerminatedHeldKeyKeepsOrder(t *testing.T) {
 // kept in PostgreSQL, not the run's. After a terminate the key's next run
 // (started by the relay's signal of a new event) holds the key paused and
 // delivers nothing until the operator resumes it; the resume delivers the
-// event and forgets the pause.
+// event and forgets the pause. A pause only the rows hold is forgotten by
+// a resume too.
 //
 // HERALD_RECORD_PAUSED_HISTORY names a file to write the new run's history
 // to, for the replay test:
@@ -196,6 +197,22 @@ func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
 		if rows := auditOf(t, s, id, action); len(rows) != want || rows[0].Actor != "e2e-operator" {
 			t.Fatalf("%s audit rows of %s: %+v; want %d by e2e-operator", action, id, rows, want)
 		}
+	}
+
+	// A pause the running run never learnt of (as a terminated run's late
+	// write leaves one): a resume deletes it all the same.
+	if _, err := s.Svc.Store.Pool.Exec(context.Background(),
+		`INSERT INTO paused_keys (subscription_id, subject) VALUES ($1, $2)`, system.BillingSub, subject); err != nil {
+		t.Fatal(err)
+	}
+	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "stale"}); !res.Changed {
+		t.Fatalf("resume of a pause only the rows hold changed nothing: %+v", res)
+	}
+	if keyPausedRow(t, s, subject) {
+		t.Fatal("the resume left the pause only the rows held")
+	}
+	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator"}); res.Changed || res.Reason != "not_paused" {
+		t.Fatalf("resume of a key paused nowhere answered %+v, want not_paused", res)
 	}
 	if path := os.Getenv("HERALD_RECORD_PAUSED_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {

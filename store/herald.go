@@ -321,6 +321,32 @@ func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, pa
 	return nil
 }
 
+// ForgetKeyPause is a resume of a key whose run was not paused: it deletes
+// the key's paused_keys row (a pause the run never learnt of: a reset past
+// it, a late write of a terminated run) and, when there was one, writes
+// audit (its delivery.resumed row, OnceKey set) in the same transaction.
+// It reports whether the key was paused; a retry after a commit whose
+// answer was lost finds audit's row by its once key and reports true again.
+func (s *Store) ForgetKeyPause(ctx context.Context, subscriptionID, subject string, audit AuditEntry) (bool, error) {
+	var forgot bool
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`, subscriptionID, subject)
+		if err != nil {
+			return fmt.Errorf("forget the pause of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
+		}
+		if tag.RowsAffected() == 0 {
+			if audit.OnceKey == "" {
+				return nil
+			}
+			return tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit WHERE once_key = $1)`, audit.OnceKey).Scan(&forgot)
+		}
+		forgot = true
+		_, err = appendAudit(ctx, tx, audit)
+		return err
+	})
+	return forgot, err
+}
+
 // recoverKey records that a key in failed_keys delivered again: it forgets
 // the failure and writes a delivery.recovered audit row and a
 // herald.key.recovered event, in tx. Of concurrent callers only the one

@@ -361,3 +361,53 @@ func TestKeyPauseIsARow(t *testing.T) {
 		t.Fatal("a key removed with its subscription is still paused")
 	}
 }
+
+// TestForgetKeyPause: a resume of a key its run does not hold paused
+// deletes the key's row and writes its audit row only when there was a
+// row; a retry after a commit whose answer was lost reports the pause it
+// forgot again, without a second audit row.
+func TestForgetKeyPause(t *testing.T) {
+	t.Parallel()
+	s, _ := outcomeFixture(t)
+	ctx := context.Background()
+	id := store.DeliveryWorkflowID(billingPersonSub, "p1")
+	audit := func(once string) store.AuditEntry {
+		return store.AuditEntry{Action: store.ActionDeliveryResumed, Outcome: store.OutcomeAllowed, Actor: "ann",
+			TargetType: store.TargetDelivery, TargetID: id, OnceKey: once}
+	}
+	resumed := func() int {
+		t.Helper()
+		rows, err := s.ListAudit(ctx, store.AuditFilter{TargetID: id, Action: store.ActionDeliveryResumed, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows)
+	}
+	if forgot, err := s.ForgetKeyPause(ctx, billingPersonSub, "p1", audit("run/1")); err != nil || forgot || resumed() != 0 {
+		t.Fatalf("no row: forgot %v, %v, %d audit rows; want false and none", forgot, err, resumed())
+	}
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO paused_keys (subscription_id, subject) VALUES ($1, 'p1'), ($1, 'p2')`,
+		billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second: a retry of the same activity
+		if forgot, err := s.ForgetKeyPause(ctx, billingPersonSub, "p1", audit("run/2")); err != nil || !forgot {
+			t.Fatalf("a row: forgot %v, %v; want true", forgot, err)
+		}
+	}
+	var left []string
+	rows, err := s.Pool.Query(ctx, `SELECT subject FROM paused_keys`)
+	if err == nil {
+		for rows.Next() {
+			var subj string
+			if err = rows.Scan(&subj); err != nil {
+				break
+			}
+			left = append(left, subj)
+		}
+		rows.Close()
+	}
+	if err != nil || len(left) != 1 || left[0] != "p2" || resumed() != 1 {
+		t.Fatalf("rows left %v (%v), %d audit rows; want p2's alone and one delivery.resumed", left, err, resumed())
+	}
+}

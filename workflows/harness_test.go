@@ -412,6 +412,17 @@ func (s *fakeStore) RecordWithAudit(ctx context.Context, sub, subject string, us
 	return nil
 }
 
+func (s *fakeStore) ForgetKeyPause(_ context.Context, _, _ string, audit store.AuditEntry) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.paused {
+		return false, nil
+	}
+	s.paused = false
+	s.audits = append(s.audits, audit)
+	return true, nil
+}
+
 func (s *fakeStore) Audit(_ context.Context, e store.AuditEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

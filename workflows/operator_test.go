@@ -349,3 +349,30 @@ func TestPauseThenResumeKeepOrder(t *testing.T) {
 		t.Errorf("%d paused and %d resumed rows, want one each", p, r)
 	}
 }
+
+// TestResumeForgetsAPauseOnlyTheRowsHold: a resume of a key its run does
+// not hold paused still deletes the key's paused_keys row (a pause the run
+// never learnt of: a reset past it, a terminated run's late write), so the
+// key's next run does not start paused; it answers changed and writes one
+// delivery.resumed row. With no row it answers not_paused and writes none.
+func TestResumeForgetsAPauseOnlyTheRowsHold(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.eventsAt(time.Second, 1)
+	h.at(30*time.Second, func() { h.store.mu.Lock(); h.store.paused = true; h.store.mu.Unlock() })
+	resume := h.updateAt(time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann", Reason: "clear it"})
+	again := h.updateAt(2*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	h.run()
+	if !resume.result.Changed {
+		t.Errorf("resume of a key paused in its rows alone answered %+v", resume.result)
+	}
+	if again.result.Changed || again.result.Reason != "not_paused" {
+		t.Errorf("a second resume answered %+v, want not_paused", again.result)
+	}
+	if h.store.paused {
+		t.Error("the resume left the key's paused_keys row: its next run would start paused")
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 || rows[0].Actor != "ann" {
+		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
+	}
+}

@@ -102,6 +102,33 @@ func (d *delivery) resumeOp(s ControlSignal) *op {
 	}
 }
 
+// ResumeRowChange is the version of a resume that finds its run not
+// paused: it deletes the key's paused_keys row all the same, for a pause
+// the run never learnt of (a reset past it, a late write of a terminated
+// run, an older worker's resume that left the row), so the key's next run
+// does not start paused; a row it deletes makes the resume change
+// something, audited as any. Asked only at that moment.
+const ResumeRowChange = "resume-row"
+
+// ResumeRowVersion is the ResumeRowChange version that deletes the row.
+const ResumeRowVersion = 1
+
+// forgetPause deletes the key's paused_keys row for a resume its run was
+// not paused for, and reports whether there was one.
+func (d *delivery) forgetPause(ctx workflow.Context, s ControlSignal) bool {
+	if !d.fromLog || workflow.GetVersion(ctx, ResumeRowChange, workflow.DefaultVersion, ResumeRowVersion) < ResumeRowVersion {
+		return false
+	}
+	e := d.auditEntry(ctx, AuditDeliveryResumed, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
+	in := activities.ForgetPauseInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, Audit: e}
+	var forgot bool
+	if err := workflow.ExecuteActivity(d.recordContext(ctx, nil, []activities.AuditEntry{e}), (*activities.Activities).ForgetPause, in).Get(ctx, &forgot); err != nil {
+		d.logger.Warn("forget the key's pause", "error", err)
+		return false
+	}
+	return forgot
+}
+
 func (d *delivery) subscriptionOp(s SubscriptionSignal) *op {
 	return &op{
 		quiet: func() bool { return true },
@@ -452,7 +479,11 @@ func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 		rechecked = true
 	}
 	if !wasPaused && !rechecked {
-		return OpResult{Reason: reason.NotPaused}
+		if !d.forgetPause(ctx, s) {
+			return OpResult{Reason: reason.NotPaused}
+		}
+		// The key was paused in its rows alone: forgetPause wrote the
+		// audit row with the delete.
 	}
 	d.Rearms = 0 // a resume restores the automatic re-arms
 	if wasPaused {

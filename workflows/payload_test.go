@@ -33,6 +33,7 @@ var historyTypes = []any{
 	activities.RequeueResult{}, activities.BacklogInput{}, activities.BacklogEvent{},
 	activities.QueueInput{}, activities.QueueResult{}, activities.ErrorPolicy{},
 	activities.AuditEntry{}, activities.PurgeInput{}, activities.PurgeResult{},
+	activities.ForgetPauseInput{},
 }
 
 // TestHistoryTypesAreNotTheStores checks that no type that travels in a
@@ -189,6 +190,7 @@ var (
 		"ErrorPolicy":       func() any { return new(string) },
 		"PurgeEvents":       func() any { return new(activities.PurgeInput) },
 		"DeliveryStart":     func() any { return new(workflows.StartInput) },
+		"ForgetPause":       func() any { return new(activities.ForgetPauseInput) },
 	}
 	activityResults = map[string]func() any{
 		"Deliver":           func() any { return new(activities.DeliverResult) },
@@ -201,6 +203,7 @@ var (
 		"PurgeEvents":       func() any { return new(activities.PurgeResult) },
 		"DeliveryStart":     func() any { return new(workflows.StartResult) },
 		"DeliverySettings":  func() any { return new(workflows.Params) },
+		"ForgetPause":       func() any { return new(bool) },
 	}
 	signalPayloads = map[string]func() any{
 		workflows.SignalEvent:        func() any { return new(workflows.EventSignal) },

@@ -80,9 +80,10 @@ func (d *delivery) start(ctx workflow.Context) {
 	}
 	d.loadAll(ctx, res.Queue)
 	// An operator's pause is the key's, not the run's: a run that starts
-	// after a terminate, by hand or by the relay's re-drive holds the key
-	// until it is resumed. Runs recorded before the rows said so read no
-	// pause, and a continue-as-new still carries its own.
+	// after a terminate, by hand, by the relay's re-drive or by a
+	// continue-as-new holds the key while its row says so, until a resume.
+	// The row only adds a pause: a carried one stays. Runs recorded before
+	// the rows said so read no pause.
 	if res.Queue.Paused {
 		d.KeyPaused = true
 	}
