@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,6 +216,68 @@ func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
 		t.Fatalf("resume of a key paused nowhere answered %+v, want not_paused", res)
 	}
 	if path := os.Getenv("HERALD_RECORD_PAUSED_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPauseThenResumeDuringARetry: a pause and a resume signalled while
+// the key's head is being retried apply in the order they came (the pause
+// waits for the attempt under way, and the resume behind it), so the key
+// ends resumed, in its run and in paused_keys, and the head is delivered.
+//
+// HERALD_RECORD_ORDER_HISTORY names a file to write the key's history to,
+// for the replay test (its ops-in-order marker):
+//
+//	HERALD_RECORD_ORDER_HISTORY=$PWD/workflows/testdata/delivery-history-ops-in-order.json go test ./e2e -run PauseThenResumeDuringARetry
+func TestPauseThenResumeDuringARetry(t *testing.T) {
+	t.Parallel()
+	const subject = "person-order"
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	s := system.Start(t, system.Schedule(2*time.Second, 2*time.Second, 2*time.Second))
+	s.Apply()
+	c := s.Dial()
+	var mu sync.Mutex
+	posts := 0
+	s.Sub.SetReject(func(app, subj string, n int) error {
+		if app != "billing" || subj != subject {
+			return nil
+		}
+		mu.Lock()
+		posts++
+		nth := posts
+		mu.Unlock()
+		switch nth {
+		case 1:
+			return errors.New("not yet")
+		case 2:
+			// During the retry's POST.
+			ctx := context.Background()
+			for _, name := range []string{workflows.SignalPause, workflows.SignalResume} {
+				if err := c.SignalWorkflow(ctx, id, "", name, workflows.ControlSignal{Actor: "e2e-operator"}); err != nil {
+					t.Errorf("signal %s: %v", name, err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return nil
+	})
+	e1 := s.Publish(subject, 1)
+	testkit.EventuallyValue(t, 60*time.Second, "the key resumed, with e1 delivered", func() (string, bool) {
+		st, ok := keyState(c, id)
+		o := outcomeStatus(t, s, system.BillingSub, e1.ID)
+		return fmt.Sprintf("%s; e1's row %q", runSummary(st, ok), o),
+			ok && !st.KeyPaused && st.Status == workflows.StatusIdle && o == store.EventDelivered &&
+				len(auditOf(t, s, id, workflows.AuditDeliveryResumed)) == 1
+	})
+	if keyPausedRow(t, s, subject) {
+		t.Fatal("a pause then a resume left the key's paused_keys row")
+	}
+	if n := len(auditOf(t, s, id, workflows.AuditDeliveryPaused)); n != 1 {
+		t.Fatalf("%d delivery.paused rows, want 1", n)
+	}
+	if path := os.Getenv("HERALD_RECORD_ORDER_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
 			t.Fatal(err)
 		}
