@@ -147,7 +147,7 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 	}
 	meta := []byte("{}")
 	if e.Metadata != nil {
-		b, err := json.Marshal(e.Metadata)
+		b, err := json.Marshal(withoutNUL(e.Metadata))
 		if err != nil {
 			return false, fmt.Errorf("append audit %s: encode metadata: %w", e.Action, err)
 		}
@@ -179,6 +179,43 @@ func appendAudit(ctx context.Context, q Querier, e AuditEntry) (bool, error) {
 // Audit appends e to the audit trail in its own statement.
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	return AppendAudit(ctx, s.Pool, e)
+}
+
+// withoutNUL is v with every NUL character of its strings (in maps and
+// slices too) replaced by U+FFFD. jsonb refuses \u0000, and text in a row
+// comes from operators and apps (an operator action's reason may hold
+// one): a row refused for it would be refused on every retry, and the
+// writes a key's workflow retries until they land would hold the key.
+func withoutNUL(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.ReplaceAll(v, "\x00", "\uFFFD")
+	case []string:
+		out := make([]string, len(v))
+		for i, s := range v {
+			out[i] = strings.ReplaceAll(s, "\x00", "\uFFFD")
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = withoutNUL(x)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[strings.ReplaceAll(k, "\x00", "\uFFFD")] = withoutNUL(x)
+		}
+		return out
+	case map[string]string:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[strings.ReplaceAll(k, "\x00", "\uFFFD")] = strings.ReplaceAll(x, "\x00", "\uFFFD")
+		}
+		return out
+	}
+	return v
 }
 
 // AuditByOnceKey returns the audit row written under once key key (the

@@ -310,8 +310,11 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, paused bool, actor string) error {
 	stmt, args := `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`, []any{subscriptionID, subject}
 	if paused {
+		// Not for a cancelled subscription: a pause applied after its
+		// removal dropped the key's queue would outlive the key.
 		stmt = `
-			INSERT INTO paused_keys (subscription_id, subject, actor) VALUES ($1, $2, $3)
+			INSERT INTO paused_keys (subscription_id, subject, actor)
+			SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1 AND state <> 'cancelled')
 			ON CONFLICT (subscription_id, subject) DO UPDATE SET actor = EXCLUDED.actor, paused_at = now()`
 		args = append(args, actor)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -360,6 +361,15 @@ func TestKeyPauseIsARow(t *testing.T) {
 	if paused("p1", true) {
 		t.Fatal("a key removed with its subscription is still paused")
 	}
+	// A pause applied after the removal (it waited for the delivery in
+	// flight) writes no row for the cancelled subscription.
+	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	record("p1", id, store.ActionDeliveryPaused, "")
+	if paused("p1", true) {
+		t.Fatal("a pause after the subscription's removal wrote a row")
+	}
 }
 
 // TestForgetKeyPause: a resume of a key its run does not hold paused
@@ -409,5 +419,32 @@ func TestForgetKeyPause(t *testing.T) {
 	}
 	if err != nil || len(left) != 1 || left[0] != "p2" || resumed() != 1 {
 		t.Fatalf("rows left %v (%v), %d audit rows; want p2's alone and one delivery.resumed", left, err, resumed())
+	}
+}
+
+// TestAuditRowWithNUL: an operator's reason holding a NUL (valid UTF-8,
+// which jsonb refuses) does not make the key's pause unwritable, which its
+// workflow would retry for good: the NUL is stored as U+FFFD.
+func TestAuditRowWithNUL(t *testing.T) {
+	t.Parallel()
+	s, _ := outcomeFixture(t)
+	ctx := context.Background()
+	id := store.DeliveryWorkflowID(billingPersonSub, "p1")
+	e := store.AuditEntry{Action: store.ActionDeliveryPaused, Outcome: store.OutcomeAllowed, Actor: "ann",
+		TargetType: store.TargetDelivery, TargetID: id,
+		Metadata: map[string]any{"reason": "oops\x00", "eventIds": []string{"a\x00"}, "nested": map[string]any{"k\x00": "v\x00"}}}
+	if err := s.RecordWithAudit(ctx, billingPersonSub, "p1", nil, []store.AuditEntry{e}); err != nil {
+		t.Fatalf("a reason with a NUL: %v", err)
+	}
+	rows, err := s.ListAudit(ctx, store.AuditFilter{TargetID: id, Action: store.ActionDeliveryPaused, Limit: 10})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("audit rows %+v, %v; want one", rows, err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(rows[0].Metadata, &meta); err != nil || meta["reason"] != "oops\uFFFD" {
+		t.Fatalf("metadata %s (%v); want the reason \"oops\\uFFFD\"", rows[0].Metadata, err)
+	}
+	if q, err := s.KeyQueue(ctx, billingPersonSub, "p1", 0, 10, nil, "", true); err != nil || !q.Paused {
+		t.Fatalf("paused %v, %v; want the pause written", q.Paused, err)
 	}
 }

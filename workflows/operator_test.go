@@ -376,3 +376,31 @@ func TestResumeForgetsAPauseOnlyTheRowsHold(t *testing.T) {
 		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
 	}
 }
+
+// TestResumeOfAWaitingKeyForgetsTheRowsPause: a resume of a key that waits
+// for its paused subscription re-checks the subscription and, its run not
+// paused, still deletes a pause only the key's rows hold.
+func TestResumeOfAWaitingKeyForgetsTheRowsPause(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.params.RecheckInterval = time.Hour
+	h.store.setState(activities.SubscriptionPaused, "paused_by_operator")
+	h.eventsAt(time.Second, 1)
+	h.at(30*time.Second, func() {
+		h.store.setState("active", "")
+		h.store.mu.Lock()
+		h.store.paused = true
+		h.store.mu.Unlock()
+	})
+	resume := h.updateAt(time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	h.run()
+	if !resume.result.Changed {
+		t.Errorf("resume answered %+v", resume.result)
+	}
+	if h.store.paused {
+		t.Error("the resume left the key's paused_keys row: its next run would start paused")
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+		t.Errorf("delivered %v", got)
+	}
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -23,6 +24,8 @@ type op struct {
 	// only waiting between retries.
 	quiet func() bool
 	apply func(workflow.Context) OpResult
+	// pause and resume mark those actions (OpsInOrderChange).
+	pause, resume bool
 	// done and result are set once the action has been applied.
 	done   bool
 	result OpResult
@@ -92,13 +95,15 @@ func (d *delivery) pauseOp(s ControlSignal) *op {
 		// interrupted instead of waiting out its schedule.
 		quiet: func() bool { head := d.head(); return head != nil && head.Attempts > 0 },
 		apply: func(ctx workflow.Context) OpResult { return d.onPause(ctx, s) },
+		pause: true,
 	}
 }
 
 func (d *delivery) resumeOp(s ControlSignal) *op {
 	return &op{
-		quiet: func() bool { return false },
-		apply: func(ctx workflow.Context) OpResult { return d.onResume(ctx, s) },
+		quiet:  func() bool { return false },
+		apply:  func(ctx workflow.Context) OpResult { return d.onResume(ctx, s) },
+		resume: true,
 	}
 }
 
@@ -144,7 +149,7 @@ func (d *delivery) subscriptionOp(s SubscriptionSignal) *op {
 func (d *delivery) submit(ctx workflow.Context, o *op) {
 	d.signals++
 	quiet := o.quiet()
-	if !d.inActivity || (!quiet && !d.behindDeferred(ctx)) {
+	if !d.inActivity || (!quiet && !d.behindDeferred(ctx, o)) {
 		d.finish(ctx, o)
 		return
 	}
@@ -155,21 +160,23 @@ func (d *delivery) submit(ctx workflow.Context, o *op) {
 	}
 }
 
-// OpsInOrderChange is the version of an action that need not wait for the
-// delivery in flight but came after one that does: it waits behind it, so
-// actions apply in the order they came. Before it, a resume sent right
-// after a pause of a retrying key applied first (answering not_paused) and
-// the pause after it, leaving the key paused, in paused_keys too. Asked
-// only at that moment, so no other run records a marker.
+// OpsInOrderChange is the version of a resume that comes while a pause
+// waits for the delivery in flight: it waits behind the pause, so the two
+// apply in the order they came. Before it, the resume applied first
+// (answering not_paused) and the pause after it, leaving the key paused,
+// in paused_keys too. Other actions that need not wait still apply at
+// once: one that waited behind an attempt its retries keep going would
+// outlast the operator's Update. Asked only at that moment, so no other
+// run records a marker.
 const OpsInOrderChange = "ops-in-order"
 
 // OpsInOrderVersion is the OpsInOrderChange version that keeps the order.
 const OpsInOrderVersion = 1
 
-// behindDeferred reports whether an action that need not wait for the
-// delivery in flight waits anyway, behind actions deferred before it.
-func (d *delivery) behindDeferred(ctx workflow.Context) bool {
-	return len(d.deferred) > 0 &&
+// behindDeferred reports whether o, which need not wait for the delivery in
+// flight, waits anyway: a resume behind a pause deferred before it.
+func (d *delivery) behindDeferred(ctx workflow.Context, o *op) bool {
+	return o.resume && slices.ContainsFunc(d.deferred, func(p *op) bool { return p.pause }) &&
 		workflow.GetVersion(ctx, OpsInOrderChange, workflow.DefaultVersion, OpsInOrderVersion) >= OpsInOrderVersion
 }
 
@@ -478,12 +485,10 @@ func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 		d.WaitUntil = time.Time{}
 		rechecked = true
 	}
-	if !wasPaused && !rechecked {
-		if !d.forgetPause(ctx, s) {
-			return OpResult{Reason: reason.NotPaused}
-		}
-		// The key was paused in its rows alone: forgetPause wrote the
-		// audit row with the delete.
+	// A key paused in its rows alone: forgetPause deletes the row and
+	// writes the audit row with it.
+	if !wasPaused && !d.forgetPause(ctx, s) && !rechecked {
+		return OpResult{Reason: reason.NotPaused}
 	}
 	d.Rearms = 0 // a resume restores the automatic re-arms
 	if wasPaused {
