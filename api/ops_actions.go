@@ -169,7 +169,19 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 	id := workflows.DeliveryID(sub.ID, a.Subject)
 	// The same Update, answered the same way, as `starter
 	// redeliver|cancel|pause|resume` sends.
-	res, err := keyops.Update(ctx, h.temporal, id, action, payload)
+	var res workflows.OpResult
+	var err error
+	if action == workflows.UpdateResume {
+		// A key paused in PostgreSQL whose workflow was terminated with
+		// nothing queued has no run: the resume starts one.
+		res, err = keyops.Resume(ctx, h.temporal, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+			paused, err := h.store.KeyPaused(ctx, sub.ID, a.Subject)
+			return workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: a.Subject},
+				paused, err
+		})
+	} else {
+		res, err = keyops.Update(ctx, h.temporal, id, action, payload)
+	}
 	var rejected *keyops.RejectedError
 	var missing *serviceerror.NotFound
 	switch {

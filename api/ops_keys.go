@@ -164,7 +164,7 @@ var queryEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 type TemporalClient interface {
 	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
 	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
-	keyops.Updater
+	keyops.Client
 	keyops.SignalStarter
 }
 

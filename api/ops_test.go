@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 	"herald/publish"
 	"herald/store"
 	"herald/subscriber"
+	"herald/workflows"
 )
 
 // opsDelivery is the part of a delivery of GET /v1/ops/deliveries the
@@ -343,6 +346,26 @@ func TestOperationsAPIActions(t *testing.T) {
 	}
 	wantOK(s.action("/v1/ops/keys/resume", ops, key)) // an operator may act on any key
 	wantProblem(t, s.action("/v1/ops/keys/resume", billing, key), http.StatusConflict, "nothing_to_do")
+
+	// A paused key whose workflow was terminated with nothing queued: its
+	// pause is kept in PostgreSQL, and the resume starts a run to take it.
+	wantOK(s.action("/v1/ops/keys/pause", billing, key))
+	id := workflows.DeliveryID(system.BillingSub, "person-bad")
+	tc := s.Dial()
+	defer tc.Close()
+	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the paused key's workflow ends"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the paused key's run to end", func() bool {
+		d, err := tc.DescribeWorkflow(context.Background(), id, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	if r := decodeOK[opResult](t, s.action("/v1/ops/keys/resume", billing, key)); !r.Changed {
+		t.Errorf("resume of a paused key without a run: %+v", r)
+	}
+	if paused, err := s.store.KeyPaused(context.Background(), system.BillingSub, "person-bad"); err != nil || paused {
+		t.Errorf("the key's pause row after the resume: %v, %v", paused, err)
+	}
 
 	// Malformed requests.
 	for _, c := range []struct{ path, body, code string }{

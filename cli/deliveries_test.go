@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"herald/internal/testkit"
 	"herald/workflows"
@@ -131,6 +134,52 @@ func TestPauseResumeKey(t *testing.T) {
 	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--reason", "done", "--actor", "bob")
 	h.waitArrivals("billing", "k-p", 1, 2)
 	h.wantAudit(workflows.AuditDeliveryResumed, billingSub, "k-p", "bob", "done")
+
+	// Paused again, then its workflow terminated with nothing queued: the
+	// pause is kept in PostgreSQL, and resume starts a run to take it.
+	id := workflows.DeliveryID(billingSub, "k-p")
+	testkit.Eventually(t, 10*time.Second, "k-p to hold nothing after its second delivery", func() bool {
+		st := h.state(billingSub, "k-p")
+		return st.Head == nil && len(st.Queued) == 0
+	})
+	mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "again", "--actor", "bob")
+	tc := h.Dial()
+	defer tc.Close()
+	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the paused key's workflow ends"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the paused key's run to end", func() bool {
+		d, err := tc.DescribeWorkflow(context.Background(), id, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || !paused {
+		t.Fatalf("after the terminate the key's pause row: %v, %v", paused, err)
+	}
+	r = mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--reason", "gone run", "--actor", "bob")
+	wantContains(t, "resume of a paused key without a run", r.stdout, "resume "+id+": done")
+	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || paused {
+		t.Fatalf("after the resume the key's pause row: %v, %v", paused, err)
+	}
+	if rows := h.audit(workflows.AuditDeliveryResumed, billingSub, "k-p"); len(rows) != 2 || !strings.Contains(string(rows[0].Metadata), `"gone run"`) {
+		t.Fatalf("delivery.resumed rows of k-p %+v; want two, the newest for the resume without a run", rows)
+	}
+	// A key neither paused nor running: nothing to resume, no run started.
+	mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
+	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
+	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the key's workflow ends"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the key's run to end", func() bool {
+		d, err := tc.DescribeWorkflow(context.Background(), id, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	if r := run(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob"); r.code == ExitOK {
+		t.Fatalf("resume of a key neither paused nor running exited 0:\n%s", r.stdout)
+	}
+	if d, err := tc.DescribeWorkflow(context.Background(), id, ""); err != nil ||
+		d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("a resume of a key neither paused nor running started a run (%v)", err)
+	}
 }
 
 // TestBulkRecovery recovers every failed key of a subscription with

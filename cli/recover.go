@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,7 +203,17 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	out := opJSON{WorkflowID: id, Update: req.op.name, Payload: payload,
 		TemporalCommand: tc.updateCommand(id, req.op.name, payload),
 		SignalCommand:   tc.signalCommand(id, req.op.name, payload)}
-	res, err := keyops.Update(inv.ctx, tc, id, req.op.name, payload)
+	var res workflows.OpResult
+	var err error
+	if req.op.name == workflows.SignalResume {
+		// A key paused in PostgreSQL whose workflow was terminated with
+		// nothing queued has no run: the resume starts one.
+		res, err = keyops.Resume(inv.ctx, tc, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+			return pausedKeyStart(ctx, inv, req.subscription, req.subject)
+		})
+	} else {
+		res, err = keyops.Update(inv.ctx, tc, id, req.op.name, payload)
+	}
 	var rejected *keyops.RejectedError
 	switch {
 	case errors.As(err, &rejected) && rejected.UnknownUpdate():
@@ -217,6 +228,25 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 		out.Result = &res
 	}
 	return reportOp(inv, out)
+}
+
+// pausedKeyStart says whether the key is paused in PostgreSQL and, if so,
+// the input to start its workflow with (keyops.PausedKey).
+func pausedKeyStart(ctx context.Context, inv *invocation, subscription, subject string) (workflows.Params, bool, error) {
+	st, err := inv.openStore()
+	if err != nil {
+		return workflows.Params{}, false, err
+	}
+	defer st.Close()
+	paused, err := st.KeyPaused(ctx, subscription, subject)
+	if err != nil || !paused {
+		return workflows.Params{}, false, err
+	}
+	sub, err := st.GetSubscription(ctx, subscription)
+	if err != nil {
+		return workflows.Params{}, false, err
+	}
+	return identityParams(sub, subject), true, nil
 }
 
 // reportOp prints the answer of one key's Update and returns the command's

@@ -8,10 +8,12 @@ package keyops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -126,4 +128,37 @@ func StartOptions(id string, params workflows.Params) client.StartWorkflowOption
 func SignalWithStart(ctx context.Context, c SignalStarter, id, name string, payload any, params workflows.Params) error {
 	_, err := c.SignalWithStartWorkflow(ctx, id, name, payload, StartOptions(id, params), workflows.DeliveryWorkflowType, params)
 	return err
+}
+
+// Client runs Updates, with or without a start (a client.Client does).
+type Client interface {
+	Updater
+	UpdateStarter
+}
+
+// PausedKey says whether the key an operator resumes is paused in
+// PostgreSQL (its paused_keys row) and, when it is, the input to start its
+// workflow with.
+type PausedKey func(ctx context.Context) (params workflows.Params, paused bool, err error)
+
+// Resume runs the resume Update on the key's workflow id. A key paused in
+// PostgreSQL whose workflow is not running (it was terminated with nothing
+// queued) has no run to take the Update: when paused says so, the resume
+// starts one with Update-With-Start, which reads the pause from the rows
+// and takes the resume. Any other key's missing workflow is the
+// *serviceerror.NotFound Update gives.
+func Resume(ctx context.Context, c Client, id string, payload any, paused PausedKey) (workflows.OpResult, error) {
+	res, err := Update(ctx, c, id, workflows.UpdateResume, payload)
+	var missing *serviceerror.NotFound
+	if !errors.As(err, &missing) {
+		return res, err
+	}
+	params, ok, perr := paused(ctx)
+	switch {
+	case perr != nil:
+		return res, fmt.Errorf("%w; and whether the key is paused could not be read: %w", err, perr)
+	case !ok:
+		return res, err
+	}
+	return UpdateWithStart(ctx, c, id, workflows.UpdateResume, payload, params)
 }

@@ -324,6 +324,18 @@ func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, pa
 	return nil
 }
 
+// KeyPaused reports whether an operator paused the key (its paused_keys
+// row), whether or not a run of the key's workflow is running.
+func (s *Store) KeyPaused(ctx context.Context, subscriptionID, subject string) (bool, error) {
+	var paused bool
+	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`,
+		subscriptionID, subject).Scan(&paused)
+	if err != nil {
+		return false, fmt.Errorf("read the pause of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
+	}
+	return paused, nil
+}
+
 // ForgetKeyPause is a resume of a key whose run was not paused: it deletes
 // the key's paused_keys row (a pause the run never learnt of: a reset past
 // it, a late write of a terminated run) and, when there was one, writes

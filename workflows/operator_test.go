@@ -282,6 +282,8 @@ func TestBatchesEndInTime(t *testing.T) {
 func TestPauseOutlivesTheRun(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.store.paused = true
 	h.eventsAt(time.Second, 1, 2)
 	held := h.queryAt(time.Minute)
@@ -358,6 +360,8 @@ func TestPauseThenResumeKeepOrder(t *testing.T) {
 func TestResumeForgetsAPauseOnlyTheRowsHold(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.eventsAt(time.Second, 1)
 	h.at(30*time.Second, func() { h.store.mu.Lock(); h.store.paused = true; h.store.mu.Unlock() })
 	resume := h.updateAt(time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann", Reason: "clear it"})
@@ -383,6 +387,8 @@ func TestResumeForgetsAPauseOnlyTheRowsHold(t *testing.T) {
 func TestResumeOfAWaitingKeyForgetsTheRowsPause(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.params.RecheckInterval = time.Hour
 	h.store.setState(activities.SubscriptionPaused, "paused_by_operator")
 	h.eventsAt(time.Second, 1)
