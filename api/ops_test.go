@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 	"herald/publish"
@@ -351,15 +349,7 @@ func TestOperationsAPIActions(t *testing.T) {
 	// pause is kept in PostgreSQL, and the resume starts a run to take it.
 	wantOK(s.action("/v1/ops/keys/pause", billing, key))
 	id := workflows.DeliveryID(system.BillingSub, "person-bad")
-	tc := s.Dial()
-	defer tc.Close()
-	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the paused key's workflow ends"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the paused key's run to end", func() bool {
-		d, err := tc.DescribeWorkflow(context.Background(), id, "")
-		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	})
+	system.Terminate(t, s.Dial(), id)
 	if r := decodeOK[opResult](t, s.action("/v1/ops/keys/resume", billing, key)); !r.Changed {
 		t.Errorf("resume of a paused key without a run: %+v", r)
 	}

@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"herald/internal/testkit"
+	"herald/internal/testkit/system"
 	"herald/workflows"
 )
 
@@ -144,14 +145,7 @@ func TestPauseResumeKey(t *testing.T) {
 	})
 	mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "again", "--actor", "bob")
 	tc := h.Dial()
-	defer tc.Close()
-	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the paused key's workflow ends"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the paused key's run to end", func() bool {
-		d, err := tc.DescribeWorkflow(context.Background(), id, "")
-		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	})
+	system.Terminate(t, tc, id)
 	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || !paused {
 		t.Fatalf("after the terminate the key's pause row: %v, %v", paused, err)
 	}
@@ -166,13 +160,7 @@ func TestPauseResumeKey(t *testing.T) {
 	// A key neither paused nor running: nothing to resume, no run started.
 	mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
 	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
-	if err := tc.TerminateWorkflow(context.Background(), id, "", "test: the key's workflow ends"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the key's run to end", func() bool {
-		d, err := tc.DescribeWorkflow(context.Background(), id, "")
-		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	})
+	system.Terminate(t, tc, id)
 	if r := run(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob"); r.code == ExitOK {
 		t.Fatalf("resume of a key neither paused nor running exited 0:\n%s", r.stdout)
 	}

@@ -535,20 +535,7 @@ func TestHeadRedeliverRestartsHoldClock(t *testing.T) {
 // run id once the server reports it terminated.
 func terminate(t *testing.T, c client.Client, id string) string {
 	t.Helper()
-	ctx := context.Background()
-	d, err := c.DescribeWorkflow(ctx, id, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	if err := c.TerminateWorkflow(ctx, id, run, "e2e: an operator terminates the key's workflow"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "the run to be terminated", func() bool {
-		d, err := c.DescribeWorkflow(ctx, id, run)
-		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED
-	})
-	return run
+	return system.Terminate(t, c, id)
 }
 
 // keyState is the state query's answer of a key's current run.

@@ -306,12 +306,7 @@ func TestPauseOutlivesTheRun(t *testing.T) {
 	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
 		t.Errorf("delivered %v, want both after the resume", got)
 	}
-	if h.store.paused {
-		t.Error("the resume left the key's pause row")
-	}
-	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 || rows[0].Actor != "ann" {
-		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
-	}
+	h.wantResumed("ann")
 }
 
 // TestPauseThenResumeKeepOrder: a pause sent while the head waits between
@@ -373,12 +368,7 @@ func TestResumeForgetsAPauseOnlyTheRowsHold(t *testing.T) {
 	if again.result.Changed || again.result.Reason != "not_paused" {
 		t.Errorf("a second resume answered %+v, want not_paused", again.result)
 	}
-	if h.store.paused {
-		t.Error("the resume left the key's paused_keys row: its next run would start paused")
-	}
-	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 || rows[0].Actor != "ann" {
-		t.Errorf("delivery.resumed rows %+v, want one by ann", rows)
-	}
+	h.wantResumed("ann")
 }
 
 // TestResumeOfAWaitingKeyForgetsTheRowsPause: a resume of a key that waits
@@ -408,5 +398,17 @@ func TestResumeOfAWaitingKeyForgetsTheRowsPause(t *testing.T) {
 	}
 	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
 		t.Errorf("delivered %v", got)
+	}
+}
+
+// wantResumed fails the test unless a resume deleted the key's paused_keys
+// row and wrote one delivery.resumed row, by actor.
+func (h *harness) wantResumed(actor string) {
+	h.t.Helper()
+	if h.store.paused {
+		h.t.Error("the resume left the key's paused_keys row: its next run would start paused")
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 || rows[0].Actor != actor {
+		h.t.Errorf("delivery.resumed rows %+v, want one by %s", rows, actor)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -170,6 +171,26 @@ func (s *System) Dial() client.Client {
 	}
 	s.t.Cleanup(c.Close)
 	return c
+}
+
+// Terminate terminates the running run of workflow id, as an operator
+// would, and returns its run id once the server reports it terminated.
+func Terminate(t testing.TB, c client.Client, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if err := c.TerminateWorkflow(ctx, id, run, "test: an operator terminates the key's workflow"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the run of "+id+" to be terminated", func() bool {
+		d, err := c.DescribeWorkflow(ctx, id, run)
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED
+	})
+	return run
 }
 
 // Env is the environment the starter CLI needs to work on this System.
