@@ -150,7 +150,8 @@ func TestPauseResumeKey(t *testing.T) {
 		t.Fatalf("after the terminate the key's pause row: %v, %v", paused, err)
 	}
 	r = mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--reason", "gone run", "--actor", "bob")
-	wantContains(t, "resume of a paused key without a run", r.stdout, "resume "+id+": done")
+	wantContains(t, "resume of a paused key without a run", r.stdout, "resume "+id+": done",
+		"temporal workflow execute-update-with-start", "--id-conflict-policy UseExisting")
 	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || paused {
 		t.Fatalf("after the resume the key's pause row: %v, %v", paused, err)
 	}

@@ -209,7 +209,12 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 		// A key paused in PostgreSQL whose workflow was terminated with
 		// nothing queued has no run: the resume starts one.
 		res, err = keyops.Resume(inv.ctx, tc, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
-			return pausedKeyStart(ctx, inv, req.subscription, req.subject)
+			params, paused, err := pausedKeyStart(ctx, inv, req.subscription, req.subject)
+			if paused {
+				// The same with the temporal CLI starts the run too.
+				out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
+			}
+			return params, paused, err
 		})
 	} else {
 		res, err = keyops.Update(inv.ctx, tc, id, req.op.name, payload)
