@@ -176,8 +176,7 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 		// nothing queued has no run: the resume starts one.
 		res, err = keyops.Resume(ctx, h.temporal, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
 			paused, err := h.store.KeyPaused(ctx, sub.ID, a.Subject)
-			return workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: a.Subject},
-				paused, err
+			return keyops.IdentityParams(sub, a.Subject), paused, err
 		})
 	} else {
 		res, err = keyops.Update(ctx, h.temporal, id, action, payload)

@@ -162,7 +162,7 @@ func (h *Handler) queueWindow(ctx context.Context, cred store.TokenCredential, r
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			r := &results[i]
-			params := workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: k.Subject}
+			params := keyops.IdentityParams(sub, k.Subject)
 			n := keyops.QueueKey(k, r, func(ids []string) error {
 				payload := workflows.RedeliverSignal{EventIDs: ids, Actor: cred.Name, Reason: reason}
 				return h.signalWithStart(ctx, r.WorkflowID, payload, params)

@@ -251,7 +251,7 @@ func pausedKeyStart(ctx context.Context, inv *invocation, subscription, subject 
 	if err != nil {
 		return workflows.Params{}, false, err
 	}
-	return identityParams(sub, subject), true, nil
+	return keyops.IdentityParams(sub, subject), true, nil
 }
 
 // reportOp prints the answer of one key's Update and returns the command's

@@ -115,13 +115,6 @@ func checkRedeliverable(inv *invocation, id string) error {
 	return err
 }
 
-// identityParams are the start parameters of a key's workflow started by an
-// operator: who it delivers for, and no settings, so that the workflow asks
-// the worker for them.
-func identityParams(sub store.Subscription, subject string) workflows.Params {
-	return workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: subject}
-}
-
 // redeliverEventJSON is the JSON of redeliver --event.
 type redeliverEventJSON struct {
 	opJSON
@@ -207,7 +200,7 @@ func redeliverEvent(inv *invocation, req signalRequest) error {
 // on the key of sub and ev's subject, and answers what the key did.
 func redeliverTo(inv *invocation, tc *temporalConn, sub store.Subscription, ev store.StoredEvent, req signalRequest) (redeliverEventJSON, error) {
 	id := workflows.DeliveryID(sub.ID, ev.Subject)
-	params := identityParams(sub, ev.Subject)
+	params := keyops.IdentityParams(sub, ev.Subject)
 	payload := workflows.RedeliverSignal{EventID: ev.ID, Actor: req.actor, Reason: req.reason}
 	out := redeliverEventJSON{StartInput: params, EventSeq: ev.Seq, opJSON: opJSON{
 		WorkflowID: id, Update: req.op.name, Payload: payload,
@@ -305,7 +298,7 @@ func redeliverWindow(inv *invocation, req signalRequest) error {
 			break
 		}
 		r := &out.Results[i]
-		params := identityParams(sub, k.Subject)
+		params := keyops.IdentityParams(sub, k.Subject)
 		sent := out.Queued
 		out.Queued += keyops.QueueKey(k, r, func(ids []string) error {
 			payload := workflows.RedeliverSignal{EventIDs: ids, Actor: req.actor, Reason: req.reason}

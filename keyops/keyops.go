@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -113,6 +114,13 @@ func rejection(err error) error {
 		return &RejectedError{Msg: appErr.Message()}
 	}
 	return err
+}
+
+// IdentityParams are the start input of a key's workflow started by an
+// operator: who it delivers for, and no settings, so that the run takes
+// the worker's.
+func IdentityParams(sub store.Subscription, subject string) workflows.Params {
+	return workflows.Params{SubscriptionID: sub.ID, SubscriberApp: sub.App, EventType: sub.Type, SubjectKey: subject}
 }
 
 // StartOptions start the delivery workflow of key id with params: on

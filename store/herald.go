@@ -302,13 +302,20 @@ func keyTransition(ctx context.Context, tx pgx.Tx, subscriptionID, subject strin
 	}
 }
 
+// The statements of a key's paused_keys row ($1 its subscription, $2 its
+// subject): whether there is one, and its delete.
+const (
+	keyPausedQuery = `SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`
+	forgetKeyPause = `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`
+)
+
 // pauseKey records in tx that an operator paused the key (paused) or
 // resumed it: its row in paused_keys, which store.KeyQueue reports to the
 // key's next run, is written or deleted. The key's workflow writes its
 // pause and resume audit rows one after the other, so the last written
 // decides.
 func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, paused bool, actor string) error {
-	stmt, args := `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`, []any{subscriptionID, subject}
+	stmt, args := forgetKeyPause, []any{subscriptionID, subject}
 	if paused {
 		// Not for a cancelled subscription: a pause applied after its
 		// removal dropped the key's queue would outlive the key.
@@ -328,8 +335,7 @@ func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, pa
 // row), whether or not a run of the key's workflow is running.
 func (s *Store) KeyPaused(ctx context.Context, subscriptionID, subject string) (bool, error) {
 	var paused bool
-	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`,
-		subscriptionID, subject).Scan(&paused)
+	err := s.Pool.QueryRow(ctx, keyPausedQuery, subscriptionID, subject).Scan(&paused)
 	if err != nil {
 		return false, fmt.Errorf("read the pause of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
 	}
@@ -345,7 +351,7 @@ func (s *Store) KeyPaused(ctx context.Context, subscriptionID, subject string) (
 func (s *Store) ForgetKeyPause(ctx context.Context, subscriptionID, subject string, audit AuditEntry) (bool, error) {
 	var forgot bool
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM paused_keys WHERE subscription_id = $1 AND subject = $2`, subscriptionID, subject)
+		tag, err := tx.Exec(ctx, forgetKeyPause, subscriptionID, subject)
 		if err != nil {
 			return fmt.Errorf("forget the pause of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
 		}

@@ -157,8 +157,7 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 		})
 	}
 	if withPause {
-		batch.Queue(`SELECT EXISTS (SELECT 1 FROM paused_keys WHERE subscription_id = $1 AND subject = $2)`,
-			subscriptionID, subject).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Paused) })
+		batch.Queue(keyPausedQuery, subscriptionID, subject).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Paused) })
 	}
 	if batch.Len() == 0 {
 		return out, nil
