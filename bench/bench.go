@@ -48,6 +48,8 @@ type Config struct {
 	// Batched also measures the batched ceiling (one activity per drained
 	// batch of a key) before Herald, unless HeraldOnly.
 	Batched bool
+	// ShapedFloor also measures the shaped floor after the floor (floor.go).
+	ShapedFloor bool
 	// Steady, when it has keys, is the steady run, measured the same way.
 	Steady Shape
 	// Noisy are the healthy shapes of the noisy-neighbour comparison
@@ -132,8 +134,11 @@ const (
 	SystemBatched = "batched"
 	// SystemFloor is the per-key floor (floor.go), on shapes of one event
 	// per key.
-	SystemFloor  = "floor"
-	SystemHerald = "herald"
+	SystemFloor = "floor"
+	// SystemShapedFloor is the floor writing the history of a Herald key
+	// started for one event (floor.go), when Config.ShapedFloor.
+	SystemShapedFloor = "shaped-floor"
+	SystemHerald      = "herald"
 	// SystemAlone and SystemNeighbours are the noisy-neighbour comparison:
 	// the healthy subscriptions on Herald alone, then beside neighbours.
 	SystemAlone      = "herald alone"
@@ -171,6 +176,8 @@ type Measurement struct {
 	RatioBatched float64 `json:"ratioToBatchedCeiling,omitempty"`
 	// RatioFloor is Herald's PerSecond over the per-key floor's.
 	RatioFloor float64 `json:"ratioToFloor,omitempty"`
+	// RatioShapedFloor is Herald's PerSecond over the shaped floor's.
+	RatioShapedFloor float64 `json:"ratioToShapedFloor,omitempty"`
 	// LatencyMS is publish→delivery: from the return of Publish (Herald) or
 	// SignalWithStartWorkflow (ceiling) to the sink's first receipt.
 	LatencyMS  Latency `json:"latencyMs"`
@@ -255,7 +262,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c, bc, fl Measurement
+		var c, bc, fl, sf Measurement
 		if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
 			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
 				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
@@ -269,10 +276,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		if !cfg.HeraldOnly && !sh.HeraldOnly && hasFloor(sh) {
-			if fl, err = b.floor(ctx, sh); err != nil {
+			if fl, err = b.floor(ctx, sh, SystemFloor); err != nil {
 				return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
 			}
 			rep.Measurements = append(rep.Measurements, fl)
+			if cfg.ShapedFloor {
+				if sf, err = b.floor(ctx, sh, SystemShapedFloor); err != nil {
+					return rep, fmt.Errorf("shape %s on the shaped floor: %w", sh.Name, err)
+				}
+				rep.Measurements = append(rep.Measurements, sf)
+			}
 		}
 		h, err := b.herald(ctx, sh)
 		if err != nil {
@@ -286,6 +299,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if fl.PerSecond > 0 {
 			h.RatioFloor = h.PerSecond / fl.PerSecond
+		}
+		if sf.PerSecond > 0 {
+			h.RatioShapedFloor = h.PerSecond / sf.PerSecond
 		}
 		rep.Measurements = append(rep.Measurements, h)
 	}

@@ -38,6 +38,7 @@ func TestSmoke(t *testing.T) {
 		Grace:        300 * time.Millisecond,
 		PublishBatch: 5, // several batches even for tiny shapes
 		Batched:      true,
+		ShapedFloor:  true,
 		Progress:     &progress,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -47,10 +48,10 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if got, want := len(rep.Measurements), 14; got != want {
-		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, C, D, steady; the floor for C; Herald alone for F)", got, want)
+	if got, want := len(rep.Measurements), 15; got != want {
+		t.Fatalf("%d measurements, want %d (ceiling, batched ceiling and Herald for A, C, D, steady; the floor and the shaped floor for C; Herald alone for F)", got, want)
 	}
-	floors := 0
+	floors, shaped := 0, 0
 	for _, m := range rep.Measurements {
 		name := m.System + " " + m.Shape.Name
 		if m.Deliveries != m.Shape.Deliveries() || m.Delivered != m.Deliveries {
@@ -83,8 +84,20 @@ func TestSmoke(t *testing.T) {
 			}
 			continue
 		}
-		if m.System == SystemHerald && m.Shape.Name == "C" && m.RatioFloor <= 0 {
-			t.Errorf("%s: no ratio to the floor", name)
+		if m.System == SystemShapedFloor {
+			// Herald's history of a key started for one event: no signal,
+			// two local activities (the start read, the delivery) in one
+			// workflow task, the idle timer, Herald's search attributes.
+			shaped++
+			a := m.Actions
+			if a == nil || a.Workflows == 0 || a.Signals != 0 || a.Activities != 0 || a.LocalActivities != 2*a.Workflows ||
+				a.LocalActivityBatches != a.Workflows || a.Timers != a.Workflows || a.WorkflowTasks != a.Workflows {
+				t.Errorf("%s: want per workflow one task, two local activities, one timer, no signal or activity: %+v", name, a)
+			}
+			continue
+		}
+		if m.System == SystemHerald && m.Shape.Name == "C" && (m.RatioFloor <= 0 || m.RatioShapedFloor <= 0) {
+			t.Errorf("%s: no ratio to the floor (%v) or to the shaped floor (%v)", name, m.RatioFloor, m.RatioShapedFloor)
 		}
 		// Herald starts a new key's workflow without a signal (relay/start.go),
 		// so a shape of new keys may count none: its history is the count.
@@ -103,8 +116,8 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	if floors != 1 {
-		t.Errorf("%d floor measurements, want 1 (shape C)", floors)
+	if floors != 1 || shaped != 1 {
+		t.Errorf("%d floor and %d shaped floor measurements, want 1 each (shape C)", floors, shaped)
 	}
 
 	dir := t.TempDir()
@@ -112,8 +125,10 @@ func TestSmoke(t *testing.T) {
 	if err := writeTables(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "| × floor |") || !strings.Contains(table.String(), "| PostgreSQL MB (+ growth) |") {
-		t.Errorf("the results table has no × floor or PostgreSQL size column:\n%s", table.String())
+	for _, col := range []string{"| × floor |", "| × shaped floor |", "| PostgreSQL MB (+ growth) |"} {
+		if !strings.Contains(table.String(), col) {
+			t.Errorf("the results table has no %s column:\n%s", col, table.String())
+		}
 	}
 	suite := &Suite{Runs: []*Report{rep}}
 	if err := writeJSON(filepath.Join(dir, "r.json"), suite); err != nil {

@@ -56,6 +56,9 @@ type CeilingEvent struct {
 type CeilingPost struct {
 	CeilingInput
 	Event CeilingEvent `json:"event"`
+	// Herald, on the shaped floor only, makes the workflow's history
+	// Herald's shape (floor.go).
+	Herald *HeraldShape `json:"herald,omitempty"`
 }
 
 // CeilingWorkflow receives one event per signal and POSTs each with its own

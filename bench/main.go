@@ -59,6 +59,7 @@ type options struct {
 	heraldOnly    bool
 	workerEnv     string
 	batched       bool
+	shapedFloor   bool
 	out           string
 	png           string
 	keep          bool
@@ -89,6 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.workerEnv, "worker-env", "", "extra settings of Herald's worker process, KEY=VALUE separated by commas (HERALD_IDLE_TIMEOUT=1s), after the bench's own")
 	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
 	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
+	fs.BoolVar(&o.shapedFloor, "shaped-floor", false, "on the floor's shapes, also measure the shaped floor: the floor writing the history of a Herald key started for one event (Herald's input, search attributes and summary, its start read's and delivery's results in two local activities, its idle timer), so Herald's gap to the floor splits into Temporal's price of that history and Herald's own work")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
 	fs.IntVar(&o.batch, "batch", 100, "events per PublishBatch call in bursts")
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")
@@ -139,7 +141,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench: -servers:", err)
 		return 2
 	}
-	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly, Batched: o.batched,
+	cfg := Config{Timeout: o.timeout, Grace: o.grace, Parallel: o.parallel, PublishBatch: o.batch, CeilingPollers: o.pollers, SampleWorkflows: o.sample, HeraldOnly: o.heraldOnly, Batched: o.batched, ShapedFloor: o.shapedFloor,
 		Progress: os.Stderr}
 	if cfg.WorkerEnv, err = parseWorkerEnv(o.workerEnv); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -worker-env:", err)

@@ -25,10 +25,14 @@ func writeTables(w io.Writer, rep *Report) error {
 	if floor {
 		header = append(header, "× floor")
 	}
+	shaped := hasSystem(rep, SystemShapedFloor)
+	if shaped {
+		header = append(header, "× shaped floor")
+	}
 	results := [][]string{append(header, "p50 ms", "p95 ms", "p99 ms", "lost", "out of order", "duplicates", "worker peak RSS MB",
 		"PostgreSQL MB (+ growth)")}
 	for _, m := range rep.Measurements {
-		ratio, ratioBatched, ratioFloor, rss, pg := "", "", "", "", ""
+		ratio, ratioBatched, ratioFloor, ratioShaped, rss, pg := "", "", "", "", "", ""
 		if !isReference(m.System) {
 			rss = fmt.Sprintf("%.0f", m.WorkerPeakRSSMB)
 			if m.PostgresMB > 0 {
@@ -43,6 +47,9 @@ func writeTables(w io.Writer, rep *Report) error {
 			if m.RatioFloor > 0 {
 				ratioFloor = fmt.Sprintf("%.2f×", m.RatioFloor)
 			}
+			if m.RatioShapedFloor > 0 {
+				ratioShaped = fmt.Sprintf("%.2f×", m.RatioShapedFloor)
+			}
 		}
 		row := []string{m.Shape.Name, m.System, m.Shape.String(),
 			fmt.Sprintf("%d/%d", m.Delivered, m.Deliveries), fmt.Sprintf("%.1f", m.Seconds),
@@ -52,6 +59,9 @@ func writeTables(w io.Writer, rep *Report) error {
 		}
 		if floor {
 			row = append(row, ratioFloor)
+		}
+		if shaped {
+			row = append(row, ratioShaped)
 		}
 		results = append(results, append(row,
 			fmt.Sprintf("%.0f", m.LatencyMS.P50), fmt.Sprintf("%.0f", m.LatencyMS.P95), fmt.Sprintf("%.0f", m.LatencyMS.P99),
@@ -376,10 +386,11 @@ func writeSuite(w io.Writer, suite *Suite) error {
 // Herald's throughput, of Herald's ratio and latency percentiles, and the
 // total of lost, out of order and duplicate deliveries.
 func summaryRows(suite *Suite) [][]string {
-	batched, floor := false, false
+	batched, floor, shaped := false, false, false
 	for _, rep := range suite.Runs {
 		batched = batched || hasSystem(rep, SystemBatched)
 		floor = floor || hasSystem(rep, SystemFloor)
+		shaped = shaped || hasSystem(rep, SystemShapedFloor)
 	}
 	header := []string{"server", "shape", "load", "runs", "ceiling deliveries/s"}
 	if batched {
@@ -388,6 +399,9 @@ func summaryRows(suite *Suite) [][]string {
 	if floor {
 		header = append(header, "floor deliveries/s")
 	}
+	if shaped {
+		header = append(header, "shaped floor deliveries/s")
+	}
 	header = append(header, "Herald deliveries/s", "× ceiling")
 	if batched {
 		header = append(header, "× batched")
@@ -395,15 +409,18 @@ func summaryRows(suite *Suite) [][]string {
 	if floor {
 		header = append(header, "× floor")
 	}
+	if shaped {
+		header = append(header, "× shaped floor")
+	}
 	rows := [][]string{append(header, "Herald p50 ms", "Herald p99 ms", "lost / out of order / duplicates")}
 	type key struct{ server, shape string }
 	var order []key
 	type acc struct {
-		shape                                     Shape
-		runs                                      int
-		ceiling, batched, floor, herald, p50, p99 []float64
-		ratio, ratioBatched, ratioFloor           []float64
-		lost, ooo, dups                           int
+		shape                                             Shape
+		runs                                              int
+		ceiling, batched, floor, shaped, herald, p50, p99 []float64
+		ratio, ratioBatched, ratioFloor, ratioShaped      []float64
+		lost, ooo, dups                                   int
 	}
 	accs := map[key]*acc{}
 	for _, rep := range suite.Runs {
@@ -425,6 +442,8 @@ func summaryRows(suite *Suite) [][]string {
 				a.batched = append(a.batched, m.PerSecond)
 			case SystemFloor:
 				a.floor = append(a.floor, m.PerSecond)
+			case SystemShapedFloor:
+				a.shaped = append(a.shaped, m.PerSecond)
 			case SystemHerald:
 				a.runs++
 				a.herald = append(a.herald, m.PerSecond)
@@ -439,6 +458,9 @@ func summaryRows(suite *Suite) [][]string {
 				if m.RatioFloor > 0 {
 					a.ratioFloor = append(a.ratioFloor, m.RatioFloor)
 				}
+				if m.RatioShapedFloor > 0 {
+					a.ratioShaped = append(a.ratioShaped, m.RatioShapedFloor)
+				}
 			}
 		}
 	}
@@ -451,12 +473,18 @@ func summaryRows(suite *Suite) [][]string {
 		if floor {
 			row = append(row, medianCell(a.floor, "%.1f"))
 		}
+		if shaped {
+			row = append(row, medianCell(a.shaped, "%.1f"))
+		}
 		row = append(row, medianCell(a.herald, "%.1f"), medianCell(a.ratio, "%.2f×"))
 		if batched {
 			row = append(row, medianCell(a.ratioBatched, "%.2f×"))
 		}
 		if floor {
 			row = append(row, medianCell(a.ratioFloor, "%.2f×"))
+		}
+		if shaped {
+			row = append(row, medianCell(a.ratioShaped, "%.2f×"))
 		}
 		rows = append(rows, append(row, medianCell(a.p50, "%.0f"), medianCell(a.p99, "%.0f"),
 			fmt.Sprintf("%d / %d / %d", a.lost, a.ooo, a.dups)))
@@ -467,7 +495,7 @@ func summaryRows(suite *Suite) [][]string {
 // isReference reports whether system is one Herald is measured against
 // (a ceiling or the floor) rather than Herald itself.
 func isReference(system string) bool {
-	return system == SystemCeiling || system == SystemBatched || system == SystemFloor
+	return system == SystemCeiling || system == SystemBatched || system == SystemFloor || system == SystemShapedFloor
 }
 
 // medianCell is a table cell of the median of vs in format, empty when

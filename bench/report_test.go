@@ -248,3 +248,41 @@ func TestNoisySummaryRows(t *testing.T) {
 		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
 }
+
+// The shaped floor gets a column of its own and Herald's ratio to it, in
+// each run's table and in the summary's medians.
+func TestShapedFloorColumns(t *testing.T) {
+	c := StandardShapes[2]
+	run := func(floor, shaped, herald float64) *Report {
+		return &Report{Server: ServerConfigs[0], Measurements: []Measurement{
+			{Shape: c, System: SystemFloor, PerSecond: floor},
+			{Shape: c, System: SystemShapedFloor, PerSecond: shaped},
+			{Shape: c, System: SystemHerald, PerSecond: herald, RatioFloor: herald / floor, RatioShapedFloor: herald / shaped},
+		}}
+	}
+	suite := &Suite{Runs: []*Report{run(60, 50, 45), run(80, 60, 40), run(70, 55, 50)}}
+	rows := summaryRows(suite)
+	col := func(name string) int {
+		for i, h := range rows[0] {
+			if h == name {
+				return i
+			}
+		}
+		t.Fatalf("summary lacks a %q column: %v", name, rows[0])
+		return -1
+	}
+	// Medians: shaped floor 55; Herald's ratios to it 0.90, 0.67, 0.91.
+	if got := rows[1][col("shaped floor deliveries/s")]; got != "55.0" {
+		t.Errorf("shaped floor median %q, want 55.0", got)
+	}
+	if got := rows[1][col("× shaped floor")]; got != "0.90×" {
+		t.Errorf("ratio to the shaped floor %q, want 0.90×", got)
+	}
+	var b bytes.Buffer
+	if err := writeTables(&b, suite.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| × shaped floor |") || !strings.Contains(b.String(), "0.90×") {
+		t.Errorf("the run's table lacks the shaped floor's ratio:\n%s", b.String())
+	}
+}
