@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
 	"herald/internal/testenv"
+	"herald/internal/testkit"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -85,14 +89,16 @@ func TestSmoke(t *testing.T) {
 			continue
 		}
 		if m.System == SystemShapedFloor {
-			// Herald's history of a key started for one event: no signal,
-			// two local activities (the start read, the delivery) in one
-			// workflow task, the idle timer, Herald's search attributes.
+			// The history of a Herald key the relay starts for one event
+			// (e2e.TestOneEventNewKeyHistory): 7 events, no signal, two local
+			// activities (the start read, the delivery) in one workflow
+			// task, the idle timer, no upsert.
 			shaped++
 			a := m.Actions
-			if a == nil || a.Workflows == 0 || a.Signals != 0 || a.Activities != 0 || a.LocalActivities != 2*a.Workflows ||
-				a.LocalActivityBatches != a.Workflows || a.Timers != a.Workflows || a.WorkflowTasks != a.Workflows {
-				t.Errorf("%s: want per workflow one task, two local activities, one timer, no signal or activity: %+v", name, a)
+			if a == nil || a.Workflows == 0 || a.HistoryEvents != 7*a.Workflows || a.Signals != 0 || a.Activities != 0 ||
+				a.LocalActivities != 2*a.Workflows || a.LocalActivityBatches != a.Workflows || a.Timers != a.Workflows ||
+				a.WorkflowTasks != a.Workflows || a.SearchAttributeUpserts != 0 {
+				t.Errorf("%s: want per workflow 7 history events, one task, two local activities, one timer, no signal, activity or upsert: %+v", name, a)
 			}
 			continue
 		}
@@ -119,6 +125,19 @@ func TestSmoke(t *testing.T) {
 	if floors != 1 || shaped != 1 {
 		t.Errorf("%d floor and %d shaped floor measurements, want 1 each (shape C)", floors, shaped)
 	}
+	// The shaped floor's runs start with Herald's search attributes, as an
+	// idle key of the bench's app (3 keys to 2 subscriptions); the floor's
+	// have none.
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testkit.Eventually(t, 30*time.Second, "the shaped floor's 6 runs listed with Herald's search attributes", func() bool {
+		n, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: "WorkflowType = '" + FloorWorkflowType + "' AND HeraldApp = 'bench' AND HeraldStatus = 'idle'"})
+		return err == nil && n.GetCount() == 6
+	})
 
 	dir := t.TempDir()
 	var table bytes.Buffer

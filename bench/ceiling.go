@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"herald/workflows"
 )
 
 // The ceiling is the bare shape Herald is measured against: per event one
@@ -56,9 +58,10 @@ type CeilingEvent struct {
 type CeilingPost struct {
 	CeilingInput
 	Event CeilingEvent `json:"event"`
-	// Herald, on the shaped floor only, makes the workflow's history
-	// Herald's shape (floor.go).
-	Herald *HeraldShape `json:"herald,omitempty"`
+	// Herald, on the shaped floor only, is the start input Herald's relay
+	// gives the key; the workflow then writes a Herald key's history
+	// (floor.go).
+	Herald *workflows.Params `json:"herald,omitempty"`
 }
 
 // CeilingWorkflow receives one event per signal and POSTs each with its own

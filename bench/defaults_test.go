@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"herald/relay"
@@ -36,6 +37,23 @@ func TestParseWorkerEnv(t *testing.T) {
 	for _, bad := range []string{"HERALD_IDLE_TIMEOUT", "PATH=/bin", "HERALD_X=1,,"} {
 		if _, err := parseWorkerEnv(bad); err == nil {
 			t.Errorf("parseWorkerEnv(%q) accepted", bad)
+		}
+	}
+}
+
+// The shaped floor copies the history of Herald's default settings, so it
+// refuses a worker setting that changes that history, and nothing else.
+func TestShapedFloorFits(t *testing.T) {
+	env := []string{"HERALD_LOG_LEVEL=debug", "TEMPORAL_NAMESPACE=x"}
+	if err := shapedFloorFits(true, env); err != nil {
+		t.Errorf("settings that leave the history alone: %v", err)
+	}
+	for _, k := range shapedHistorySettings {
+		if err := shapedFloorFits(true, append(env, k+"=1")); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s: %v, want an error naming it", k, err)
+		}
+		if err := shapedFloorFits(false, []string{k + "=1"}); err != nil {
+			t.Errorf("%s without the shaped floor: %v", k, err)
 		}
 	}
 }

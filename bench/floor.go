@@ -22,61 +22,56 @@ import (
 // goal is written in.
 //
 // The shaped floor (-shaped-floor) is the same workflow writing the history
-// of a Herald key started for one event: its start carries Herald's input
-// (the settings), search attributes and summary; a first local activity
-// returns what Herald's start read returns (the settings, the key's one
-// queued event, the error policy), the second POSTs and returns Herald's
-// delivery result, and an idle timer of Herald's idle timeout keeps the run
-// open, as Herald's does. Herald's ratio to it is the part of the gap to the
-// floor that is Herald's own work (the relay, PostgreSQL, the worker); its
-// ratio to the floor is what Temporal charges for Herald's history shape.
+// of a Herald key the relay starts for one event, with Herald's default
+// settings: its start carries the relay's input (workflows.Params), search
+// attributes and summary; a first local activity returns what Herald's start
+// read returns (the settings, the key's one queued event, the error policy),
+// the second POSTs and returns Herald's delivery result, and a timer keeps
+// the run open, as Herald's idle timer does. Its input also holds the event
+// and the sink, as the floor's does. Herald's ratio to it leaves out what
+// Temporal charges for Herald's history, and keeps Herald's own work (the
+// relay, PostgreSQL, its worker) and the difference between Herald's worker
+// process and the bench's in-process worker.
 const (
 	// FloorWorkflowType is the registered name of the floor's workflow,
 	// which runs on the ceiling's worker (eager start needs the worker and
 	// the starting client in one process).
 	FloorWorkflowType = "BenchFloor"
+	// shapedIdle is the shaped floor's timer. A timer's start costs the
+	// same whatever its length; Herald's fires after its idle timeout (10
+	// minutes by default), this one after the bench, so its runs' firings
+	// never land in a later measurement.
+	shapedIdle = 24 * time.Hour
 )
 
-// HeraldShape is what the shaped floor's workflow writes in Herald's place:
-// the payloads of Herald's own types with Herald's default settings.
-type HeraldShape struct {
-	// Params is a Herald key's start input as the relay writes it.
-	Params workflows.Params `json:"params"`
-	// Start and Deliver are the results its start read and its delivery
-	// return, for the shaped floor's two local activities to record.
-	Start   workflows.StartResult    `json:"start"`
-	Deliver activities.DeliverResult `json:"deliver"`
-}
-
-// heraldShape is the shaped floor's HeraldShape for one event of a key.
-func heraldShape(sub, key string, ev CeilingEvent) *HeraldShape {
+// shapedParams is the relay's start input of a Herald key (keyParams) for
+// the shaped floor's event: Herald's default settings, no marker.
+func shapedParams(sub, key string) *workflows.Params {
 	p := workflows.Params{SubscriptionID: sub, SubscriberApp: "bench", EventType: "bench.event", SubjectKey: key,
 		Version: workflows.NoMarkerVersion}.WithDefaults()
-	settings := p
-	settings.SubscriptionID, settings.SubscriberApp, settings.EventType, settings.SubjectKey, settings.Version = "", "", "", "", 0
-	e := activities.Event{ID: ev.ID, Seq: int64(ev.N)}
-	return &HeraldShape{
-		Params: p,
-		Start: workflows.StartResult{Settings: settings,
-			Queue:  activities.QueueResult{Events: []activities.HeldEvent{{Event: e, QueuedAt: time.Now().UTC()}}},
-			Policy: workflows.ErrorPolicy{OnFailure: "hold"}},
-		Deliver: activities.DeliverResult{Outcome: "delivered",
-			Done: []activities.Settled{{ID: ev.ID, Seq: e.Seq, Result: "delivered", Attempts: 1}}},
-	}
+	return &p
 }
 
-// postShaped POSTs the shaped floor's event and returns Herald's delivery
-// result (HeraldShape.Deliver).
+// shapedStart returns what Herald's start read (DeliveryStart) returns for a
+// key with one queued event: the settings without the key, the event, the
+// error policy.
+func shapedStart(_ context.Context, in CeilingPost) (workflows.StartResult, error) {
+	settings := *in.Herald
+	settings.SubscriptionID, settings.SubscriberApp, settings.EventType, settings.SubjectKey, settings.Version = "", "", "", "", 0
+	ev := activities.Event{ID: in.Event.ID, Seq: int64(in.Event.N)}
+	return workflows.StartResult{Settings: settings,
+		Queue:  activities.QueueResult{Events: []activities.HeldEvent{{Event: ev, QueuedAt: time.Now().UTC()}}},
+		Policy: workflows.ErrorPolicy{OnFailure: "hold"}}, nil
+}
+
+// postShaped POSTs the shaped floor's event and returns what Herald's
+// delivery (Deliver) returns for it.
 func (f *floorWorkflow) postShaped(ctx context.Context, in CeilingPost) (activities.DeliverResult, error) {
 	if err := f.acts.Post(ctx, in); err != nil {
 		return activities.DeliverResult{}, err
 	}
-	return in.Herald.Deliver, nil
-}
-
-// shapedStart returns the shaped floor's start read (HeraldShape.Start).
-func shapedStart(_ context.Context, h *HeraldShape) (workflows.StartResult, error) {
-	return h.Start, nil
+	return activities.DeliverResult{Outcome: "delivered",
+		Done: []activities.Settled{{ID: in.Event.ID, Seq: int64(in.Event.N), Result: "delivered", Attempts: 1}}}, nil
 }
 
 // floorWorkflow holds the activities its local activity calls.
@@ -84,7 +79,8 @@ type floorWorkflow struct {
 	acts *CeilingActivities
 }
 
-// Run POSTs the one event of its input with a local activity and completes.
+// Run POSTs the one event of its input with a local activity and completes;
+// on the shaped floor it writes a Herald key's history instead.
 func (f *floorWorkflow) Run(ctx workflow.Context, in CeilingPost) error {
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
 	if in.Herald == nil {
@@ -93,14 +89,13 @@ func (f *floorWorkflow) Run(ctx workflow.Context, in CeilingPost) error {
 		}
 		return nil
 	}
-	h := in.Herald
-	if err := workflow.ExecuteLocalActivity(ctx, shapedStart, h).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(ctx, shapedStart, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("read key %s: %w", in.Key, err)
 	}
 	if err := workflow.ExecuteLocalActivity(ctx, f.postShaped, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("post event %s: %w", in.Event.ID, err)
 	}
-	return workflow.Sleep(ctx, h.Params.IdleTimeout)
+	return workflow.Sleep(ctx, shapedIdle)
 }
 
 // floorWorkflowID is the id of the floor's workflow of one subscription
@@ -113,8 +108,8 @@ func startFloor(ctx context.Context, c client.Client, in CeilingPost) error {
 	id := floorWorkflowID(in.Subscription, in.Key)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: CeilingTaskQueue, EnableEagerStart: true}
 	if in.Herald != nil {
-		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(in.Herald.Params)
-		opts.StaticSummary = workflows.Summary(in.Herald.Params)
+		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(*in.Herald)
+		opts.StaticSummary = workflows.Summary(*in.Herald)
 	}
 	if _, err := c.ExecuteWorkflow(ctx, opts, FloorWorkflowType, in); err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
@@ -150,7 +145,7 @@ func (b *bench) floor(ctx context.Context, sh Shape, system string) (Measurement
 				Event:        CeilingEvent{ID: ev.ID, N: ev.N},
 			}
 			if system == SystemShapedFloor {
-				in.Herald = heraldShape(sub, ev.Key, in.Event)
+				in.Herald = shapedParams(sub, ev.Key)
 			}
 			posts = append(posts, in)
 		}

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -90,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.workerEnv, "worker-env", "", "extra settings of Herald's worker process, KEY=VALUE separated by commas (HERALD_IDLE_TIMEOUT=1s), after the bench's own")
 	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
 	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
-	fs.BoolVar(&o.shapedFloor, "shaped-floor", false, "on the floor's shapes, also measure the shaped floor: the floor writing the history of a Herald key started for one event (Herald's input, search attributes and summary, its start read's and delivery's results in two local activities, its idle timer), so Herald's gap to the floor splits into Temporal's price of that history and Herald's own work")
+	fs.BoolVar(&o.shapedFloor, "shaped-floor", false, "on the floor's shapes, also measure the shaped floor: the floor writing the history of a Herald key the relay starts for one event with the default settings (the relay's input, search attributes and summary, the start read's and the delivery's results in two local activities, a timer), so Herald's ratio to it leaves out what Temporal charges for Herald's history; not with -worker-env settings that change that history")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
 	fs.IntVar(&o.batch, "batch", 100, "events per PublishBatch call in bursts")
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")
@@ -145,6 +146,10 @@ func run(args []string) int {
 		Progress: os.Stderr}
 	if cfg.WorkerEnv, err = parseWorkerEnv(o.workerEnv); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -worker-env:", err)
+		return 2
+	}
+	if err := shapedFloorFits(cfg.ShapedFloor, cfg.WorkerEnv); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -shaped-floor:", err)
 		return 2
 	}
 	if o.shapes != "" {
@@ -345,6 +350,26 @@ func moduleRoot() (string, error) {
 
 // parseWorkerEnv splits -worker-env's KEY=VALUE list; a key must be one of
 // the worker's settings (HERALD_ or TEMPORAL_).
+// shapedHistorySettings are the worker settings that change the history of a
+// Herald key started for one event, which the shaped floor writes as
+// Herald's defaults make it.
+var shapedHistorySettings = []string{"HERALD_IDLE_TIMEOUT", "HERALD_END_QUIET_KEYS", "HERALD_RELAY_SIGNAL_ONLY"}
+
+// shapedFloorFits refuses the shaped floor beside a worker setting that
+// changes the history it copies.
+func shapedFloorFits(shaped bool, env []string) error {
+	if !shaped {
+		return nil
+	}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(shapedHistorySettings, k) {
+			return fmt.Errorf("it writes the history of Herald's default settings, and -worker-env sets %s, which changes Herald's", k)
+		}
+	}
+	return nil
+}
+
 func parseWorkerEnv(list string) ([]string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
