@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"herald/internal/zaplog"
 	"herald/publish"
@@ -234,6 +235,23 @@ type bench struct {
 	keyDir     string
 	logDir     string
 	pids       map[string]int
+	// ceilingWorker runs the ceilings' and the floors' workflows.
+	ceilingWorker worker.Worker
+}
+
+// dropCachedRuns empties this process's cache of workflow runs: the shaped
+// floor's runs stay open, as Herald's do, and thousands of them held in
+// memory (some 500 MB after shape E) would slow the publisher and the sink
+// beside Herald. The worker stops while the cache empties, as the SDK asks.
+func (b *bench) dropCachedRuns() error {
+	b.ceilingWorker.Stop()
+	worker.PurgeStickyWorkflowCache()
+	w, err := startCeilingWorker(b.temporal, b.cfg.CeilingPollers)
+	if err != nil {
+		return err
+	}
+	b.ceilingWorker = w
+	return nil
 }
 
 // Run measures every shape of cfg on the ceiling, then the batched ceiling
@@ -250,11 +268,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, err
 	}
 	if !cfg.HeraldOnly {
-		ceilingWorker, err := startCeilingWorker(b.temporal, cfg.CeilingPollers)
-		if err != nil {
+		if b.ceilingWorker, err = startCeilingWorker(b.temporal, cfg.CeilingPollers); err != nil {
 			return rep, err
 		}
-		defer ceilingWorker.Stop()
+		defer func() { b.ceilingWorker.Stop() }()
 	}
 
 	all := append([]Shape(nil), cfg.Shapes...)
@@ -285,6 +302,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return rep, fmt.Errorf("shape %s on the shaped floor: %w", sh.Name, err)
 				}
 				rep.Measurements = append(rep.Measurements, sf)
+				if err := b.dropCachedRuns(); err != nil {
+					return rep, err
+				}
 			}
 		}
 		h, err := b.herald(ctx, sh)
