@@ -122,9 +122,10 @@ func startFloor(ctx context.Context, c client.Client, in CeilingPost) error {
 // is no longer the floor).
 func hasFloor(sh Shape) bool { return sh.EventsPerKey == 1 && sh.Rate == 0 }
 
-// floor measures a shape of one event per key on the floor: every
-// (subscription, key) gets its own eagerly started workflow, up to Parallel
-// starts at once, like the ceilings.
+// floor measures a shape of one event per key on the floor, or on the
+// shaped floor when system is SystemShapedFloor: every (subscription, key)
+// gets its own eagerly started workflow, up to Parallel starts at once,
+// like the ceilings.
 func (b *bench) floor(ctx context.Context, sh Shape, system string) (Measurement, error) {
 	if !hasFloor(sh) {
 		return Measurement{}, fmt.Errorf("shape %s: the floor takes one event per key, published at once", sh.Name)
