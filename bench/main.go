@@ -348,8 +348,6 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// parseWorkerEnv splits -worker-env's KEY=VALUE list; a key must be one of
-// the worker's settings (HERALD_ or TEMPORAL_).
 // shapedHistorySettings are the worker settings that change the history of a
 // Herald key started for one event, which the shaped floor writes as
 // Herald's defaults make it.
@@ -370,6 +368,8 @@ func shapedFloorFits(shaped bool, env []string) error {
 	return nil
 }
 
+// parseWorkerEnv splits -worker-env's KEY=VALUE list; a key must be one of
+// the worker's settings (HERALD_ or TEMPORAL_).
 func parseWorkerEnv(list string) ([]string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil
