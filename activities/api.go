@@ -150,6 +150,13 @@ type DeliverInput struct {
 	// executions count the same way.
 	LocalHead string `json:"localHead,omitempty"`
 	PrevRun   string `json:"prevRun,omitempty"`
+	// ThenRead, when positive, asks a local execution that delivers the
+	// whole batch and records every outcome row to read, last, what the key
+	// still owes (KeyQueue with this limit) and return it as
+	// DeliverResult.Owed. A run that ends quiet (HERALD_END_QUIET_KEYS)
+	// completes on that read, in the same local activity, rather than one
+	// of its own after it.
+	ThenRead int `json:"thenRead,omitempty"`
 }
 
 // DefaultBatchTime is DeliverInput.BatchTime's default.
@@ -207,6 +214,10 @@ type DeliverResult struct {
 	// Unrecorded holds the outcome rows the execution could not write (the
 	// database did not answer); the workflow writes them with Record.
 	Unrecorded []OutcomeUpdate `json:"unrecorded,omitempty"`
+	// Owed is what the key owed once this execution's outcome rows were
+	// written (DeliverInput.ThenRead); nil when not asked, not delivered,
+	// or the read failed.
+	Owed *QueueResult `json:"owed,omitempty"`
 }
 
 // FailureDetails ride on the ApplicationError that Deliver returns when the

@@ -55,8 +55,10 @@ import (
 //     execution, as an error for the head of a regular execution (Temporal
 //     retries it on the schedule), as a partial result otherwise.
 //  5. finish: keep the app's unreachable mark and wait for the outcome rows
-//     to be written, so the result carries those that could not be. The
-//     key's lease is given back after it.
+//     to be written, so the result carries those that could not be; then,
+//     for a local execution asked to (ThenRead) that delivered its whole
+//     batch with every row written, read what the key owes after it, for a
+//     run that ends quiet. The key's lease is given back after it.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	d := &delivery{a: a, ctx: ctx, in: in, info: activity.GetInfo(ctx)}
 	if e := d.begin(); e != nil {
@@ -398,7 +400,26 @@ func (d *delivery) finish(r DeliverResult) *ending {
 		d.a.warn("record outcomes", d.in.SubscriptionID, err)
 		r.Unrecorded = unrecorded
 	}
+	r.Owed = d.thenRead(r)
 	return endWith(r)
+}
+
+// thenRead is the last step of a local execution asked to read what the
+// key owes after it (DeliverInput.ThenRead): only when it delivered the
+// whole batch and wrote every row, so the read sees this execution's rows
+// settled. A failed read returns nil: the workflow reads for itself.
+func (d *delivery) thenRead(r DeliverResult) *QueueResult {
+	if d.in.ThenRead <= 0 || !d.in.Local || r.Outcome != OutcomeDelivered ||
+		len(r.Done) != len(d.in.Events) || len(r.Unrecorded) > 0 {
+		return nil
+	}
+	q, err := d.a.KeyQueue(d.ctx, QueueInput{SubscriptionID: d.in.SubscriptionID,
+		SubjectKey: d.in.SubjectKey, Limit: d.in.ThenRead})
+	if err != nil {
+		d.a.warn("read what the key owes after delivering", d.in.SubscriptionID, err)
+		return nil
+	}
+	return &q
 }
 
 // abandon ends an execution cancelled before it settled anything: the

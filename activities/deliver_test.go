@@ -42,6 +42,11 @@ type deliverStore struct {
 	batchErr error
 	calls    []string
 	outcomes []store.OutcomeUpdate
+	// owed are the key's rows KeyQueue answers (owedErr fails it);
+	// writtenAtRead is how many outcome rows were written when it was read.
+	owed          []store.HeldRow
+	owedErr       error
+	writtenAtRead int
 }
 
 func newDeliverStore() *deliverStore {
@@ -78,6 +83,14 @@ func (s *deliverStore) RecordOutcomes(_ context.Context, _, _ string, us []store
 	defer s.mu.Unlock()
 	s.outcomes = append(s.outcomes, us...)
 	return nil
+}
+
+func (s *deliverStore) KeyQueue(_ context.Context, _, _ string, _ int64, limit int, _ []store.ClaimedEvent, _ string, _ bool) (store.KeyQueue, error) {
+	s.call(fmt.Sprintf("owed %d", limit))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writtenAtRead = len(s.outcomes)
+	return store.KeyQueue{Rows: s.owed}, s.owedErr
 }
 
 func (s *deliverStore) TakeKeyLease(context.Context, string, string, string, time.Duration) (bool, time.Time, error) {
@@ -413,6 +426,73 @@ func TestDeliverLocalCapsThePostByItsDeadline(t *testing.T) {
 	}
 	if len(st.outcomes) != 0 {
 		t.Fatalf("outcome rows %+v", st.outcomes)
+	}
+}
+
+// TestDeliverThenReadsWhatTheKeyOwes: a local execution asked to
+// (ThenRead) that delivers its whole batch reads the key's rows last, after
+// its outcome rows are written and before the key's lease goes back, and
+// returns them as Owed. Not asked, not local, not all delivered, or a failed
+// read: no Owed, and no read unless one was asked for.
+func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
+	t.Parallel()
+	later := store.HeldRow{ID: tEvents[2].ID, Seq: tEvents[2].Seq, Status: store.EventQueued}
+	for _, tc := range []struct {
+		name      string
+		local     bool
+		thenRead  int
+		fail      bool // the second event's POST fails
+		readErr   error
+		wantOwed  []Event
+		wantCalls []string
+	}{
+		{name: "asked", local: true, thenRead: 7, wantOwed: []Event{tEvents[2]},
+			wantCalls: []string{"batch", "lease", "owed 7", "release"}},
+		{name: "not asked", local: true, wantCalls: []string{"batch", "lease", "release"}},
+		{name: "regular execution", thenRead: 7, wantCalls: []string{"batch", "lease", "release"}},
+		{name: "not all delivered", local: true, thenRead: 7, fail: true,
+			wantCalls: []string{"batch", "lease", "release"}},
+		{name: "the read fails", local: true, thenRead: 7, readErr: errors.New("the database did not answer"),
+			wantCalls: []string{"batch", "lease", "owed 7", "release"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newDeliverStore()
+			st.owed, st.owedErr = []store.HeldRow{later}, tc.readErr
+			sender := &scriptedSender{script: map[string]PostResult{}}
+			if tc.fail {
+				sender.script[tEvents[1].ID] = PostResult{Code: CodeHandlerFailed, Status: 500, Message: "boom"}
+			}
+			in := deliverInput(tEvents[:2]...)
+			in.Local, in.ThenRead = tc.local, tc.thenRead
+			if tc.local {
+				in.Deadline = time.Now().Add(time.Minute)
+			}
+			r, err := runDeliver(t, st, sender, ownID, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Calls(); !slices.Equal(got, tc.wantCalls) {
+				t.Fatalf("store calls %v, want %v", got, tc.wantCalls)
+			}
+			switch {
+			case tc.wantOwed == nil && r.Owed != nil:
+				t.Fatalf("owed %+v, want none", r.Owed)
+			case tc.wantOwed != nil && r.Owed == nil:
+				t.Fatalf("result %+v: no owed rows", r)
+			case tc.wantOwed != nil:
+				var got []Event
+				for _, h := range r.Owed.Events {
+					got = append(got, h.Event)
+				}
+				if !slices.Equal(got, tc.wantOwed) {
+					t.Fatalf("owed %v, want %v", got, tc.wantOwed)
+				}
+				if st.writtenAtRead != 2 {
+					t.Fatalf("read with %d outcome rows written, want both", st.writtenAtRead)
+				}
+			}
+		})
 	}
 }
 

@@ -17,15 +17,16 @@ import (
 
 // TestQuietKeyEndsAtOnce: with HERALD_END_QUIET_KEYS a new key's run, which
 // the relay starts eagerly and never signals, completes in the workflow task
-// that delivered its event: no idle timer, one workflow task, at most 10
-// history events (the floor's 6, the version marker and its upsert, the
-// start's and the end's reads of the rows). The key's next event gets a run
-// of its own, delivered in order after the first.
+// that delivered its event: no idle timer, one workflow task, and 7 history
+// events, the floor's 6 and one more local activity marker: the start's read
+// of the rows, then the delivery, which reads the rows after it
+// (DeliverInput.ThenRead). The key's next event gets a run of its own,
+// delivered in order after the first.
 //
 // HERALD_RECORD_QUIET_HISTORY names a file to write the first run's history
 // to, for the replay test in workflows/:
 //
-//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-end-quiet.json go test ./e2e -run QuietKeyEndsAtOnce
+//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-end-quiet-read-in-delivery.json go test ./e2e -run QuietKeyEndsAtOnce
 func TestQuietKeyEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
@@ -48,7 +49,7 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 		events = append(events, e)
 	}
 	var names []string
-	timers, tasks := 0, 0
+	timers, tasks, markers := 0, 0, 0
 	for _, e := range events {
 		names = append(names, strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_"))
 		switch e.GetEventType() {
@@ -56,11 +57,13 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 			timers++
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			tasks++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			markers++
 		}
 	}
-	if timers != 0 || tasks != 1 || len(events) > 10 {
-		t.Fatalf("the quiet key's run recorded %d events (want at most 10), %d timers (want 0), %d workflow tasks (want 1):\n%s",
-			len(events), timers, tasks, strings.Join(names, "\n"))
+	if timers != 0 || tasks != 1 || markers != 2 || len(events) != 7 {
+		t.Fatalf("the quiet key's run recorded %d events (want 7), %d timers (want 0), %d workflow tasks (want 1), %d markers (want 2):\n%s",
+			len(events), timers, tasks, markers, strings.Join(names, "\n"))
 	}
 	if path := os.Getenv("HERALD_RECORD_QUIET_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {

@@ -164,7 +164,12 @@ type delivery struct {
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
 	// endQuiet: the run may still end as soon as it owes nothing (quiet).
+	// owed is what the key owed after the last delivery, read by that
+	// local activity (DeliverInput.ThenRead) in the workflow task whose
+	// history length is owedTask.
 	endQuiet bool
+	owed     *activities.QueueResult
+	owedTask int
 	// errorPolicy: this run is at ErrorPolicyVersion; policy is its
 	// subscription's, read at the run's start (errorpolicy.go).
 	errorPolicy bool

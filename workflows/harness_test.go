@@ -285,6 +285,8 @@ type fakeStore struct {
 	// reads counts the batches read: one per Deliver execution;
 	// queueReads the reads of a key's rows.
 	reads, queueReads int
+	// failQueueRead, when set, fails the nth read of a key's rows (from 1).
+	failQueueRead func(n int) bool
 	// dispatched are the seqs the relay handed to the key (the backlog's source).
 	dispatched []int64
 	// deliveredBy is the outcome rows' delivered_by.
@@ -465,6 +467,9 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 	s.queueReads++
 	if s.state == activities.SubscriptionUnknown {
 		return store.KeyQueue{}, errors.New(s.reason)
+	}
+	if s.failQueueRead != nil && s.failQueueRead(s.queueReads) {
+		return store.KeyQueue{}, errors.New("the database did not answer")
 	}
 	var out store.KeyQueue
 	out.Paused = withPause && s.paused
