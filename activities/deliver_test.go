@@ -47,6 +47,8 @@ type deliverStore struct {
 	owed          []store.HeldRow
 	owedErr       error
 	writtenAtRead int
+	// recordErr fails every write of outcome rows.
+	recordErr error
 }
 
 func newDeliverStore() *deliverStore {
@@ -81,6 +83,9 @@ func (s *deliverStore) DeliveryBatch(context.Context, string, []string) (store.B
 func (s *deliverStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.recordErr != nil {
+		return s.recordErr
+	}
 	s.outcomes = append(s.outcomes, us...)
 	return nil
 }
@@ -443,6 +448,9 @@ func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
 		thenRead  int
 		fail      bool // the second event's POST fails
 		readErr   error
+		recordErr error // the outcome rows cannot be written
+		// paced: the batch time runs out after the first event.
+		paced     bool
 		wantOwed  []Event
 		wantCalls []string
 	}{
@@ -454,17 +462,24 @@ func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
 			wantCalls: []string{"batch", "lease", "release"}},
 		{name: "the read fails", local: true, thenRead: 7, readErr: errors.New("the database did not answer"),
 			wantCalls: []string{"batch", "lease", "owed 7", "release"}},
+		{name: "rows not written", local: true, thenRead: 7, recordErr: errors.New("the database did not answer"),
+			wantCalls: []string{"batch", "lease", "release"}},
+		{name: "batch time runs out", local: true, thenRead: 7, paced: true,
+			wantCalls: []string{"batch", "lease", "release"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := newDeliverStore()
-			st.owed, st.owedErr = []store.HeldRow{later}, tc.readErr
+			st.owed, st.owedErr, st.recordErr = []store.HeldRow{later}, tc.readErr, tc.recordErr
 			sender := &scriptedSender{script: map[string]PostResult{}}
 			if tc.fail {
 				sender.script[tEvents[1].ID] = PostResult{Code: CodeHandlerFailed, Status: 500, Message: "boom"}
 			}
 			in := deliverInput(tEvents[:2]...)
 			in.Local, in.ThenRead = tc.local, tc.thenRead
+			if tc.paced {
+				in.BatchTime = time.Nanosecond
+			}
 			if tc.local {
 				in.Deadline = time.Now().Add(time.Minute)
 			}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"herald/activities"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -83,5 +84,81 @@ func TestQuietKeyEnds(t *testing.T) {
 				t.Fatalf("the run read the key's rows in %d local activities of its own after the start's, want %d", localReads, tc.localReads)
 			}
 		})
+	}
+}
+
+// TestQuietReadNotReusedAfterAnAction: an operator's pause taken while the
+// quiet run's delivery runs makes the run no longer quiet, so the rows that
+// delivery read are not what ends it: a row written later (not signalled)
+// is delivered after the resume, not stranded by the earlier read.
+func TestQuietReadNotReusedAfterAnAction(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.params.IdleTimeout = 10 * time.Minute
+	h.params.EndQuietKeys = true
+	h.store.dispatched = []int64{1}
+	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
+		if id == eventID(1) { // paused while the quiet delivery runs
+			h.env.SignalWorkflow(workflows.SignalPause, workflows.ControlSignal{})
+		}
+		return activities.PostResult{}
+	})
+	h.at(time.Minute, func() {
+		h.store.mu.Lock()
+		h.store.dispatched = append(h.store.dispatched, 2) // written, not signalled
+		h.store.mu.Unlock()
+	})
+	h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+	h.run()
+	if got, want := h.sub.delivered(), ids(1, 2); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+}
+
+// TestQuietReadOnlyInItsTask: the rows a quiet run's delivery read decide
+// its end only in that workflow task. Here the run's read of its backlog
+// fails after the delivery, it waits (a later task), and the read then
+// finds the backlog gone: the run reads the rows again for itself and
+// completes, rather than going by what the delivery read (which still
+// named the settled row).
+func TestQuietReadOnlyInItsTask(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.params.IdleTimeout = 10 * time.Minute
+	h.params.EndQuietKeys = true
+	h.params.MaxQueue = 4
+	h.store.dispatched = []int64{1, 2, 3, 4, 5} // the start reads 4 of them
+	h.env.SetCurrentHistoryLength(3)
+	h.store.failQueueRead = func(n int) bool {
+		// Reads: 1 the start's, 2 the delivery's (it finds 5), 3 the
+		// backlog's, which fails; meanwhile row 5 is settled elsewhere
+		// and the run's next task begins.
+		if n == 3 {
+			h.store.outcomes[eventID(5)] = store.EventCancelled
+			h.env.SetCurrentHistoryLength(9)
+			return true
+		}
+		return false
+	}
+	localReads := 0
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == "KeyQueue" {
+			localReads++
+		}
+	})
+	h.run()
+	if got, want := h.sub.delivered(), ids(1, 2, 3, 4); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	// The backlog's two reads, then the run's own before it completes, at
+	// once: on the delivery's read it would have queued row 5 again and
+	// waited out its idle timeout.
+	if localReads != 3 {
+		t.Fatalf("the run read the key's rows in %d local activities after the start's, want 3", localReads)
+	}
+	if took := h.env.Now().Sub(h.start); took >= time.Minute {
+		t.Fatalf("completed after %v, want at once", took)
 	}
 }
