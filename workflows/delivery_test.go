@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"herald/activities"
@@ -508,6 +509,11 @@ func TestOperatorSignalInterruptsRetries(t *testing.T) {
 func TestLongQueueCarriedAsIDs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	// The size is what this tests, not the time: the run's code takes
+	// 15,000 events (three times the default MaxQueue) in one stretch,
+	// which once ran past the SDK's 1 s deadlock detection on a loaded CI
+	// machine (TMPRL1101).
+	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
 	h.params.SignalsPerRun = 3
 	h.params.MaxQueue = 15000 // the default 5,000 spills earlier (TestLongQueueSpillsToTheBacklog)
 	h.signalAt(time.Second, workflows.SignalPause, workflows.ControlSignal{})
