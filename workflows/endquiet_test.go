@@ -42,20 +42,11 @@ func TestQuietKeyEnds(t *testing.T) {
 		{name: "the delivery's read fails", endQuiet: true, failRead: true, want: ids(1), localReads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.firstAttemptVersion(workflows.OneMarkerVersion)
-			h.params.IdleTimeout = idle
-			h.params.EndQuietKeys = tc.endQuiet
-			h.store.dispatched = []int64{1} // the relay's row, as for an eager start
+			h := quietHarness(t, tc.endQuiet, 1)
 			if tc.failRead {
 				h.store.failQueueRead = func(n int) bool { return n == 2 }
 			}
-			localReads := 0
-			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-				if info.ActivityType.Name == "KeyQueue" {
-					localReads++
-				}
-			})
+			localReads := countLocalReads(h)
 			if tc.signal {
 				h.eventsAt(0, 1)
 			}
@@ -80,8 +71,8 @@ func TestQuietKeyEnds(t *testing.T) {
 			if !tc.waits && took >= time.Minute {
 				t.Fatalf("completed after %v, want at once", took)
 			}
-			if localReads != tc.localReads {
-				t.Fatalf("the run read the key's rows in %d local activities of its own after the start's, want %d", localReads, tc.localReads)
+			if *localReads != tc.localReads {
+				t.Fatalf("the run read the key's rows in %d local activities of its own after the start's, want %d", *localReads, tc.localReads)
 			}
 		})
 	}
@@ -93,11 +84,7 @@ func TestQuietKeyEnds(t *testing.T) {
 // is delivered after the resume, not stranded by the earlier read.
 func TestQuietReadNotReusedAfterAnAction(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.firstAttemptVersion(workflows.OneMarkerVersion)
-	h.params.IdleTimeout = 10 * time.Minute
-	h.params.EndQuietKeys = true
-	h.store.dispatched = []int64{1}
+	h := quietHarness(t, true, 1)
 	h.sub.setRespond(func(id string, _, _ int) activities.PostResult {
 		if id == eventID(1) { // paused while the quiet delivery runs
 			h.env.SignalWorkflow(workflows.SignalPause, workflows.ControlSignal{})
@@ -124,12 +111,8 @@ func TestQuietReadNotReusedAfterAnAction(t *testing.T) {
 // named the settled row).
 func TestQuietReadOnlyInItsTask(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.firstAttemptVersion(workflows.OneMarkerVersion)
-	h.params.IdleTimeout = 10 * time.Minute
-	h.params.EndQuietKeys = true
-	h.params.MaxQueue = 4
-	h.store.dispatched = []int64{1, 2, 3, 4, 5} // the start reads 4 of them
+	h := quietHarness(t, true, 1, 2, 3, 4, 5)
+	h.params.MaxQueue = 4 // the start reads 4 of the 5
 	h.env.SetCurrentHistoryLength(3)
 	h.store.failQueueRead = func(n int) bool {
 		// Reads: 1 the start's, 2 the delivery's (it finds 5), 3 the
@@ -142,12 +125,7 @@ func TestQuietReadOnlyInItsTask(t *testing.T) {
 		}
 		return false
 	}
-	localReads := 0
-	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == "KeyQueue" {
-			localReads++
-		}
-	})
+	localReads := countLocalReads(h)
 	h.run()
 	if got, want := h.sub.delivered(), ids(1, 2, 3, 4); !reflect.DeepEqual(got, want) {
 		t.Fatalf("delivered %v, want %v", got, want)
@@ -155,10 +133,33 @@ func TestQuietReadOnlyInItsTask(t *testing.T) {
 	// The backlog's two reads, then the run's own before it completes, at
 	// once: on the delivery's read it would have queued row 5 again and
 	// waited out its idle timeout.
-	if localReads != 3 {
-		t.Fatalf("the run read the key's rows in %d local activities after the start's, want 3", localReads)
+	if *localReads != 3 {
+		t.Fatalf("the run read the key's rows in %d local activities after the start's, want 3", *localReads)
 	}
 	if took := h.env.Now().Sub(h.start); took >= time.Minute {
 		t.Fatalf("completed after %v, want at once", took)
 	}
+}
+
+// quietHarness is a harness whose run ends quiet (Params.EndQuietKeys) or
+// waits idle 10 minutes, with the relay's rows of seqs, as for an eager start.
+func quietHarness(t *testing.T, endQuiet bool, seqs ...int64) *harness {
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.params.IdleTimeout = 10 * time.Minute
+	h.params.EndQuietKeys = endQuiet
+	h.store.dispatched = seqs
+	return h
+}
+
+// countLocalReads counts the run's local reads of the key's rows (KeyQueue;
+// the start's read is DeliveryStart).
+func countLocalReads(h *harness) *int {
+	n := new(int)
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == "KeyQueue" {
+			*n++
+		}
+	})
+	return n
 }
