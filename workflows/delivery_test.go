@@ -509,10 +509,10 @@ func TestOperatorSignalInterruptsRetries(t *testing.T) {
 func TestLongQueueCarriedAsIDs(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	// The size is what this tests, not the time: the run's code takes
+	// The size is what this tests, not the time: each run's code takes
 	// 15,000 events (three times the default MaxQueue) in one stretch,
-	// which once ran past the SDK's 1 s deadlock detection on a loaded CI
-	// machine (TMPRL1101).
+	// under 100 ms alone but past the SDK's 1 s deadlock detection twice
+	// on a loaded CI machine (TMPRL1101), once in each run.
 	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
 	h.params.SignalsPerRun = 3
 	h.params.MaxQueue = 15000 // the default 5,000 spills earlier (TestLongQueueSpillsToTheBacklog)
@@ -537,8 +537,10 @@ func TestLongQueueCarriedAsIDs(t *testing.T) {
 		t.Fatalf("carried %d events", len(next.Carry.Queue))
 	}
 
-	// The next run: resume and deliver from ids.
+	// The next run: resume and deliver from ids (15,000 again: the same
+	// deadlock detection as above).
 	h2 := newHarness(t)
+	h2.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
 	h2.params = next
 	if *regularFirstAttempt {
 		// As a next run recorded before NoMarkerVersion: its input did not
