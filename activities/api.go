@@ -218,6 +218,10 @@ type DeliverResult struct {
 	// written (DeliverInput.ThenRead); nil when not asked, not delivered,
 	// or the read failed.
 	Owed *QueueResult `json:"owed,omitempty"`
+	// LeaseKept: the key's lease could not be given back (the database did
+	// not answer); it lapses on its own, and only this run may deliver the
+	// key until then, so the run does not end quiet.
+	LeaseKept bool `json:"leaseKept,omitempty"`
 }
 
 // FailureDetails ride on the ApplicationError that Deliver returns when the

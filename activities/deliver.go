@@ -58,7 +58,8 @@ import (
 //     to be written, so the result carries those that could not be; then,
 //     for a local execution asked to (ThenRead) that delivered its whole
 //     batch with every row written, read what the key owes after it, for a
-//     run that ends quiet. The key's lease is given back after it.
+//     run that ends quiet. The key's lease is given back last; when that
+//     fails the result says so (LeaseKept).
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	d := &delivery{a: a, ctx: ctx, in: in, info: activity.GetInfo(ctx)}
 	if e := d.begin(); e != nil {
@@ -70,9 +71,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if e := d.leaseKey(); e != nil {
 		return e.result()
 	}
-	if d.keyL != nil {
-		defer d.keyL.release()
-	}
+	defer func() {
+		if d.keyL != nil { // an ending before finish
+			_ = d.keyL.release()
+		}
+	}()
 	d.w = a.startOutcomeWriter(ctx, in.SubscriptionID, in.SubjectKey)
 	d.started = time.Now()
 	d.batchTime = min(orDefault(in.BatchTime, DefaultBatchTime), d.left()/2)
@@ -401,6 +404,10 @@ func (d *delivery) finish(r DeliverResult) *ending {
 		r.Unrecorded = unrecorded
 	}
 	r.Owed = d.thenRead(r)
+	if d.keyL != nil {
+		r.LeaseKept = d.keyL.release() != nil
+		d.keyL = nil
+	}
 	return endWith(r)
 }
 

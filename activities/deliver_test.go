@@ -47,8 +47,9 @@ type deliverStore struct {
 	owed          []store.HeldRow
 	owedErr       error
 	writtenAtRead int
-	// recordErr fails every write of outcome rows.
-	recordErr error
+	// recordErr fails every write of outcome rows; releaseErr every
+	// release of the key's lease.
+	recordErr, releaseErr error
 }
 
 func newDeliverStore() *deliverStore {
@@ -105,7 +106,7 @@ func (s *deliverStore) TakeKeyLease(context.Context, string, string, string, tim
 
 func (s *deliverStore) ReleaseKeyLease(context.Context, string, string, string) error {
 	s.call("release")
-	return nil
+	return s.releaseErr
 }
 
 func (s *deliverStore) MarkUnreachable(context.Context, string) error {
@@ -450,9 +451,12 @@ func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
 		readErr   error
 		recordErr error // the outcome rows cannot be written
 		// paced: the batch time runs out after the first event.
-		paced     bool
-		wantOwed  []Event
-		wantCalls []string
+		paced bool
+		// releaseErr fails the release of the key's lease: the result
+		// says the lease is kept.
+		releaseErr error
+		wantOwed   []Event
+		wantCalls  []string
 	}{
 		{name: "asked", local: true, thenRead: 7, wantOwed: []Event{tEvents[2]},
 			wantCalls: []string{"batch", "lease", "owed 7", "release"}},
@@ -466,11 +470,14 @@ func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
 			wantCalls: []string{"batch", "lease", "release"}},
 		{name: "batch time runs out", local: true, thenRead: 7, paced: true,
 			wantCalls: []string{"batch", "lease", "release"}},
+		{name: "the lease is kept", local: true, thenRead: 7, releaseErr: errors.New("the database did not answer"),
+			wantOwed: []Event{tEvents[2]}, wantCalls: []string{"batch", "lease", "owed 7", "release"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := newDeliverStore()
 			st.owed, st.owedErr, st.recordErr = []store.HeldRow{later}, tc.readErr, tc.recordErr
+			st.releaseErr = tc.releaseErr
 			sender := &scriptedSender{script: map[string]PostResult{}}
 			if tc.fail {
 				sender.script[tEvents[1].ID] = PostResult{Code: CodeHandlerFailed, Status: 500, Message: "boom"}
@@ -489,6 +496,9 @@ func TestDeliverThenReadsWhatTheKeyOwes(t *testing.T) {
 			}
 			if got := st.Calls(); !slices.Equal(got, tc.wantCalls) {
 				t.Fatalf("store calls %v, want %v", got, tc.wantCalls)
+			}
+			if r.LeaseKept != (tc.releaseErr != nil) {
+				t.Fatalf("lease kept %v, want %v", r.LeaseKept, tc.releaseErr != nil)
 			}
 			switch {
 			case tc.wantOwed == nil && r.Owed != nil:

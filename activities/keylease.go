@@ -76,10 +76,12 @@ func (l *keyLease) renew(ctx context.Context, timeout time.Duration) bool {
 }
 
 // release gives the lease back, whatever became of the execution's context.
-func (l *keyLease) release() {
+func (l *keyLease) release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := l.a.Store.ReleaseKeyLease(ctx, l.sub, l.subject, l.owner); err != nil {
+	err := l.a.Store.ReleaseKeyLease(ctx, l.sub, l.subject, l.owner)
+	if err != nil {
 		l.a.warn("release the key's lease", l.sub, err)
 	}
+	return err
 }

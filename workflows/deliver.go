@@ -97,6 +97,12 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	default:
 		d.applyResult(ctx, res, now)
 		d.owed, d.owedTask = res.Owed, workflow.GetInfo(ctx).GetCurrentHistoryLength()
+		if res.LeaseKept {
+			// The key's lease, owned by this run, is still held: a run
+			// that ended now would leave the key's next run waiting for
+			// it. This one waits idle and takes the next event itself.
+			d.endQuiet = false
+		}
 	}
 	d.runDeferred(ctx)
 }

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -138,6 +139,23 @@ func TestQuietReadOnlyInItsTask(t *testing.T) {
 	}
 	if took := h.env.Now().Sub(h.start); took >= time.Minute {
 		t.Fatalf("completed after %v, want at once", took)
+	}
+}
+
+// TestQuietKeyKeepsItsLease: a quiet run whose delivery could not give the
+// key's lease back (the database did not answer) does not end: the lease
+// is its run's, and the key's next run would wait for it to lapse. It
+// waits idle, as a run that took a signal does.
+func TestQuietKeyKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	h := quietHarness(t, true, 1)
+	h.store.releaseErr = errors.New("the database did not answer")
+	h.run()
+	if got, want := h.sub.delivered(), ids(1); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %v, want %v", got, want)
+	}
+	if took := h.env.Now().Sub(h.start); took < 10*time.Minute {
+		t.Fatalf("completed after %v, want the idle timeout waited", took)
 	}
 }
 

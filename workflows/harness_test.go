@@ -285,8 +285,10 @@ type fakeStore struct {
 	// reads counts the batches read: one per Deliver execution;
 	// queueReads the reads of a key's rows.
 	reads, queueReads int
-	// failQueueRead, when set, fails the nth read of a key's rows (from 1).
+	// failQueueRead, when set, fails the nth read of a key's rows (from 1);
+	// releaseErr fails every release of the key's lease.
 	failQueueRead func(n int) bool
+	releaseErr    error
 	// dispatched are the seqs the relay handed to the key (the backlog's source).
 	dispatched []int64
 	// deliveredBy is the outcome rows' delivered_by.
@@ -550,7 +552,11 @@ func (s *fakeStore) TakeKeyLease(_ context.Context, _, _, holder string, ttl tim
 	return true, time.Now().Add(ttl), nil
 }
 
-func (s *fakeStore) ReleaseKeyLease(context.Context, string, string, string) error { return nil }
+func (s *fakeStore) ReleaseKeyLease(context.Context, string, string, string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releaseErr
+}
 
 func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int64, status, _ string) (int, error) {
 	s.mu.Lock()
