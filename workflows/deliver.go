@@ -49,7 +49,7 @@ func (d *delivery) deliver(ctx workflow.Context) {
 	if local && d.quiet() && len(batch) == len(d.Queue) {
 		// The run may end once this goes: the same local activity reads
 		// what the key owes after it, instead of a read of its own.
-		in.ThenRead = d.p.MaxQueue / 2
+		in.ThenRead = d.readLimit()
 	}
 	if !local && d.localTried == head.Event.ID {
 		// This head had a local attempt in this run: an event that attempt

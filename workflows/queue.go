@@ -204,8 +204,8 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 		}
 	}
 	limit := 0
-	if d.Backlog && d.normalQueued() <= d.p.MaxQueue/2 {
-		limit = d.p.MaxQueue / 2
+	if d.Backlog && d.normalQueued() <= d.readLimit() {
+		limit = d.readLimit()
 	}
 	if limit == 0 && len(d.claims) == 0 && d.unchecked == 0 {
 		return
@@ -240,6 +240,15 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 	}
 }
 
+// readLimit is how many rows one read of the key's log or outcome rows
+// takes: half the queue, so that a read made when the queue is at most half
+// full never overfills it. The backlog's refills, the reads of claims and
+// the read before a run completes (its own, or the one a delivery makes for
+// it, DeliverInput.ThenRead) all take this many.
+func (d *delivery) readLimit() int {
+	return d.p.MaxQueue / 2
+}
+
 // owesNothing reports whether the rows confirm that the key owes nothing,
 // before its run completes; what they still hold is queued instead.
 func (d *delivery) owesNothing(ctx workflow.Context) bool {
@@ -255,7 +264,7 @@ func (d *delivery) owesNothing(ctx workflow.Context) bool {
 		q = *owed
 	} else {
 		in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
-			Limit: d.p.MaxQueue / 2}
+			Limit: d.readLimit()}
 		if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
 			d.logger.Warn("read the key's outcome rows before completing", "error", err)
 			d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
@@ -469,10 +478,10 @@ func (d *delivery) find(id string) int {
 // The read blocks the loop, so no event signal is taken in meanwhile: one
 // that arrives is handled after, against the refilled queue.
 func (d *delivery) refill(ctx workflow.Context) {
-	if !d.Backlog || d.normalQueued() > d.p.MaxQueue/2 {
+	if !d.Backlog || d.normalQueued() > d.readLimit() {
 		return
 	}
-	limit := d.p.MaxQueue / 2
+	limit := d.readLimit()
 	in := activities.BacklogInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
 		After: d.BacklogAfter, Limit: limit}
 	var evs []activities.BacklogEvent
