@@ -9,6 +9,11 @@
 #   scripts/pg.sh runtime-url DIR
 #                             print the URL of the runtime role
 #
+# The cluster runs with fsync and synchronous_commit off: its data is
+# throwaway and a crash may lose it. HERALD_PG_DURABLE=1 at start runs it as
+# production does (both on), for figures whose cost is the WAL flush of a
+# commit (BenchmarkConcurrentPublish).
+#
 # Two roles, as in production (docs/production.md): herald owns the
 # database and Herald's tables and runs the migrations (and, with CREATEROLE,
 # the tests that make roles of their own); herald_app is the runtime role of
@@ -100,6 +105,8 @@ case "$cmd" in
     if as_pg "$pgbin/pg_ctl" -D "$h/data" status >/dev/null 2>&1; then url_of; exit 0; fi
     # Another process may take the same free port at the same moment: try a few.
     started=""
+    durability="-c fsync=off -c synchronous_commit=off"
+    if [ "${HERALD_PG_DURABLE:-}" = 1 ]; then durability="-c fsync=on -c synchronous_commit=on"; fi
     # A restart keeps the cluster's port (clients keep their URL) while it is free.
     prev=$(cat "$dir/port" 2>/dev/null || true)
     for _ in 1 2 3 4 5; do
@@ -107,7 +114,7 @@ case "$cmd" in
       prev=""
       echo "$port" >"$dir/port"
       if as_pg "$pgbin/pg_ctl" -D "$h/data" -l "$h/server.log" -w -t 60 \
-        -o "-p $port -k $h -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
+        -o "-p $port -k $h -c listen_addresses=127.0.0.1 -c max_connections=200 $durability" \
         start >/dev/null; then started=1; break; fi
     done
     [ -n "$started" ] || { tail -n 20 "$h/server.log" >&2; exit 1; }
