@@ -20,8 +20,8 @@ var notVariables = map[string]string{
 }
 
 // testVariables lists the HERALD_ and TEMPORAL_ names in the tests, the
-// benchmark, the chaos suite, the end-to-end tests and internal/ that the
-// programs do not read (those are in configuration.md).
+// benchmark, the chaos suite, the end-to-end tests, internal/ and the
+// scripts that the programs do not read (those are in configuration.md).
 func testVariables(t *testing.T) []string {
 	t.Helper()
 	programs := map[string]bool{}
@@ -58,6 +58,24 @@ func testVariables(t *testing.T) []string {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The scripts the tests start their services with (scripts/pg.sh,
+	// scripts/temporal.sh) read variables of their own.
+	scripts, err := filepath.Glob("../scripts/*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shellVar := regexp.MustCompile(`\$\{?((?:HERALD|TEMPORAL)_[A-Z0-9_]+)`)
+	for _, path := range scripts {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range shellVar.FindAllStringSubmatch(string(src), -1) {
+			if !programs[m[1]] {
+				seen[m[1]] = true
+			}
+		}
 	}
 	var out []string
 	for n := range seen {
