@@ -99,7 +99,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the database schema, the namespace, the worker logs and any server started here")
 	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")
-	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on); not with TEMPORAL_ADDRESS, which names the one server to use")
+	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on), pinned (the defaults, the server on a CPU of its own and everything else on the others; not by default); not with TEMPORAL_ADDRESS, which names the one server to use")
 	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating), and summarise with medians")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -280,6 +280,14 @@ func runOnServer(ctx context.Context, cfg Config, o options, sc ServerConfig, pr
 		}
 		cfg.TemporalAddress = svc.TemporalAddress
 		cfg.PIDs["temporal"] = svc.PIDs["temporal"]
+	}
+	if sc.Pin {
+		restore, where, err := pinServer(cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+		progress("%s", where)
 	}
 	id := randomHex(4)
 	dbURL, dropSchema, err := createSchema(ctx, cfg.DatabaseURL, "bench_"+id)

@@ -32,6 +32,9 @@ type ServerConfig struct {
 	Settings string `json:"settings"`
 	// Flags are the extra start-dev flags.
 	Flags []string `json:"flags,omitempty"`
+	// Pin runs the server on a CPU of its own and everything else on the
+	// others (cpuSplit).
+	Pin bool `json:"pin,omitempty"`
 }
 
 // ServerConfigs are the configurations make bench measures by default, in
@@ -42,6 +45,10 @@ var ServerConfigs = []ServerConfig{
 	{Name: "default", Settings: "dev server, default settings (eager activity execution off)"},
 	{Name: "eager", Settings: "dev server, default settings + system.enableActivityEagerExecution=true",
 		Flags: []string{"--dynamic-config-value", "system.enableActivityEagerExecution=true"}},
+	// Not measured unless named: on a machine of few CPUs it says what a
+	// system costs Temporal when its own work runs elsewhere, as it does
+	// where Temporal has machines of its own.
+	{Name: "pinned", Settings: "dev server, default settings, on a CPU of its own (PostgreSQL, the workers and the bench on the others)", Pin: true},
 }
 
 // selectServers picks server configurations by name ("default,eager").
@@ -65,7 +72,7 @@ func selectServers(names string) ([]ServerConfig, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown server configuration %q (use default, eager)", name)
+			return nil, fmt.Errorf("unknown server configuration %q (use default, eager, pinned)", name)
 		}
 	}
 	if len(out) == 0 {
