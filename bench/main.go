@@ -287,7 +287,8 @@ func runOnServer(ctx context.Context, cfg Config, o options, sc ServerConfig, pr
 			return nil, err
 		}
 		defer restore()
-		progress("%s", where)
+		progress("pinned: %s", where)
+		cfg.Server.Settings += " (" + where + ")"
 	}
 	id := randomHex(4)
 	dbURL, dropSchema, err := createSchema(ctx, cfg.DatabaseURL, "bench_"+id)

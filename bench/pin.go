@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinServer splits the CPUs for one measurement on cfg's servers (-pin):
+// pinServer splits the CPUs for one measurement on cfg's servers:
 // the Temporal server's process (cfg.PIDs, or the one listening on its
 // address) on one, PostgreSQL's (when it listens here) and the bench's on
 // the rest. It returns how to undo it and where each side runs.
@@ -32,10 +32,11 @@ func pinServer(cfg Config) (restore func(), where string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return restore, split.describe(), nil
+	return restore, split.describe(pgPID != 0), nil
 }
 
-// cpuSplit is where -pin puts the processes of a measurement: the Temporal
+// cpuSplit is where the pinned server configuration (-servers pinned) puts
+// the processes of a measurement: the Temporal
 // server on the first CPU the bench may use, everything else (PostgreSQL,
 // Herald's worker, the floors' and ceilings' workers, the publisher and the
 // sink in the bench itself) on the rest, as when Temporal runs on machines
@@ -53,10 +54,10 @@ type cpuSplit struct {
 func splitCPUs() (cpuSplit, error) {
 	var s cpuSplit
 	if err := unix.SchedGetaffinity(0, &s.all); err != nil {
-		return s, fmt.Errorf("-pin: read the bench's CPUs: %w", err)
+		return s, fmt.Errorf("pinned: read the bench's CPUs: %w", err)
 	}
 	if s.all.Count() < 2 {
-		return s, fmt.Errorf("-pin: needs two CPUs at least, the bench may use %d", s.all.Count())
+		return s, fmt.Errorf("pinned: needs two CPUs at least, the bench may use %d", s.all.Count())
 	}
 	first := true
 	for cpu := 0; cpu < 1024; cpu++ {
@@ -73,9 +74,14 @@ func splitCPUs() (cpuSplit, error) {
 	return s, nil
 }
 
-// describe says where each side runs, for the report.
-func (s cpuSplit) describe() string {
-	return fmt.Sprintf("pinned: Temporal on CPU %s, the rest on CPU %s", cpuList(s.server), cpuList(s.rest))
+// describe says where each side runs, for the report; pgPinned whether
+// PostgreSQL was found here and moved.
+func (s cpuSplit) describe(pgPinned bool) string {
+	if pgPinned {
+		return fmt.Sprintf("Temporal on CPU %s; PostgreSQL, the workers and the bench on CPU %s", cpuList(s.server), cpuList(s.rest))
+	}
+	return fmt.Sprintf("Temporal on CPU %s; the workers and the bench on CPU %s (PostgreSQL not found here: not pinned)",
+		cpuList(s.server), cpuList(s.rest))
 }
 
 // cpuList writes a CPU set as its CPUs' numbers ("1,2,3").
@@ -94,42 +100,72 @@ func cpuList(set unix.CPUSet) string {
 
 // pin puts the Temporal server's process tree on the server's CPU and
 // PostgreSQL's (when local: pgPID not 0) and the bench's own on the rest;
-// processes they start later inherit their parent's set. It returns a
-// function that gives the bench and PostgreSQL every CPU back (the server,
-// started for one measurement, stops).
+// processes and threads they start later inherit their creator's set. It
+// returns a function that gives each its set from before back: the bench
+// and the server (kept running with -keep) all of the bench's CPUs,
+// PostgreSQL the set its postmaster had.
 func (s cpuSplit) pin(temporalPID, pgPID int) (restore func(), err error) {
 	if temporalPID == 0 {
-		return nil, fmt.Errorf("-pin: the Temporal server's process is unknown (a server on another machine has nothing to pin; -temporal-pid names a local one)")
+		return nil, fmt.Errorf("pinned: the Temporal server's process is unknown")
 	}
-	if err := setTreeAffinity(temporalPID, &s.server); err != nil {
-		return nil, fmt.Errorf("-pin: the Temporal server: %w", err)
+	var pgWas unix.CPUSet
+	if pgPID != 0 {
+		if err := unix.SchedGetaffinity(pgPID, &pgWas); err != nil {
+			return nil, fmt.Errorf("pinned: read PostgreSQL's CPUs: %w", err)
+		}
 	}
 	restore = func() {
-		_ = setTreeAffinity(os.Getpid(), &s.all)
-		if pgPID != 0 {
-			_ = setTreeAffinity(pgPID, &s.all)
+		for _, r := range []struct {
+			what string
+			pid  int
+			set  *unix.CPUSet
+		}{{"the bench", os.Getpid(), &s.all}, {"the Temporal server", temporalPID, &s.all}, {"PostgreSQL", pgPID, &pgWas}} {
+			if r.pid == 0 {
+				continue
+			}
+			if err := setTreeAffinity(r.pid, r.set); err != nil && r.pid != temporalPID {
+				fmt.Fprintf(os.Stderr, "bench: pinned: give %s its CPUs back: %v\n", r.what, err)
+			}
 		}
+	}
+	if err := setTreeAffinity(temporalPID, &s.server); err != nil {
+		return nil, fmt.Errorf("pinned: the Temporal server: %w", err)
 	}
 	if pgPID != 0 {
 		if err := setTreeAffinity(pgPID, &s.rest); err != nil {
 			restore()
-			return nil, fmt.Errorf("-pin: PostgreSQL: %w", err)
+			return nil, fmt.Errorf("pinned: PostgreSQL: %w", err)
 		}
 	}
 	if err := setTreeAffinity(os.Getpid(), &s.rest); err != nil {
 		restore()
-		return nil, fmt.Errorf("-pin: the bench: %w", err)
+		return nil, fmt.Errorf("pinned: the bench: %w", err)
 	}
 	return restore, nil
 }
 
 // setTreeAffinity sets the CPUs of every thread of pid and of its
-// descendants. A process or thread that ends meanwhile is skipped.
+// descendants. A process or thread that ends meanwhile is skipped. A thread
+// or process started during a pass by one not yet moved would keep the old
+// set, so the passes go on until one finds nothing new (at most five).
 func setTreeAffinity(pid int, set *unix.CPUSet) error {
+	done := map[int]bool{}
+	for range 5 {
+		moved, err := setTreeAffinityOnce(pid, set, done)
+		if err != nil || moved == 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// setTreeAffinityOnce is one pass of setTreeAffinity over the threads not
+// in done, which it adds them to; it returns how many it moved.
+func setTreeAffinityOnce(pid int, set *unix.CPUSet, done map[int]bool) (moved int, err error) {
 	children := map[int][]int{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
@@ -146,20 +182,22 @@ func setTreeAffinity(pid int, set *unix.CPUSet) error {
 		todo = append(todo[1:], children[p]...)
 		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*", p))
 		if err != nil {
-			return err
+			return moved, err
 		}
 		if p == pid && len(tasks) == 0 {
-			return fmt.Errorf("process %d not found", pid)
+			return moved, fmt.Errorf("process %d not found", pid)
 		}
 		for _, task := range tasks {
 			tid, err := strconv.Atoi(filepath.Base(task))
-			if err != nil {
+			if err != nil || done[tid] {
 				continue
 			}
 			if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
-				return fmt.Errorf("set the CPUs of thread %d of %d: %w", tid, p, err)
+				return moved, fmt.Errorf("set the CPUs of thread %d of %d: %w", tid, p, err)
 			}
+			done[tid] = true
+			moved++
 		}
 	}
-	return nil
+	return moved, nil
 }

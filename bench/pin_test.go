@@ -19,8 +19,11 @@ func TestCPUListNamesTheSetsCPUs(t *testing.T) {
 	rest.Set(2)
 	rest.Set(3)
 	s := cpuSplit{server: server, rest: rest}
-	if got, want := s.describe(), "pinned: Temporal on CPU 0, the rest on CPU 2,3"; got != want {
-		t.Errorf("describe() = %q, want %q", got, want)
+	if got, want := s.describe(true), "Temporal on CPU 0; PostgreSQL, the workers and the bench on CPU 2,3"; got != want {
+		t.Errorf("describe(true) = %q, want %q", got, want)
+	}
+	if got := s.describe(false); !strings.Contains(got, "PostgreSQL not found here: not pinned") {
+		t.Errorf("describe(false) = %q, does not say PostgreSQL stayed where it was", got)
 	}
 }
 

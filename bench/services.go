@@ -48,7 +48,7 @@ var ServerConfigs = []ServerConfig{
 	// Not measured unless named: on a machine of few CPUs it says what a
 	// system costs Temporal when its own work runs elsewhere, as it does
 	// where Temporal has machines of its own.
-	{Name: "pinned", Settings: "dev server, default settings, on a CPU of its own (PostgreSQL, the workers and the bench on the others)", Pin: true},
+	{Name: "pinned", Settings: "dev server, default settings, on a CPU of its own", Pin: true},
 }
 
 // selectServers picks server configurations by name ("default,eager").

@@ -102,11 +102,19 @@ case "$cmd" in
     fi
     owner_pw=$(password "$dir/owner.password")
     runtime_pw=$(password "$dir/runtime.password")
-    if as_pg "$pgbin/pg_ctl" -D "$h/data" status >/dev/null 2>&1; then url_of; exit 0; fi
+    want_durable=0; [ "${HERALD_PG_DURABLE:-}" = 1 ] && want_durable=1
+    if as_pg "$pgbin/pg_ctl" -D "$h/data" status >/dev/null 2>&1; then
+      # Already running: it keeps the durability it was started with.
+      if [ "$(cat "$dir/durable" 2>/dev/null || echo 0)" != "$want_durable" ]; then
+        echo "pg.sh: the cluster in $dir is already running with HERALD_PG_DURABLE=$(cat "$dir/durable" 2>/dev/null || echo 0); stop it first to start it with HERALD_PG_DURABLE=$want_durable" >&2
+      fi
+      url_of; exit 0
+    fi
     # Another process may take the same free port at the same moment: try a few.
     started=""
     durability="-c fsync=off -c synchronous_commit=off"
-    if [ "${HERALD_PG_DURABLE:-}" = 1 ]; then durability="-c fsync=on -c synchronous_commit=on"; fi
+    if [ "$want_durable" = 1 ]; then durability="-c fsync=on -c synchronous_commit=on"; fi
+    echo "$want_durable" >"$dir/durable"
     # A restart keeps the cluster's port (clients keep their URL) while it is free.
     prev=$(cat "$dir/port" 2>/dev/null || true)
     for _ in 1 2 3 4 5; do

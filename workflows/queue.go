@@ -240,11 +240,12 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 	}
 }
 
-// readLimit is how many rows one read of the key's log or outcome rows
-// takes: half the queue, so that a read made when the queue is at most half
-// full never overfills it. The backlog's refills, the reads of claims and
-// the read before a run completes (its own, or the one a delivery makes for
-// it, DeliverInput.ThenRead) all take this many.
+// readLimit is how many rows a read of the key's backlog or outcome rows
+// takes once the run has started: half the queue, so that a refill, made
+// only when the queue is at most half full, takes no more than the room it
+// has. The refills from the log, the backlog's and the read before a run
+// completes (its own, or the one a delivery makes for it,
+// DeliverInput.ThenRead) take this many; the start reads a whole queue.
 func (d *delivery) readLimit() int {
 	return d.p.MaxQueue / 2
 }
