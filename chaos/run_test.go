@@ -498,17 +498,23 @@ func (r *run) verify(title string, settled time.Duration) {
 // the base wait and measures how much of each wait the settings explain.
 // It returns a note on histories it could not read.
 func (r *run) explainWaits(waits []headWait, faults []fault) ([]explanation, string) {
+	c := r.temporal()
+	defer c.Close()
 	hist := map[subKey][]span{}
 	var failed []string
 	var out []explanation
 	for _, w := range waits {
 		sk := subKey{w.Sub, w.Key}
 		if _, ok := hist[sk]; !ok {
-			evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
+			runs, err := r.env.histories(c, workflows.DeliveryID(w.Sub, w.Key))
 			if err != nil {
 				failed = append(failed, err.Error())
 			}
-			hist[sk] = spans(evs)
+			var all []span
+			for _, run := range runs {
+				all = append(all, spans(run.Events)...)
+			}
+			hist[sk] = all
 		}
 		out = append(out, explain(w, hist[sk], faults))
 	}
@@ -525,14 +531,25 @@ func (r *run) explainWait(b *strings.Builder, x explanation) {
 	if w.Sub == "" {
 		return
 	}
-	evs, err := r.env.history(workflows.DeliveryID(w.Sub, w.Key))
+	c := r.temporal()
+	defer c.Close()
+	runs, err := r.env.histories(c, workflows.DeliveryID(w.Sub, w.Key))
 	if err != nil {
 		fmt.Fprintf(b, "history of %s: %v\n", w.name(), err)
 		return
 	}
 	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; histories in the run's directory):\n", w.name(), w.Ack.Sub(w.Start).Seconds(), rel(w.Start, r.t0), rel(w.Ack, r.t0))
-	for _, line := range timeline(evs, w.Start, w.Ack, r.t0) {
-		fmt.Fprintf(b, "  %s\n", line)
+	for i, run := range runs {
+		lines := timeline(run.Events, w.Start, w.Ack, r.t0)
+		if len(lines) == 0 {
+			continue
+		}
+		if len(runs) > 1 {
+			fmt.Fprintf(b, "  run %d of %d (%s):\n", i+1, len(runs), run.RunID)
+		}
+		for _, line := range lines {
+			fmt.Fprintf(b, "  %s\n", line)
+		}
 	}
 }
 

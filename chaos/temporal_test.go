@@ -1,16 +1,24 @@
 package chaos_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"herald/internal/testenv"
 )
@@ -159,23 +167,73 @@ type historyEvent struct {
 	} `json:"workflowExecutionSignaledEventAttributes"`
 }
 
-// history reads a workflow's history with the Temporal CLI and keeps a copy
-// in the run's directory.
-func (e *env) history(workflowID string) ([]historyEvent, error) {
-	out, err := exec.Command(temporalCLI(), "workflow", "show", "--address", e.temporalAddr, "--namespace", "default",
-		"--workflow-id", workflowID, "--output", "json").Output()
-	if err != nil {
-		return nil, fmt.Errorf("temporal workflow show %s: %w", workflowID, err)
+// runHistory is one run of a workflow: its id and its history's events.
+type runHistory struct {
+	RunID  string
+	Events []historyEvent
+}
+
+// histories reads the history of every run of a workflow, oldest first, and
+// keeps a copy of each in the run's directory. A key's wait can span runs: a
+// terminated run, one that continued as new, a quiet run that ended before
+// the key was owed more. Event ids restart in each run, so each run's events
+// are read on their own (spans) and only their times are compared across
+// runs.
+func (e *env) histories(c client.Client, workflowID string) ([]runHistory, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type run struct {
+		id    string
+		start time.Time
 	}
+	var runs []run
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         fmt.Sprintf("WorkflowId = '%s'", workflowID),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the runs of %s: %w", workflowID, err)
+		}
+		for _, ex := range resp.Executions {
+			runs = append(runs, run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()})
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
 	name := strings.NewReplacer(":", "_", "@", "_", "/", "_").Replace(workflowID)
-	_ = os.WriteFile(filepath.Join(e.dir, "history-"+name+".json"), out, 0o644)
-	var h struct {
-		Events []historyEvent `json:"events"`
+	out := make([]runHistory, 0, len(runs))
+	for i, r := range runs {
+		var h historypb.History
+		it := c.GetWorkflowHistory(ctx, workflowID, r.id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("read the history of %s run %s: %w", workflowID, r.id, err)
+			}
+			h.Events = append(h.Events, ev)
+		}
+		// protojson writes the names and forms the Temporal CLI's JSON uses.
+		b, err := protojson.Marshal(&h)
+		if err != nil {
+			return nil, fmt.Errorf("encode the history of %s run %s: %w", workflowID, r.id, err)
+		}
+		_ = os.WriteFile(filepath.Join(e.dir, fmt.Sprintf("history-%s-%02d-%s.json", name, i+1, r.id)), b, 0o644)
+		var decoded struct {
+			Events []historyEvent `json:"events"`
+		}
+		if err := json.Unmarshal(b, &decoded); err != nil {
+			return nil, fmt.Errorf("decode the history of %s run %s: %w", workflowID, r.id, err)
+		}
+		out = append(out, runHistory{r.id, decoded.Events})
 	}
-	if err := json.Unmarshal(out, &h); err != nil {
-		return nil, fmt.Errorf("decode the history of %s: %w", workflowID, err)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("visibility lists no run of %s", workflowID)
 	}
-	return h.Events, nil
+	return out, nil
 }
 
 // timeline lists what in a history, between from and to, holds a key up:
