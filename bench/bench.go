@@ -6,14 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -462,16 +459,10 @@ func (b *bench) serverPIDs() map[string]int {
 			pids[k] = v
 		}
 	}
-	if pids["temporal"] == 0 {
-		if pid := listenerPID(b.cfg.TemporalAddress); pid > 0 {
-			pids["temporal"] = pid
-		}
-	}
-	if pids["postgres"] == 0 {
-		if pc, err := pgconn.ParseConfig(b.cfg.DatabaseURL); err == nil {
-			if pid := listenerPID(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))); pid > 0 {
-				pids["postgres"] = pid
-			}
+	temporal, postgres := localServers(b.cfg)
+	for name, pid := range map[string]int{"temporal": temporal, "postgres": postgres} {
+		if pid > 0 {
+			pids[name] = pid
 		}
 	}
 	pids["bench"] = os.Getpid()

@@ -2,32 +2,23 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sys/unix"
 )
 
-// pinServer splits the CPUs for one measurement on cfg's servers:
-// the Temporal server's process (cfg.PIDs, or the one listening on its
-// address) on one, PostgreSQL's (when it listens here) and the bench's on
-// the rest. It returns how to undo it and where each side runs.
+// pinServer splits the CPUs for one measurement on cfg's servers (as
+// localServers finds them): the Temporal server's process on one,
+// PostgreSQL's (when found here) and the bench's on the rest. It returns
+// how to undo it and where each side runs.
 func pinServer(cfg Config) (restore func(), where string, err error) {
 	split, err := splitCPUs()
 	if err != nil {
 		return nil, "", err
 	}
-	temporalPID := cfg.PIDs["temporal"]
-	if temporalPID == 0 {
-		temporalPID = listenerPID(cfg.TemporalAddress)
-	}
-	pgPID := 0
-	if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
-		pgPID = listenerPID(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))))
-	}
+	temporalPID, pgPID := localServers(cfg)
 	restore, err = split.pin(temporalPID, pgPID)
 	if err != nil {
 		return nil, "", err
@@ -162,19 +153,13 @@ func setTreeAffinity(pid int, set *unix.CPUSet) error {
 // setTreeAffinityOnce is one pass of setTreeAffinity over the threads not
 // in done, which it adds them to; it returns how many it moved.
 func setTreeAffinityOnce(pid int, set *unix.CPUSet, done map[int]bool) (moved int, err error) {
-	children := map[int][]int{}
-	entries, err := os.ReadDir("/proc")
+	procs, err := processes()
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(p); err == nil {
-			children[st.PPID] = append(children[st.PPID], p)
-		}
+	children := map[int][]int{}
+	for p, st := range procs {
+		children[st.PPID] = append(children[st.PPID], p)
 	}
 	todo := []int{pid}
 	for len(todo) > 0 {

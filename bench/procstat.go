@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat. It is
@@ -60,6 +62,26 @@ func readStat(pid int) (procTimes, error) {
 	return parseStat(string(b))
 }
 
+// processes reads the stat of every process on the machine, by PID. A
+// process that ends meanwhile is left out.
+func processes() (map[int]procTimes, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]procTimes, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			out[pid] = st
+		}
+	}
+	return out, nil
+}
+
 // treeCPU is the CPU seconds used so far by a process, its reaped children
 // and its living children except those in apart (counted on their own): a
 // PostgreSQL postmaster and its backends, or the bench without the worker
@@ -70,17 +92,12 @@ func treeCPU(pid int, apart ...int) (float64, error) {
 		return 0, err
 	}
 	total := root.Self + root.Children
-	entries, err := os.ReadDir("/proc")
+	procs, err := processes()
 	if err != nil {
 		return total, nil
 	}
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid || slices.Contains(apart, child) {
-			continue
-		}
-		t, err := readStat(child)
-		if err == nil && t.PPID == pid {
+	for child, t := range procs {
+		if t.PPID == pid && child != pid && !slices.Contains(apart, child) {
 			total += t.Self
 		}
 	}
@@ -132,6 +149,24 @@ func loadAverage() float64 {
 		return -1
 	}
 	return v
+}
+
+// localServers finds the local Temporal and PostgreSQL servers of cfg, for
+// CPU accounting and the pinned configuration: the PIDs the caller named in
+// cfg.PIDs, else the processes listening on their addresses. Either is 0
+// when not found here.
+func localServers(cfg Config) (temporal, postgres int) {
+	temporal, postgres = cfg.PIDs["temporal"], cfg.PIDs["postgres"]
+	if temporal <= 0 {
+		temporal = listenerPID(cfg.TemporalAddress)
+	}
+	if postgres <= 0 {
+		postgres = 0
+		if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
+			postgres = listenerPID(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))))
+		}
+	}
+	return temporal, postgres
 }
 
 // listenerPID finds the local process listening on the TCP port of
