@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"herald/internal/jsonvalue"
 )
 
 // TimeLayout is how the envelope's time is written: RFC 3339 in UTC with
@@ -42,23 +44,23 @@ func (e Envelope) Encode() []byte {
 	var b bytes.Buffer
 	b.Grow(len(e.Data) + len(e.Subject) + len(e.Type) + 256)
 	b.WriteString(`{"specversion":"1.0","id":`)
-	writeJSONString(&b, e.ID)
+	b.Write(appendString(b.AvailableBuffer(), e.ID))
 	b.WriteString(`,"source":`)
-	writeJSONString(&b, "app:"+e.App)
+	b.Write(appendString(b.AvailableBuffer(), "app:"+e.App))
 	b.WriteString(`,"type":`)
-	writeJSONString(&b, e.Type)
+	b.Write(appendString(b.AvailableBuffer(), e.Type))
 	b.WriteString(`,"subject":`)
-	writeJSONString(&b, e.Subject)
+	b.Write(appendString(b.AvailableBuffer(), e.Subject))
 	b.WriteString(`,"time":"`)
 	b.WriteString(e.Time.UTC().Format(TimeLayout))
 	b.WriteString(`","datacontenttype":"application/json","dataversion":`)
 	b.WriteString(strconv.Itoa(e.Version))
 	if e.TraceParent != "" {
 		b.WriteString(`,"traceparent":`)
-		writeJSONString(&b, e.TraceParent)
+		b.Write(appendString(b.AvailableBuffer(), e.TraceParent))
 		if e.TraceState != "" {
 			b.WriteString(`,"tracestate":`)
-			writeJSONString(&b, e.TraceState)
+			b.Write(appendString(b.AvailableBuffer(), e.TraceState))
 		}
 	}
 	b.WriteString(`,"data":`)
@@ -67,22 +69,12 @@ func (e Envelope) Encode() []byte {
 	return b.Bytes()
 }
 
-// writeJSONString writes s as a JSON string, leaving <, > and & readable.
-func writeJSONString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes; writing to a Buffer cannot fail
-	b.Truncate(b.Len() - 1)
-}
-
 // ContentHash identifies an event's content for idempotent re-publishing:
 // SHA-256 over app, type, version, subject and the canonical data (from
 // Canonical). The time is left out, so retrying a publish without an
 // explicit time finds the same content.
 func ContentHash(app, typ string, version int, subject string, canonicalData []byte) string {
-	// canonicalData comes from Canonical, so marshalling cannot fail.
-	doc, _ := json.Marshal([]any{app, typ, version, subject, json.RawMessage(canonicalData)})
-	sum := sha256.Sum256(doc)
+	sum := sha256.Sum256(hashDoc(app, typ, version, subject, canonicalData))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -90,13 +82,16 @@ func ContentHash(app, typ string, version int, subject string, canonicalData []b
 // keeping numbers as written and <, > and & readable, so equal data hashes
 // equally whatever its formatting.
 func Canonical(data []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonvalue.Decode(data)
+	if err != nil {
 		return nil, fmt.Errorf("canonicalize data: %w", err)
 	}
-	return marshal(v)
+	return CanonicalValue(v)
+}
+
+// CanonicalValue is Canonical for data already decoded by jsonvalue.Decode.
+func CanonicalValue(v any) ([]byte, error) {
+	return appendCanonical(nil, v)
 }
 
 // Data encodes v (an operational event's payload, say) as canonical JSON:

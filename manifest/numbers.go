@@ -65,6 +65,9 @@ func shortNumber(s string) string {
 // returns a DataError for each number out of bounds, at most
 // maxNumberErrors of them, in the order of their pointers.
 func numberErrors(v any) []DataError {
+	if !anyNumberProblem(v) {
+		return nil // the common case, without the sorted walk's paths
+	}
 	var out []DataError
 	var path []string
 	var walk func(v any)
@@ -79,7 +82,7 @@ func numberErrors(v any) []DataError {
 			}
 		case []any:
 			for i, e := range v {
-				path = append(path, fmt.Sprint(i))
+				path = append(path, strconv.Itoa(i))
 				walk(e)
 				path = path[:len(path)-1]
 			}
@@ -98,4 +101,25 @@ func numberErrors(v any) []DataError {
 	}
 	walk(v)
 	return out
+}
+
+// anyNumberProblem reports whether numberErrors would find anything in v.
+func anyNumberProblem(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		return numberProblem(string(v)) != ""
+	case []any:
+		for _, e := range v {
+			if anyNumberProblem(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if anyNumberProblem(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"herald/internal/jsonvalue"
 )
 
 // Limits on an event's dataSchema.
@@ -231,10 +233,17 @@ func ValidateData(schema *jsonschema.Schema, data json.RawMessage) []DataError {
 // starts with an error matching ErrValidationBudget; otherwise its steps are
 // taken from b.
 func ValidateDataWithin(schema *jsonschema.Schema, data json.RawMessage, b *Budget) ([]DataError, error) {
-	doc, err := decodeJSON(data)
+	doc, err := jsonvalue.Decode(data)
 	if err != nil {
 		return []DataError{{Pointer: "", Message: "data is not valid JSON: " + err.Error()}}, nil
 	}
+	return ValidateValueWithin(schema, doc, b)
+}
+
+// ValidateValueWithin is ValidateDataWithin on data already decoded by
+// jsonvalue.Decode, for a caller that needs the decoded value too (the
+// publisher canonicalizes it for the content hash). It does not change doc.
+func ValidateValueWithin(schema *jsonschema.Schema, doc any, b *Budget) ([]DataError, error) {
 	// Numbers out of bounds are refused before the validator sees them:
 	// it would panic on some and spend seconds on others.
 	if errs := numberErrors(doc); len(errs) > 0 {

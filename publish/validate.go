@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"herald/envelope"
+	"herald/internal/jsonvalue"
 	"herald/manifest"
 	"herald/store"
 )
@@ -173,7 +174,12 @@ func checkData(data json.RawMessage, decl *declared, maxEventBytes int, budget *
 	if err := json.Compact(&buf, data); err != nil {
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data is not valid JSON: " + err.Error()}
 	}
-	errs, err := manifest.ValidateDataWithin(decl.schema, buf.Bytes(), budget)
+	// One decoding serves the schema and the content hash.
+	doc, err := jsonvalue.Decode(buf.Bytes())
+	if err != nil {
+		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data is not valid JSON: " + err.Error()}
+	}
+	errs, err := manifest.ValidateValueWithin(decl.schema, doc, budget)
 	if err != nil {
 		return nil, nil, &Rejection{Code: CodeValidationBudget,
 			Message: fmt.Sprintf("data of %s@%d is refused unchecked: %v", decl.Type, decl.Version, err)}
@@ -183,9 +189,9 @@ func checkData(data json.RawMessage, decl *declared, maxEventBytes int, budget *
 			Message: fmt.Sprintf("data does not match the schema of %s@%d: %s", decl.Type, decl.Version, dataErrorsMessage(errs)),
 			Errors:  errs}
 	}
-	canonical, err = envelope.Canonical(buf.Bytes())
+	canonical, err = envelope.CanonicalValue(doc)
 	if err != nil {
-		// ValidateData accepted it, so only a limit of the decoder can get here.
+		// A decoded value always encodes; this is a defect, not the data's.
 		return nil, nil, &Rejection{Code: CodeDataInvalid, Message: "data cannot be read: " + err.Error()}
 	}
 	return buf.Bytes(), canonical, nil
