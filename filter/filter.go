@@ -16,7 +16,6 @@
 package filter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +29,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
+
+	"herald/internal/jsonvalue"
 )
 
 // Limits of one filter.
@@ -249,11 +250,13 @@ var known = map[string]bool{"data": true, "subject": true, "type": true, "id": t
 // Variables reads a CloudEvent's JSON into a filter's variables. The result
 // is only read by evaluations, so several may share it.
 func Variables(envelope []byte) (map[string]any, error) {
-	var raw map[string]any
-	d := json.NewDecoder(bytes.NewReader(envelope))
-	d.UseNumber()
-	if err := d.Decode(&raw); err != nil {
+	doc, err := jsonvalue.Decode(envelope)
+	if err != nil {
 		return nil, fmt.Errorf("filter: event is not a JSON object: %w", err)
+	}
+	raw, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("filter: event is not a JSON object but %T", doc)
 	}
 	vars := map[string]any{"data": nil, "subject": "", "type": "", "id": "", "source": "",
 		"specversion": "", "datacontenttype": "", "dataversion": int64(0), "time": time.Time{}}

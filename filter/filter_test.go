@@ -44,8 +44,10 @@ func TestMatchErrorsAreNoMatch(t *testing.T) {
 	if ok, err := f.Match(context.Background(), []byte(order)); ok || err == nil {
 		t.Fatalf("a missing field: %v, %v; want false with an error", ok, err)
 	}
-	if ok, err := f.Match(context.Background(), []byte(`not json`)); ok || err == nil {
-		t.Fatalf("not JSON: %v, %v", ok, err)
+	for _, event := range []string{`not json`, `[1]`, `1`, `null`, `{"data":1`, `{"data":1} {}`} {
+		if ok, err := f.Match(context.Background(), []byte(event)); ok || err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+			t.Fatalf("event %s: %v, %v; want no match, the event not a JSON object", event, ok, err)
+		}
 	}
 }
 
