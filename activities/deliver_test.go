@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ type deliverStore struct {
 	owed          []store.HeldRow
 	owedErr       error
 	writtenAtRead int
+	// writtenAtRelease is how many outcome rows were written when the
+	// key's lease was given back.
+	writtenAtRelease int
 	// recordErr fails every write of outcome rows; releaseErr every
 	// release of the key's lease.
 	recordErr, releaseErr error
@@ -106,6 +110,9 @@ func (s *deliverStore) TakeKeyLease(context.Context, string, string, string, tim
 
 func (s *deliverStore) ReleaseKeyLease(context.Context, string, string, string) error {
 	s.call("release")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writtenAtRelease = len(s.outcomes)
 	return s.releaseErr
 }
 
@@ -566,5 +573,43 @@ func TestDeliverySteps(t *testing.T) {
 	d.w = a.startOutcomeWriter(d.ctx, tSub, tSubject)
 	if _, _, e := d.boundPost(""); e == nil || e.res.Outcome != OutcomeHandOver || e.err != nil || len(e.res.Done) != 1 {
 		t.Fatalf("local execution past its deadline: %+v, want a hand-over with what it settled", e)
+	}
+}
+
+// TestDeliverGivesTheLeaseBackWhenItFails: a regular execution whose head
+// fails ends with an error (Temporal retries it), not through finish; the
+// key's lease still goes back, once, and only after the failure's outcome
+// row is written, also when that row or the release itself fails.
+func TestDeliverGivesTheLeaseBackWhenItFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                  string
+		recordErr, releaseErr error
+		wantRows              int
+	}{
+		{name: "the head fails", wantRows: 1},
+		{name: "its outcome row cannot be written", recordErr: errors.New("the database did not answer")},
+		{name: "the lease cannot be given back", releaseErr: errors.New("the database did not answer"), wantRows: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := newDeliverStore()
+			st.recordErr, st.releaseErr = tc.recordErr, tc.releaseErr
+			sender := &scriptedSender{script: map[string]PostResult{
+				tEvents[0].ID: {Code: CodeHandlerFailed, Status: 500, Message: "boom"}}}
+			_, err := runDeliver(t, st, sender, ownID, deliverInput(tEvents[:2]...))
+			if err == nil || !strings.Contains(err.Error(), "boom") {
+				t.Fatalf("error %v, want the head's failure", err)
+			}
+			if got, want := st.Calls(), []string{"batch", "lease", "release"}; !slices.Equal(got, want) {
+				t.Fatalf("store calls %v, want %v", got, want)
+			}
+			if st.writtenAtRelease != tc.wantRows {
+				t.Fatalf("lease given back with %d outcome rows written, want %d", st.writtenAtRelease, tc.wantRows)
+			}
+			if got := sender.posted(); !slices.Equal(got, []string{"1#1"}) {
+				t.Fatalf("posts %v, want the head's one attempt only", got)
+			}
+		})
 	}
 }
