@@ -98,26 +98,43 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 }
 
 // hashDoc is the document ContentHash hashes: the JSON array [app, type,
-// version, subject, data] as json.Marshal writes it, which escapes <, >
-// and & (in the data's strings too).
+// version, subject, data] as json.Marshal wrote it, which escapes <, > and
+// & (in the data's strings too). It is written piece by piece, so it has
+// a value for every input: json.Marshal of the whole array failed on data
+// nested 10,000 levels deep (one level too many with the array around it),
+// and the hash of its empty output made every such event's content equal.
 func hashDoc(app, typ string, version int, subject string, canonicalData []byte) []byte {
-	if plain(app, true) && plain(typ, true) && plain(subject, true) && !bytes.ContainsAny(canonicalData, "<>&") {
-		doc := make([]byte, 0, len(app)+len(typ)+len(subject)+len(canonicalData)+32)
-		doc = append(doc, `["`...)
-		doc = append(doc, app...)
-		doc = append(doc, `","`...)
-		doc = append(doc, typ...)
-		doc = append(doc, `",`...)
-		doc = strconv.AppendInt(doc, int64(version), 10)
-		doc = append(doc, `,"`...)
-		doc = append(doc, subject...)
-		doc = append(doc, `",`...)
+	doc := make([]byte, 0, len(app)+len(typ)+len(subject)+len(canonicalData)+32)
+	doc = append(doc, '[')
+	doc = appendHTMLString(doc, app)
+	doc = append(doc, ',')
+	doc = appendHTMLString(doc, typ)
+	doc = append(doc, ',')
+	doc = strconv.AppendInt(doc, int64(version), 10)
+	doc = append(doc, ',')
+	doc = appendHTMLString(doc, subject)
+	doc = append(doc, ',')
+	if bytes.ContainsAny(canonicalData, "<>&") {
+		// Only inside strings: json.Marshal wrote them escaped.
+		var b bytes.Buffer
+		json.HTMLEscape(&b, canonicalData)
+		doc = append(doc, b.Bytes()...)
+	} else {
 		doc = append(doc, canonicalData...)
-		return append(doc, ']')
 	}
-	// canonicalData comes from Canonical, so marshalling cannot fail.
-	doc, _ := json.Marshal([]any{app, typ, version, subject, json.RawMessage(canonicalData)})
-	return doc
+	return append(doc, ']')
+}
+
+// appendHTMLString appends s as json.Marshal writes a string: with <, >
+// and & escaped.
+func appendHTMLString(dst []byte, s string) []byte {
+	if plain(s, true) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := json.Marshal(s) // a string always encodes
+	return append(dst, b...)
 }
 
 // isNumber reports whether s is a JSON number literal (RFC 8259, section 6).

@@ -78,7 +78,8 @@ func ContentHash(app, typ string, version int, subject string, canonicalData []b
 	return hex.EncodeToString(sum[:])
 }
 
-// Canonical rewrites valid JSON with object keys sorted and no white space,
+// Canonical rewrites valid JSON (exactly one value: anything but white
+// space after it is an error) with object keys sorted and no white space,
 // keeping numbers as written and <, > and & readable, so equal data hashes
 // equally whatever its formatting.
 func Canonical(data []byte) ([]byte, error) {
