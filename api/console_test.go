@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -160,29 +159,6 @@ func TestConsoleScopes(t *testing.T) {
 			strings.Contains(p.body, "Open the workflow in the Temporal UI") &&
 			strings.Contains(p.body, url.PathEscape(quotedID))
 	})
-
-	// Paused, the quoted key is listed from PostgreSQL with its running
-	// run (found by a describe: the quotes would break a visibility
-	// query), and again once its workflow is terminated, as not running.
-	quotedBody, _ := json.Marshal(map[string]string{"subscription": system.BillingSub, "subject": quoted})
-	wantStatus(t, f.action("/v1/ops/keys/pause", f.billing, string(quotedBody)), http.StatusOK)
-	type pausedKeys struct {
-		Keys []struct {
-			WorkflowID string     `json:"workflowId"`
-			StartedAt  *time.Time `json:"startedAt"`
-		} `json:"keys"`
-	}
-	if k := decodeOK[pausedKeys](t, f.get("/v1/ops/keys?status=paused", f.billing)); len(k.Keys) != 1 || k.Keys[0].WorkflowID != quotedID || k.Keys[0].StartedAt == nil {
-		t.Errorf("billing's paused keys: %+v; want the quoted key, running", k)
-	}
-	page := billing.get("/console/keys?status=paused")
-	wantPage(t, "billing's paused keys", page, http.StatusOK, "from PostgreSQL", url.PathEscape(quotedID))
-	wantNot(t, "billing's paused keys", page, "(not running)")
-	system.Terminate(t, f.Dial(), quotedID)
-	if k := decodeOK[pausedKeys](t, f.get("/v1/ops/keys?status=paused", f.billing)); len(k.Keys) != 1 || k.Keys[0].StartedAt != nil {
-		t.Errorf("billing's paused keys after the terminate: %+v; want the quoted key, not running", k)
-	}
-	wantPage(t, "billing's paused keys after the terminate", billing.get("/console/keys?status=paused"), http.StatusOK, "(not running)")
 
 	// The operator sees both deliveries of the event, and every app.
 	wantPage(t, "operator's event", ops.get("/console/events/"+f.bad.ID), http.StatusOK, system.BillingSub, system.AuditLogSub, "unknown customer")

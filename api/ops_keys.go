@@ -3,19 +3,15 @@ package api
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -32,8 +28,7 @@ var KeyStatuses = []string{workflows.StatusFailed, workflows.StatusExhausted, wo
 // temporalCallTimeout bounds one visibility call.
 const temporalCallTimeout = 10 * time.Second
 
-// OpsKey is a delivery key and its head, as the log holds it: a running
-// key's, or a paused key's whether its workflow runs or not.
+// OpsKey is a running delivery key and its head, as the log holds it.
 type OpsKey struct {
 	WorkflowID string `json:"workflowId"`
 	// RunID is the run the console links to in the Temporal UI; not part
@@ -42,16 +37,10 @@ type OpsKey struct {
 	Subscription string    `json:"subscription"`
 	Subject      string    `json:"subject"`
 	Status       string    `json:"status"`
-	StartedAt    time.Time `json:"startedAt,omitzero"`
+	StartedAt    time.Time `json:"startedAt"`
 	// Head is the key's oldest queued or failed event; absent when the log
 	// holds none for the key.
 	Head *store.KeyHead `json:"head,omitempty"`
-	// PausedBy and PausedAt say who paused a key listed as paused, and
-	// when (its paused_keys row). A paused key whose workflow is not
-	// running (terminated with nothing queued) is listed all the same,
-	// without StartedAt: its next run starts paused.
-	PausedBy string     `json:"pausedBy,omitempty"`
-	PausedAt *time.Time `json:"pausedAt,omitempty"`
 }
 
 // OpsKeys is the answer of GET /v1/ops/keys.
@@ -62,7 +51,7 @@ type OpsKeys struct {
 	NextPageToken string   `json:"nextPageToken,omitempty"`
 }
 
-// opsKeys lists the keys in one status.
+// opsKeys lists the running keys in one status.
 func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) {
 	keys, err := h.keysInScope(r.Context(), scope, r.URL.Query())
 	if err != nil {
@@ -74,8 +63,7 @@ func (h *Handler) opsKeys(w http.ResponseWriter, r *http.Request, scope string) 
 
 // keysInScope lists the running keys in one status from Temporal's
 // visibility (which lags status changes by a second or so), limited to the
-// subscriptions in scope, each with its head from the log. Paused keys
-// come from PostgreSQL instead (pausedKeys), running or not. The query holds
+// subscriptions in scope, each with its head from the log. The query holds
 // the filters of GET /v1/ops/keys; a bad one is a *paramError.
 func (h *Handler) keysInScope(ctx context.Context, scope string, q url.Values) (OpsKeys, error) {
 	status := q.Get("status")
@@ -109,9 +97,6 @@ func (h *Handler) keysInScope(ctx context.Context, scope string, q url.Values) (
 	out := OpsKeys{Status: status, Keys: []OpsKey{}, Limit: limit}
 	if len(subs) == 0 {
 		return out, nil
-	}
-	if status == workflows.StatusPaused {
-		return h.pausedKeys(ctx, out, subs, scope != "" || app != "" || sub != "", token)
 	}
 	ids := make([]string, len(subs))
 	for i, s := range subs {
@@ -165,106 +150,6 @@ func (h *Handler) keysInScope(ctx context.Context, scope string, q url.Values) (
 	}
 	return out, nil
 }
-
-// pausedKeys lists the paused keys of subs (all keys when not filtered)
-// from PostgreSQL, where a key's pause is kept: a paused key whose workflow
-// is not running is listed too. Each gets its head from the log and, when
-// its run is running, that run from Temporal's visibility. The page token
-// is the last key's (subscription, subject).
-func (h *Handler) pausedKeys(ctx context.Context, out OpsKeys, subs []store.Subscription, filtered bool, token []byte) (OpsKeys, error) {
-	var after [2]string
-	if len(token) > 0 {
-		if err := json.Unmarshal(token, &after); err != nil || after[0] == "" {
-			return OpsKeys{}, &paramError{"page_token", "not a page token of this listing"}
-		}
-	}
-	var ids []string // nil: every subscription's
-	if filtered {
-		ids = make([]string, 0, len(subs))
-		for _, s := range subs {
-			ids = append(ids, s.ID)
-		}
-	}
-	rows, err := h.store.PausedKeys(ctx, ids, after[0], after[1], out.Limit+1)
-	if err != nil {
-		return OpsKeys{}, fmt.Errorf("list keys: %w", err)
-	}
-	if len(rows) > out.Limit {
-		rows = rows[:out.Limit]
-		last, _ := json.Marshal([2]string{rows[len(rows)-1].Subscription, rows[len(rows)-1].Subject})
-		out.NextPageToken = base64.RawURLEncoding.EncodeToString(last)
-	}
-	if len(rows) == 0 {
-		return out, nil
-	}
-	keySubs, keySubjects := make([]string, len(rows)), make([]string, len(rows))
-	wids := make([]string, len(rows))
-	for i, k := range rows {
-		keySubs[i], keySubjects[i] = k.Subscription, k.Subject
-		wids[i] = workflows.DeliveryID(k.Subscription, k.Subject)
-	}
-	heads, err := h.store.KeyHeads(ctx, keySubs, keySubjects)
-	if err != nil {
-		return OpsKeys{}, fmt.Errorf("list keys: %w", err)
-	}
-	running, err := h.runningRuns(ctx, wids)
-	if err != nil {
-		return OpsKeys{}, err
-	}
-	for _, k := range rows {
-		id := workflows.DeliveryID(k.Subscription, k.Subject)
-		key := OpsKey{WorkflowID: id, Subscription: k.Subscription, Subject: k.Subject, Status: workflows.StatusPaused,
-			PausedBy: k.Actor, PausedAt: &k.PausedAt}
-		if e, found := running[id]; found {
-			key.RunID, key.StartedAt = e.GetExecution().GetRunId(), e.GetStartTime().AsTime()
-		}
-		if hd, found := heads[[2]string{k.Subscription, k.Subject}]; found {
-			key.Head = &hd
-		}
-		out.Keys = append(out.Keys, key)
-	}
-	return out, nil
-}
-
-// runningRuns finds the running run of each delivery workflow in wids, by
-// workflow id, a few describes at a time: a subject key may hold quotes,
-// which a visibility query would have to escape (the key's page describes
-// too).
-func (h *Handler) runningRuns(ctx context.Context, wids []string) (map[string]*workflowpb.WorkflowExecutionInfo, error) {
-	out := map[string]*workflowpb.WorkflowExecutionInfo{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, describeParallelism)
-	for _, id := range wids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			callCtx, cancel := context.WithTimeout(ctx, temporalCallTimeout)
-			defer cancel()
-			resp, err := h.temporal.DescribeWorkflowExecution(callCtx, id, "")
-			var notFound *serviceerror.NotFound
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.As(err, &notFound):
-			case err != nil:
-				if firstErr == nil {
-					firstErr = fmt.Errorf("list keys: describe %s: %w", id, err)
-				}
-			case resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-				out[id] = resp.GetWorkflowExecutionInfo()
-			}
-		}()
-	}
-	wg.Wait()
-	return out, firstErr
-}
-
-// describeParallelism bounds the describes of one page of paused keys.
-const describeParallelism = 8
 
 // quoteQuery quotes a string literal of a visibility query.
 func quoteQuery(s string) string {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -99,18 +97,12 @@ type deliveryKey struct {
 	Status       string `json:"status"`
 	// Queued counts the events queued for the key, the head included.
 	Queued    int64     `json:"queued"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
+	StartedAt time.Time `json:"startedAt"`
 	// Head is the event at the head of the queue, when the state query
 	// answered and the queue is not empty.
 	Head *workflows.HeadState `json:"head,omitempty"`
 	// StateError says why the state query did not answer.
 	StateError string `json:"stateError,omitempty"`
-	// PausedBy and PausedAt (--status paused) are the key's pause as
-	// PostgreSQL keeps it; NotRunning marks a paused key whose workflow is
-	// not running (its next run starts paused; resume starts one).
-	PausedBy   string     `json:"pausedBy,omitempty"`
-	PausedAt   *time.Time `json:"pausedAt,omitempty"`
-	NotRunning bool       `json:"notRunning,omitempty"`
 }
 
 // deliveriesJSON is the JSON of starter deliveries.
@@ -171,9 +163,6 @@ func runDeliveries(inv *invocation, args []string) error {
 		return usagef("deliveries", "deliveries: --page-token %q is not a page token printed by starter deliveries", *pageToken)
 	}
 
-	if f.Status == workflows.StatusPaused {
-		return runPausedDeliveries(inv, f, *limit, token)
-	}
 	tc, err := inv.dialTemporal()
 	if err != nil {
 		return err
@@ -199,120 +188,6 @@ func runDeliveries(inv *invocation, args []string) error {
 		return writeJSON(inv.stdout, out)
 	}
 	return printDeliveries(inv, out, nextPageCommand(f, *limit, out.NextPageToken))
-}
-
-// pausedQuery is deliveriesJSON's Query for --status paused: the keys come
-// from PostgreSQL's paused_keys, not from Temporal's visibility.
-const pausedQuery = "paused_keys (PostgreSQL)"
-
-// runPausedDeliveries is deliveries --status paused. A key's pause is kept
-// in PostgreSQL (paused_keys) and outlives its run, so the keys come from
-// there, a paused key whose workflow is not running included (NotRunning),
-// in order of subscription and subject; the page token is the last key's.
-// A running key's head and queue come from its state query, as for the
-// other statuses.
-func runPausedDeliveries(inv *invocation, f deliveryFilter, limit int, token []byte) error {
-	var after [2]string
-	if len(token) > 0 {
-		if err := json.Unmarshal(token, &after); err != nil || after[0] == "" {
-			return usagef("deliveries", "deliveries: --page-token is not a page token printed by starter deliveries --status paused")
-		}
-	}
-	st, err := inv.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	var subs []string // nil: every subscription's keys
-	if f.Subscription != "" || f.App != "" || f.EventType != "" {
-		found, err := st.ScopedSubscriptions(inv.ctx, "", f.App, f.Subscription)
-		if err != nil {
-			return err
-		}
-		subs = []string{}
-		for _, s := range found {
-			if f.EventType == "" || s.Type == f.EventType {
-				subs = append(subs, s.ID)
-			}
-		}
-	}
-	rows, err := st.PausedKeys(inv.ctx, subs, after[0], after[1], limit+1)
-	if err != nil {
-		return err
-	}
-	out := deliveriesJSON{Query: pausedQuery, Keys: []deliveryKey{}}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last, _ := json.Marshal([2]string{rows[len(rows)-1].Subscription, rows[len(rows)-1].Subject})
-		out.More, out.NextPageToken = true, base64.RawURLEncoding.EncodeToString(last)
-	}
-	if len(rows) > 0 {
-		tc, err := inv.dialTemporal()
-		if err != nil {
-			return err
-		}
-		defer tc.Close()
-		ids := make([]string, len(rows))
-		for i, k := range rows {
-			ids[i] = workflows.DeliveryID(k.Subscription, k.Subject)
-		}
-		started, err := tc.runningStarts(inv.ctx, ids)
-		if err != nil {
-			return err
-		}
-		for _, k := range rows {
-			dk := deliveryKey{WorkflowID: workflows.DeliveryID(k.Subscription, k.Subject), Subscription: k.Subscription,
-				Subject: k.Subject, App: k.App, EventType: k.Type, Status: workflows.StatusPaused,
-				PausedBy: k.Actor, PausedAt: &k.PausedAt}
-			dk.StartedAt, dk.NotRunning = started[dk.WorkflowID], started[dk.WorkflowID].IsZero()
-			out.Keys = append(out.Keys, dk)
-		}
-		tc.addHeads(inv.ctx, out.Keys)
-	}
-	if inv.json {
-		return writeJSON(inv.stdout, out)
-	}
-	if len(out.Keys) == 0 {
-		fmt.Fprintln(inv.stdout, "no matching keys are paused")
-		return nil
-	}
-	return printDeliveries(inv, out, nextPageCommand(f, limit, out.NextPageToken))
-}
-
-// runningStarts describes each workflow of ids, a few at a time, and
-// returns when the running ones' runs started, by workflow id. A describe,
-// not a visibility query: a subject key may hold quotes.
-func (tc *temporalConn) runningStarts(ctx context.Context, ids []string) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, stateQueryParallelism)
-	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			callCtx, cancel := context.WithTimeout(ctx, listQueryTimeout)
-			defer cancel()
-			d, err := tc.DescribeWorkflow(callCtx, id, "")
-			var notFound *serviceerror.NotFound
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.As(err, &notFound):
-			case err != nil:
-				if firstErr == nil {
-					firstErr = fmt.Errorf("describe %s in namespace %s: %w", id, tc.namespace, err)
-				}
-			case d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-				out[id] = d.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime()
-			}
-		}()
-	}
-	wg.Wait()
-	return out, firstErr
 }
 
 // validEventType reports whether s is an event type: <app>.<name>.
@@ -464,9 +339,6 @@ func (tc *temporalConn) addHeads(ctx context.Context, keys []deliveryKey) {
 	var wg sync.WaitGroup
 	var noAnswer atomic.Bool
 	for i := range keys {
-		if keys[i].NotRunning {
-			continue // no run to ask; its head is in the log (inspect)
-		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(k *deliveryKey) {
@@ -506,13 +378,10 @@ func printDeliveries(inv *invocation, out deliveriesJSON, next string) error {
 	t := newTable(w, "SUBSCRIPTION", "SUBJECT", "STATUS", "QUEUED", "HEAD", "LAST ERROR")
 	for _, k := range keys {
 		head, lastErr := "-", "-"
-		switch {
-		case k.Head != nil:
+		if k.Head != nil {
 			head = fmt.Sprintf("#%d %s", k.Head.Seq, k.Head.EventID)
 			lastErr = dash(errorText(k.Head.Code, k.Head.LastError, lastErrorWidth))
-		case k.NotRunning:
-			head = "(not running)"
-		case k.StateError == "":
+		} else if k.StateError == "" {
 			head = "(empty)"
 		}
 		t.row(dash(k.Subscription), dash(k.Subject), dash(k.Status), strconv.FormatInt(k.Queued, 10), head, lastErr)
@@ -522,9 +391,6 @@ func printDeliveries(inv *invocation, out deliveriesJSON, next string) error {
 	}
 	if out.More {
 		fmt.Fprintf(w, "More keys match; the next page:\n  %s\n", next)
-	}
-	if n := countFunc(keys, func(k deliveryKey) bool { return k.NotRunning }); n > 0 {
-		fmt.Fprintf(w, "%d paused key(s) have no running workflow (PostgreSQL keeps the pause): the next run starts paused; starter resume --subscription S --subject K starts one and resumes\n", n)
 	}
 	unknown, firstErr := 0, ""
 	for _, k := range keys {
@@ -556,15 +422,4 @@ func errorText(code, msg string, width int) string {
 		s = string(r[:width-1]) + "…"
 	}
 	return s
-}
-
-// countFunc counts the elements of s for which f is true.
-func countFunc[T any](s []T, f func(T) bool) int {
-	n := 0
-	for _, v := range s {
-		if f(v) {
-			n++
-		}
-	}
-	return n
 }
