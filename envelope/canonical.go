@@ -11,9 +11,10 @@ import (
 // The writers here produce exactly the bytes encoding/json wrote for the
 // envelope, the canonical data and the content hash before they were
 // written by hand (canonical_test.go holds those writers and compares):
-// a stored hash must match a re-publish of the same content forever. A
-// string the fast path cannot write byte for byte is handed to
-// encoding/json.
+// a stored hash must match a re-publish of the same content forever. The
+// one exception is where encoding/json failed: the hash of data nested
+// 10,000 levels deep (hashDoc). A string the fast path cannot write byte
+// for byte is handed to encoding/json.
 
 // plain reports whether encoding/json writes s as it is between quotes:
 // printable ASCII without a quote or a backslash, and, when html (as
