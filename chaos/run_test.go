@@ -16,6 +16,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -235,7 +236,22 @@ func queryState(c client.Client, id, runID string) (workflows.State, error) {
 // counters on), from visibility.
 func (r *run) countedRuns(ctx context.Context, c client.Client, id string) []string {
 	r.t.Helper()
+	all, err := listRuns(ctx, c, id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	var runs []string
+	for _, ex := range all {
+		if ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			runs = append(runs, ex.GetExecution().GetRunId())
+		}
+	}
+	return runs
+}
+
+// listRuns lists every run of workflow id, from visibility.
+func listRuns(ctx context.Context, c client.Client, id string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	var runs []*workflowpb.WorkflowExecutionInfo
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -243,15 +259,11 @@ func (r *run) countedRuns(ctx context.Context, c client.Client, id string) []str
 			NextPageToken: token,
 		})
 		if err != nil {
-			r.t.Fatalf("list the runs of %s: %v", id, err)
+			return nil, fmt.Errorf("list the runs of %s: %w", id, err)
 		}
-		for _, ex := range resp.Executions {
-			if ex.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
-				runs = append(runs, ex.GetExecution().GetRunId())
-			}
-		}
+		runs = append(runs, resp.Executions...)
 		if token = resp.NextPageToken; len(token) == 0 {
-			return runs
+			return runs, nil
 		}
 	}
 }

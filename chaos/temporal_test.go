@@ -16,7 +16,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -186,22 +185,13 @@ func (e *env) histories(c client.Client, workflowID string) ([]runHistory, error
 		id    string
 		start time.Time
 	}
-	var runs []run
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         fmt.Sprintf("WorkflowId = '%s'", workflowID),
-			NextPageToken: token,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list the runs of %s: %w", workflowID, err)
-		}
-		for _, ex := range resp.Executions {
-			runs = append(runs, run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()})
-		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+	listed, err := listRuns(ctx, c, workflowID)
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]run, len(listed))
+	for i, ex := range listed {
+		runs[i] = run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()}
 	}
 	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
 	name := strings.NewReplacer(":", "_", "@", "_", "/", "_").Replace(workflowID)
