@@ -30,17 +30,24 @@ func plain(s string, html bool) bool {
 }
 
 // appendString appends s as a JSON string, leaving <, > and & readable.
-func appendString(dst []byte, s string) []byte {
-	if plain(s, false) {
+func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s, false) }
+
+// appendJSONString appends s as encoding/json writes a string: with <, >
+// and & escaped when html (as json.Marshal does), readable otherwise (as
+// marshal does).
+func appendJSONString(dst []byte, s string, html bool) []byte {
+	if plain(s, html) {
 		dst = append(dst, '"')
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return append(dst, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
+	var b []byte
+	if html {
+		b, _ = json.Marshal(s) // a string always encodes
+	} else {
+		b, _ = marshal(s)
+	}
+	return append(dst, b...)
 }
 
 // appendCanonical appends v, a value of jsonvalue.Decode, with object
@@ -107,13 +114,13 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 func hashDoc(app, typ string, version int, subject string, canonicalData []byte) []byte {
 	doc := make([]byte, 0, len(app)+len(typ)+len(subject)+len(canonicalData)+32)
 	doc = append(doc, '[')
-	doc = appendHTMLString(doc, app)
+	doc = appendJSONString(doc, app, true)
 	doc = append(doc, ',')
-	doc = appendHTMLString(doc, typ)
+	doc = appendJSONString(doc, typ, true)
 	doc = append(doc, ',')
 	doc = strconv.AppendInt(doc, int64(version), 10)
 	doc = append(doc, ',')
-	doc = appendHTMLString(doc, subject)
+	doc = appendJSONString(doc, subject, true)
 	doc = append(doc, ',')
 	if bytes.ContainsAny(canonicalData, "<>&") {
 		// Only inside strings: json.Marshal wrote them escaped.
@@ -124,18 +131,6 @@ func hashDoc(app, typ string, version int, subject string, canonicalData []byte)
 		doc = append(doc, canonicalData...)
 	}
 	return append(doc, ']')
-}
-
-// appendHTMLString appends s as json.Marshal writes a string: with <, >
-// and & escaped.
-func appendHTMLString(dst []byte, s string) []byte {
-	if plain(s, true) {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	b, _ := json.Marshal(s) // a string always encodes
-	return append(dst, b...)
 }
 
 // isNumber reports whether s is a JSON number literal (RFC 8259, section 6).
