@@ -132,6 +132,11 @@ type explanation struct {
 	// waiting in their queues, workflow tasks running), which may overlap
 	// the covered time and each other.
 	Info map[string]time.Duration
+	// Runs are the key's runs whose histories gave the spans (explainWaits;
+	// read once, printed again for the longest wait), or why they could
+	// not be read.
+	Runs       []runHistory
+	HistoryErr error
 }
 
 // Bound is what the settings allow this wait: the base wait plus the time

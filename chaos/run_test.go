@@ -512,23 +512,30 @@ func (r *run) verify(title string, settled time.Duration) {
 func (r *run) explainWaits(waits []headWait, faults []fault) ([]explanation, string) {
 	c := r.temporal()
 	defer c.Close()
-	hist := map[subKey][]span{}
+	type keyHistory struct {
+		spans []span
+		runs  []runHistory
+		err   error
+	}
+	hist := map[subKey]keyHistory{}
 	var failed []string
 	var out []explanation
 	for _, w := range waits {
 		sk := subKey{w.Sub, w.Key}
-		if _, ok := hist[sk]; !ok {
-			runs, err := r.env.histories(c, workflows.DeliveryID(w.Sub, w.Key))
-			if err != nil {
-				failed = append(failed, err.Error())
+		h, ok := hist[sk]
+		if !ok {
+			h.runs, h.err = r.env.histories(c, workflows.DeliveryID(w.Sub, w.Key))
+			if h.err != nil {
+				failed = append(failed, h.err.Error())
 			}
-			var all []span
-			for _, run := range runs {
-				all = append(all, spans(run.Events)...)
+			for _, run := range h.runs {
+				h.spans = append(h.spans, spans(run.Events)...)
 			}
-			hist[sk] = all
+			hist[sk] = h
 		}
-		out = append(out, explain(w, hist[sk], faults))
+		x := explain(w, h.spans, faults)
+		x.Runs, x.HistoryErr = h.runs, h.err
+		out = append(out, x)
 	}
 	if len(failed) > 0 {
 		return out, fmt.Sprintf(" (%d histories unreadable: %s)", len(failed), failed[0])
@@ -537,19 +544,18 @@ func (r *run) explainWaits(waits []headWait, faults []fault) ([]explanation, str
 }
 
 // explainWait prints the longest wait's timeline from its delivery
-// workflow's history (kept in the run's directory).
+// workflow's runs, as explainWaits read them (kept in the run's
+// directory).
 func (r *run) explainWait(b *strings.Builder, x explanation) {
 	w := x.Wait
 	if w.Sub == "" {
 		return
 	}
-	c := r.temporal()
-	defer c.Close()
-	runs, err := r.env.histories(c, workflows.DeliveryID(w.Sub, w.Key))
-	if err != nil {
-		fmt.Fprintf(b, "history of %s: %v\n", w.name(), err)
+	if x.HistoryErr != nil {
+		fmt.Fprintf(b, "history of %s: %v\n", w.name(), x.HistoryErr)
 		return
 	}
+	runs := x.Runs
 	fmt.Fprintf(b, "where %s's %.1fs went (%s to %s; histories in the run's directory):\n", w.name(), w.Ack.Sub(w.Start).Seconds(), rel(w.Start, r.t0), rel(w.Ack, r.t0))
 	for i, run := range runs {
 		lines := timeline(run.Events, w.Start, w.Ack, r.t0)

@@ -16,6 +16,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -181,44 +182,39 @@ type runHistory struct {
 func (e *env) histories(c client.Client, workflowID string) ([]runHistory, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	type run struct {
-		id    string
-		start time.Time
-	}
-	listed, err := listRuns(ctx, c, workflowID)
+	runs, err := listRuns(ctx, c, workflowID)
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]run, len(listed))
-	for i, ex := range listed {
-		runs[i] = run{ex.GetExecution().GetRunId(), ex.GetStartTime().AsTime()}
-	}
-	slices.SortFunc(runs, func(a, b run) int { return a.start.Compare(b.start) })
+	slices.SortFunc(runs, func(a, b *workflowpb.WorkflowExecutionInfo) int {
+		return a.GetStartTime().AsTime().Compare(b.GetStartTime().AsTime())
+	})
 	name := strings.NewReplacer(":", "_", "@", "_", "/", "_").Replace(workflowID)
 	out := make([]runHistory, 0, len(runs))
 	for i, r := range runs {
+		id := r.GetExecution().GetRunId()
 		var h historypb.History
-		it := c.GetWorkflowHistory(ctx, workflowID, r.id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		it := c.GetWorkflowHistory(ctx, workflowID, id, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
-				return nil, fmt.Errorf("read the history of %s run %s: %w", workflowID, r.id, err)
+				return nil, fmt.Errorf("read the history of %s run %s: %w", workflowID, id, err)
 			}
 			h.Events = append(h.Events, ev)
 		}
 		// protojson writes the names and forms the Temporal CLI's JSON uses.
 		b, err := protojson.Marshal(&h)
 		if err != nil {
-			return nil, fmt.Errorf("encode the history of %s run %s: %w", workflowID, r.id, err)
+			return nil, fmt.Errorf("encode the history of %s run %s: %w", workflowID, id, err)
 		}
-		_ = os.WriteFile(filepath.Join(e.dir, fmt.Sprintf("history-%s-%02d-%s.json", name, i+1, r.id)), b, 0o644)
+		_ = os.WriteFile(filepath.Join(e.dir, fmt.Sprintf("history-%s-%02d-%s.json", name, i+1, id)), b, 0o644)
 		var decoded struct {
 			Events []historyEvent `json:"events"`
 		}
 		if err := json.Unmarshal(b, &decoded); err != nil {
-			return nil, fmt.Errorf("decode the history of %s run %s: %w", workflowID, r.id, err)
+			return nil, fmt.Errorf("decode the history of %s run %s: %w", workflowID, id, err)
 		}
-		out = append(out, runHistory{r.id, decoded.Events})
+		out = append(out, runHistory{id, decoded.Events})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("visibility lists no run of %s", workflowID)
