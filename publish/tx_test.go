@@ -49,7 +49,7 @@ func savePerson(t *testing.T, ctx context.Context, tx pgx.Tx, id, name string) {
 // undispatched returns the ids of the events the relay would claim now.
 func (e *env) undispatched() []string {
 	e.t.Helper()
-	pending, err := e.store.Undispatched(e.ctx, 1000)
+	pending, err := e.store.Undispatched(e.ctx, 1000, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -203,7 +203,9 @@ func TestSlowFilterHoldsOnlyItsSubscription(t *testing.T) {
 	}
 	obs := &countingObserver{}
 	tmp := &fakeTemporal{}
-	r := &relay.Relay{Store: st, Temporal: tmp, Observer: obs}
+	// One round takes all 40 events (8 MiB of envelopes, over the default
+	// RoundBytes): the filters' bounds are per round.
+	r := &relay.Relay{Store: st, Temporal: tmp, Observer: obs, RoundBytes: 16 << 20}
 	for i := range 2 {
 		pub(i)
 		round, took := dispatchWithin(t, r, time.Minute)

@@ -173,7 +173,7 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		default:
 		}
 		started := time.Now()
-		evs, err := r.Store.UndispatchedIn(ctx, l.p, r.BatchSize)
+		evs, err := r.Store.UndispatchedIn(ctx, l.p, r.BatchSize, r.RoundBytes)
 		var round Round
 		if err == nil {
 			round, err = r.dispatch(ctx, evs)
@@ -194,7 +194,7 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 			// Temporal accepted nothing: do not spin through the backlog.
 			sleep(ctx, r.PollInterval)
 			continue
-		case round.Events == r.BatchSize:
+		case round.Events == r.BatchSize || store.EnvelopeBytes(evs) >= r.RoundBytes:
 			continue // more is waiting; failed keys back off
 		}
 		t := time.NewTimer(r.PollInterval - time.Since(started))

@@ -88,6 +88,10 @@ type Relay struct {
 	// leads, that write their outcome rows at once (default
 	// DefaultRecordParallel; negative: no cap).
 	RecordParallel int
+	// RoundBytes bounds the envelopes a round reads (default
+	// DefaultRoundBytes): a round takes events while those before them
+	// hold less, so it holds less than RoundBytes plus one event's.
+	RoundBytes int64
 
 	// abandon makes the relay stop as a frozen worker would, giving back
 	// nothing (tests).
@@ -167,6 +171,13 @@ const (
 	// rows in one statement, tens of milliseconds, so two at a time write
 	// far more rows a second than the relay's signals take.
 	DefaultRecordParallel = 2
+	// DefaultRoundBytes is the default of Relay.RoundBytes: 4 MiB of
+	// envelopes a round. A round of BatchSize events of the largest size
+	// the publisher accepts (256 KiB) held 256 MiB, and every partition a
+	// relay leads reads its round at once: a burst of large events took
+	// gigabytes of a worker's memory. Events of a few kilobytes fill
+	// BatchSize first.
+	DefaultRoundBytes = 4 << 20
 	// DefaultMaxEventsPerSignal is the default of Relay.MaxEventsPerSignal.
 	DefaultMaxEventsPerSignal = 500
 	// DefaultSweepInterval is the default of Relay.SweepInterval.
@@ -194,6 +205,9 @@ func (r *Relay) defaults() {
 	}
 	if r.MaxEventsPerSignal <= 0 {
 		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
+	}
+	if r.RoundBytes <= 0 {
+		r.RoundBytes = DefaultRoundBytes
 	}
 	if r.SweepInterval <= 0 {
 		r.SweepInterval = DefaultSweepInterval
@@ -321,11 +335,12 @@ type group struct {
 	events []store.PendingEvent
 }
 
-// DispatchOnce reads one batch of undispatched events, of every partition,
-// and signals them.
+// DispatchOnce reads one batch of undispatched events, of every partition
+// (at most BatchSize events and about RoundBytes of envelopes), and
+// signals them.
 func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	r.defaults()
-	evs, err := r.Store.Undispatched(ctx, r.BatchSize)
+	evs, err := r.Store.Undispatched(ctx, r.BatchSize, r.RoundBytes)
 	if err != nil {
 		return Round{}, err
 	}

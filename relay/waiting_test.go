@@ -96,3 +96,27 @@ func TestKeysWaitingForSlotsHoldNoGoroutine(t *testing.T) {
 		t.Fatalf("round %+v, want %d starts and no failure", res.round, 2*keys)
 	}
 }
+
+// TestRoundsCutByTheirBytesGoOn: a round that read its envelope bytes
+// (RoundBytes) may have left events behind, so the partition's next round
+// follows at once, as after a round of BatchSize events, not after the
+// poll interval (here a minute).
+func TestRoundsCutByTheirBytesGoOn(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	tmp := &fakeTemporal{}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	// Every round takes one event: any envelope reaches one byte.
+	r := &relay.Relay{Store: st, Temporal: tmp, RoundBytes: 1, PollInterval: time.Minute, IdlePoll: 100 * time.Millisecond}
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead", r.IsLeader)
+	publishN(t, p, "contacts.person.updated", "cut-by-bytes", 6)
+	testkit.Eventually(t, 20*time.Second, "the 6 events to be signalled to both subscriptions", func() bool {
+		n := 0
+		for _, subs := range tmp.bySeq() {
+			n += len(subs)
+		}
+		return n == 12
+	})
+}

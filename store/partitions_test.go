@@ -30,7 +30,7 @@ func TestUndispatchedInSplitsTheLogByKey(t *testing.T) {
 	if _, err := s.InsertEvents(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.Undispatched(ctx, 10000)
+	all, err := s.Undispatched(ctx, 10000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestUndispatchedInSplitsTheLogByKey(t *testing.T) {
 	bySeq := map[int64]int{}      // seq → partition
 	perPartition := map[int]int{} // events per partition
 	for p := range store.RelayPartitions {
-		got, err := s.UndispatchedIn(ctx, p, 10000)
+		got, err := s.UndispatchedIn(ctx, p, 10000, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestUndispatchedInSplitsTheLogByKey(t *testing.T) {
 	if len(perPartition) != store.RelayPartitions {
 		t.Fatalf("200 keys fell into %d of %d partitions: %v", len(perPartition), store.RelayPartitions, perPartition)
 	}
-	if _, err := s.UndispatchedIn(ctx, store.RelayPartitions, 1); err == nil {
+	if _, err := s.UndispatchedIn(ctx, store.RelayPartitions, 1, 0); err == nil {
 		t.Fatal("no error for a partition out of range")
 	}
 	// One index range per partition, not a scan of every undispatched event
@@ -71,7 +71,7 @@ func TestUndispatchedInSplitsTheLogByKey(t *testing.T) {
 	if _, err := s.Pool.Exec(ctx, `ANALYZE events`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Pool.Query(ctx, "EXPLAIN "+store.UndispatchedInSQL(), 1000, 3)
+	rows, err := s.Pool.Query(ctx, "EXPLAIN "+store.UndispatchedInSQL(), 1000, int64(4<<20), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

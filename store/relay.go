@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -41,26 +42,57 @@ type PendingEvent struct {
 // planner would otherwise turn into a join with a scan of every held event
 // per row (2.5 s with 5,101 held keys). The read then grows with the held
 // events and those behind them that it passes: 105 ms passing 5,400.
-func (s *Store) Undispatched(ctx context.Context, limit int) ([]PendingEvent, error) {
-	return s.undispatched(ctx, fmt.Sprintf(undispatched, "", "$1"), limit)
+//
+// maxBytes bounds the envelopes read (the relay's memory): events are taken
+// while the envelopes before them sum to less than maxBytes, so the first
+// is always taken and a read holds less than maxBytes plus one envelope;
+// zero or less reads up to limit whatever their size. A read that returns
+// envelopes of maxBytes or more may have left events behind.
+func (s *Store) Undispatched(ctx context.Context, limit int, maxBytes int64) ([]PendingEvent, error) {
+	return s.undispatched(ctx, fmt.Sprintf(undispatched, "", "$1"), limit, byteCap(maxBytes))
+}
+
+// byteCap is maxBytes as the reads take it: no cap when zero or less.
+func byteCap(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return math.MaxInt64
+	}
+	return maxBytes
+}
+
+// EnvelopeBytes is what a read of undispatched events counts against its
+// maxBytes: the sum of their envelopes' lengths.
+func EnvelopeBytes(evs []PendingEvent) int64 {
+	var n int64
+	for _, ev := range evs {
+		n += int64(len(ev.Envelope))
+	}
+	return n
 }
 
 // UndispatchedIn is Undispatched for the events of one relay partition
 // (RelayPartitions): one range of the index events_relay_partition.
-func (s *Store) UndispatchedIn(ctx context.Context, partition, limit int) ([]PendingEvent, error) {
+func (s *Store) UndispatchedIn(ctx context.Context, partition, limit int, maxBytes int64) ([]PendingEvent, error) {
 	if partition < 0 || partition >= RelayPartitions {
 		return nil, fmt.Errorf("read undispatched events: no relay partition %d", partition)
 	}
-	return s.undispatched(ctx, undispatchedIn, limit, partition)
+	return s.undispatched(ctx, undispatchedIn, limit, byteCap(maxBytes), partition)
 }
 
-// undispatchedIn is UndispatchedIn's statement: $2 is the partition.
-var undispatchedIn = fmt.Sprintf(undispatched, "AND "+strings.ReplaceAll(partitionOf, "subject", "e.subject")+" = $2", "$1")
+// undispatchedIn is UndispatchedIn's statement: $3 is the partition.
+var undispatchedIn = fmt.Sprintf(undispatched, "AND "+strings.ReplaceAll(partitionOf, "subject", "e.subject")+" = $3", "$1")
 
 // undispatched reads the undispatched events; %[1]s narrows them to a
-// partition, %[2]s is the limit's parameter.
+// partition, %[2]s is the limit's parameter, $2 the bytes' (maxBytes). The
+// limit applies first, then the running sum of the envelopes' lengths
+// (octet_length reads a stored value's length without decompressing it),
+// so the sum never runs past the limit's rows, and an envelope left out is
+// never sent to the client.
 const undispatched = `
-	SELECT e.seq, e.id::text AS id, e.type, e.version, e.subject, e.envelope, e.received_at, e.trace_context
+	SELECT seq, id, type, version, subject, envelope, received_at, trace_context FROM (
+	SELECT l.*, sum(l.size) OVER (ORDER BY l.seq ROWS UNBOUNDED PRECEDING) - l.size AS before FROM (
+	SELECT e.seq, e.id::text AS id, e.type, e.version, e.subject, e.envelope, e.received_at, e.trace_context,
+	       COALESCE(octet_length(e.envelope), 0)::bigint AS size
 	FROM events e
 	WHERE e.state = 'accepted' %[1]s
 	  AND (NOT EXISTS (SELECT 1 FROM events f WHERE f.state = 'accepted' AND f.relay_error IS NOT NULL)
@@ -69,7 +101,8 @@ const undispatched = `
 	                        AND h.type = e.type AND h.subject = e.subject AND h.seq <= e.seq
 	                        AND (h.relay_dead_at IS NOT NULL OR h.relay_next_try > now())
 	                      OFFSET 0))
-	ORDER BY e.seq LIMIT %[2]s`
+	ORDER BY e.seq LIMIT %[2]s) l) r
+	WHERE r.before < $2 ORDER BY r.seq`
 
 func (s *Store) undispatched(ctx context.Context, query string, args ...any) ([]PendingEvent, error) {
 	rows, err := s.Pool.Query(ctx, query, args...)

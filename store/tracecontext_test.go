@@ -32,7 +32,7 @@ func TestTraceContextIsStoredAndRead(t *testing.T) {
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE trace_context IS NULL`).Scan(&nulls); err != nil || nulls != 1 {
 		t.Fatalf("rows with a NULL trace_context: %d, %v", nulls, err)
 	}
-	pending, err := s.Undispatched(ctx, 10)
+	pending, err := s.Undispatched(ctx, 10, 0)
 	if err != nil || len(pending) != 2 {
 		t.Fatalf("undispatched: %+v, %v", pending, err)
 	}
