@@ -189,12 +189,17 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		if r.OnRound != nil {
 			r.OnRound(round)
 		}
+		more := round.Events == r.BatchSize || store.EnvelopeBytes(evs) >= r.RoundBytes
 		switch {
-		case round.Failed > 0 && round.Signals == 0:
+		case round.Failed > 0 && round.Signals == 0 && (round.Unavailable > 0 || !more):
 			// Temporal accepted nothing: do not spin through the backlog.
+			// A round that more events wait behind and whose keys were
+			// refused for reasons of their own goes on: a round cut by its
+			// bytes may hold one failing key's events alone, and the other
+			// keys behind them would wait out the poll interval.
 			sleep(ctx, r.PollInterval)
 			continue
-		case round.Events == r.BatchSize || store.EnvelopeBytes(evs) >= r.RoundBytes:
+		case more:
 			continue // more is waiting; failed keys back off
 		}
 		t := time.NewTimer(r.PollInterval - time.Since(started))

@@ -150,6 +150,9 @@ type Round struct {
 	// Held are the (key, event) pairs not signalled because their key holds
 	// on a failing head (skipHeld): their workflow reads them from the rows.
 	Held int
+	// Unavailable are those of Failed that failed because Temporal as a
+	// whole did not answer or shed load (outage), not for their key.
+	Unavailable int
 }
 
 // Defaults of the Relay's settings: the one place each is written (the
@@ -450,6 +453,9 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 		round.Signals += sent
 		if failedAt >= 0 {
 			round.Failed++
+			if outage(err) {
+				round.Unavailable++
+			}
 			for _, ev := range g.events[failedAt:] {
 				f := failedSeq[ev.Seq]
 				if f == nil {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"herald/internal/testkit"
@@ -119,4 +121,92 @@ func TestRoundsCutByTheirBytesGoOn(t *testing.T) {
 		}
 		return n == 12
 	})
+}
+
+// TestRefusedKeyCutByBytesHoldsNoOtherKey: a round cut by its bytes may
+// hold one key's events alone. When Temporal refuses that key (a reason of
+// the key's own, not an outage), the round accepted nothing, but the
+// partition goes on at once: another key's event behind it is signalled
+// well within the poll interval (here 5 s), not after it. (Found by a
+// review helper: the "Temporal accepted nothing" pause took such a round
+// for an outage.)
+func TestRefusedKeyCutByBytesHoldsNoOtherKey(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	partition := func(subject string) int {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const bad = "refused-key"
+	good := ""
+	for i := 0; good == ""; i++ {
+		if s := fmt.Sprintf("healthy-%d", i); partition(s) == partition(bad) {
+			good = s
+		}
+	}
+	tmp := &fakeTemporal{refuse: func(id string) bool { return strings.Contains(id, bad) }}
+	// Every round takes one event.
+	r := &relay.Relay{Store: st, Temporal: tmp, RoundBytes: 1, PollInterval: 5 * time.Second,
+		IdlePoll: 50 * time.Millisecond}
+	publishN(t, p, "contacts.person.updated", bad, 3)
+	publishN(t, p, "contacts.person.updated", good, 1)
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead", r.IsLeader)
+	start := time.Now()
+	testkit.Eventually(t, 20*time.Second, "the healthy key's event to be signalled", func() bool {
+		for id := range tmp.bySeq() {
+			if strings.Contains(id, good) {
+				return true
+			}
+		}
+		return false
+	})
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Errorf("the healthy key waited %v behind the refused one, want well within the 5 s poll interval", waited)
+	}
+}
+
+// TestOutageCutByBytesPauses: a round that more events wait behind, whose
+// signals all failed because Temporal did not answer, still pauses for the
+// poll interval: the relay does not run through the backlog giving every
+// key a failed attempt.
+func TestOutageCutByBytesPauses(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	partition := func(subject string) int {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Five keys of one partition, one event each.
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		if s := fmt.Sprintf("outage-%d", i); partition(s) == partition("outage-0") {
+			keys = append(keys, s)
+		}
+	}
+	var attempts atomic.Int64
+	tmp := &fakeTemporal{refuse: func(string) bool { attempts.Add(1); return true },
+		refuseWith: serviceerror.NewUnavailable("down")}
+	r := &relay.Relay{Store: st, Temporal: tmp, RoundBytes: 1, PollInterval: 3 * time.Second,
+		IdlePoll: 50 * time.Millisecond}
+	for _, k := range keys {
+		publishN(t, p, "contacts.person.updated", k, 1)
+	}
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "a first attempt", func() bool { return attempts.Load() > 0 })
+	time.Sleep(time.Second)
+	// The first round's event, to its two subscriptions; then the pause.
+	if n := attempts.Load(); n != 2 {
+		t.Errorf("%d attempts in the second after the first, want the first round's 2", n)
+	}
 }
