@@ -135,20 +135,8 @@ func TestRefusedKeyCutByBytesHoldsNoOtherKey(t *testing.T) {
 	st, p := setup(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	partition := func(subject string) int {
-		var n int
-		if err := st.Pool.QueryRow(ctx, `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	const bad = "refused-key"
-	good := ""
-	for i := 0; good == ""; i++ {
-		if s := fmt.Sprintf("healthy-%d", i); partition(s) == partition(bad) {
-			good = s
-		}
-	}
+	good := keysBeside(t, st, bad, "healthy", 1)[0]
 	tmp := &fakeTemporal{refuse: func(id string) bool { return strings.Contains(id, bad) }}
 	// Every round takes one event.
 	r := &relay.Relay{Store: st, Temporal: tmp, RoundBytes: 1, PollInterval: 5 * time.Second,
@@ -180,20 +168,8 @@ func TestOutageCutByBytesPauses(t *testing.T) {
 	st, p := setup(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	partition := func(subject string) int {
-		var n int
-		if err := st.Pool.QueryRow(ctx, `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	// Five keys of one partition, one event each.
-	var keys []string
-	for i := 0; len(keys) < 5; i++ {
-		if s := fmt.Sprintf("outage-%d", i); partition(s) == partition("outage-0") {
-			keys = append(keys, s)
-		}
-	}
+	keys := append([]string{"outage"}, keysBeside(t, st, "outage", "outage", 4)...)
 	var attempts atomic.Int64
 	tmp := &fakeTemporal{refuse: func(string) bool { attempts.Add(1); return true },
 		refuseWith: serviceerror.NewUnavailable("down")}
@@ -209,4 +185,25 @@ func TestOutageCutByBytesPauses(t *testing.T) {
 	if n := attempts.Load(); n != 2 {
 		t.Errorf("%d attempts in the second after the first, want the first round's 2", n)
 	}
+}
+
+// keysBeside returns n subject keys named prefix-<i> that fall into the
+// relay partition of subject.
+func keysBeside(t *testing.T, st *store.Store, subject, prefix string, n int) []string {
+	t.Helper()
+	partition := func(subject string) int {
+		var p int
+		if err := st.Pool.QueryRow(context.Background(), `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	want := partition(subject)
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if s := fmt.Sprintf("%s-%d", prefix, i); partition(s) == want {
+			keys = append(keys, s)
+		}
+	}
+	return keys
 }
