@@ -451,19 +451,21 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 		mu.Lock()
 		defer mu.Unlock()
 		round.Signals += sent
-		if failedAt >= 0 {
-			round.Failed++
-			if outage(err) {
-				round.Unavailable++
+		if failedAt < 0 {
+			return
+		}
+		round.Failed++
+		unavailable := outage(err)
+		if unavailable {
+			round.Unavailable++
+		}
+		for _, ev := range g.events[failedAt:] {
+			f := failedSeq[ev.Seq]
+			if f == nil {
+				f = &failure{msg: err.Error()}
+				failedSeq[ev.Seq] = f
 			}
-			for _, ev := range g.events[failedAt:] {
-				f := failedSeq[ev.Seq]
-				if f == nil {
-					f = &failure{msg: err.Error()}
-					failedSeq[ev.Seq] = f
-				}
-				f.keyFault = f.keyFault || !outage(err)
-			}
+			f.keyFault = f.keyFault || !unavailable
 		}
 	}
 	// A key's goroutine starts only once it holds its slots (send): a round

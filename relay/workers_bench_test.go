@@ -88,12 +88,7 @@ func newDispatchEnv(b *testing.B, relays int, latency time.Duration) *dispatchEn
 // long after the commit the relays took to signal all of them.
 func (e *dispatchEnv) burst1(b *testing.B) time.Duration {
 	e.burst++
-	evs := make([]store.NewEvent, benchEvents)
-	for i := range evs {
-		id := uuid.NewString()
-		evs[i] = store.NewEvent{ID: id, SourceApp: "contacts", Type: "contacts.person.deleted", Version: 1,
-			Subject: fmt.Sprintf("b%d-k%d", e.burst, i), Envelope: []byte(fmt.Sprintf(`{"id":%q}`, id)), ContentHash: id}
-	}
+	evs := oneEventKeys("contacts.person.deleted", fmt.Sprintf("b%d-k", e.burst), benchEvents)
 	want := e.sig.signals.Load() + benchEvents
 	if _, err := e.st.InsertEvents(context.Background(), evs); err != nil {
 		b.Fatal(err)
@@ -138,4 +133,17 @@ func BenchmarkDispatchWorkers(b *testing.B) {
 				benchEvents, latency, r1, r2, r2/r1)
 		})
 	}
+}
+
+// oneEventKeys returns n events of type typ (of app contacts, version 1),
+// each of a key of its own, prefix<i>, as the relay reads them from the
+// log: the row insert of a burst, without the publisher.
+func oneEventKeys(typ, prefix string, n int) []store.NewEvent {
+	evs := make([]store.NewEvent, n)
+	for i := range evs {
+		id := uuid.NewString()
+		evs[i] = store.NewEvent{ID: id, SourceApp: "contacts", Type: typ, Version: 1,
+			Subject: fmt.Sprintf("%s%d", prefix, i), Envelope: []byte(fmt.Sprintf(`{"id":%q}`, id)), ContentHash: id}
+	}
+	return evs
 }
