@@ -60,6 +60,8 @@ const (
 	TargetRetention = "retention"
 	// TargetEvent: the target id is an event id.
 	TargetEvent = "event"
+	// TargetDatabase: the target id is the schema Herald's tables are in.
+	TargetDatabase = "database"
 )
 
 // Audit outcomes.

@@ -39,6 +39,7 @@ var auditLabels = map[string]string{
 	ActionDeliverySignalRejected:    "Relay signal refused by a key",
 	ActionRetentionPurged:           "Retention purge ran",
 	ActionEventRelayRetried:         "Event given back to the relay",
+	ActionKeyStripesFineOnly:        "Publishers lock fine key stripes only",
 }
 
 // AuditLabel is the readable label of an audit action. An action without

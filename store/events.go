@@ -135,14 +135,15 @@ func anyInserted(out []InsertedEvent) bool {
 // publishers of one key take their numbers one transaction after another, so
 // within a key seq order is commit order and the relay may trust it.
 //
-// A key's lock is the row of its stripe in key_stripes (lockAndInsert, which
-// sends the locks and the inserts in one round trip, or for one event one
-// statement that does both):
-// a transaction holds at most keyStripeCount row locks per type and version
-// whatever the number of its keys, none of them in the server's shared lock
-// table, and only Herald's roles may lock those rows. Stripes are locked in
-// ascending order, type and version by type and version, so two
-// transactions sharing several keys cannot deadlock. The locks are held
+// A key's lock is the row of its stripe in key_stripes, with the row of its
+// coarse stripe while that is kept (keyStripe; lockAndInsert, which sends
+// the locks and the inserts in one round trip, or for one event one
+// statement that does both): a transaction holds at most fineStripes +
+// coarseStripes row locks per type and version whatever the number of its
+// keys, none of them in the server's shared lock table, and only Herald's
+// roles may lock those rows. Stripes are locked in ascending order, type
+// and version by type and version, coarse before fine, so two transactions
+// sharing several keys cannot deadlock. The locks are held
 // until tx ends, so a caller's long transaction holds up other publishers of
 // the same stripes: of its own types and versions, never of another's.
 //
@@ -170,22 +171,33 @@ func InsertEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedE
 	return out, nil
 }
 
-// keyStripeCount is the number of stripes of one type and version. Keys of
-// one type and version that share a stripe wait for each other's
-// transactions; more stripes make that rarer and cost a row each. Changing
-// it (or keyStripe) while publishers run would let two of them lock one key
-// under different stripes: it needs every worker stopped, and a migration
-// that makes the new rows (0014 makes 0..255, and its trigger does for
-// every new declaration).
-const keyStripeCount = 256
+// A key's lock is the row of its fine stripe, fineStripeBase + FNV-1a of the
+// subject mod fineStripes, and also, when it is there, the row of its coarse
+// stripe, the same hash mod coarseStripes (the row publishers of releases
+// before migration 0032 lock; fineStripes is a multiple of coarseStripes, so
+// the coarse stripe is the fine one mod coarseStripes). Keys of one type and
+// version that share a stripe wait for each other's transactions; more
+// stripes make that rarer and cost a row each. Changing a count or the hash
+// while publishers run would let two of them lock one key under different
+// rows: migration 0032 shows how (keep the old rows locked until no old
+// publisher is left).
+const (
+	coarseStripes  = 256
+	fineStripes    = 4096
+	fineStripeBase = coarseStripes
+)
 
-// keyStripe is the stripe of subject among keyStripeCount: FNV-1a, fixed
-// forever, so that every worker version maps a key to the same row.
+// keyStripe is the row of subject's fine stripe: FNV-1a, fixed forever, so
+// that every worker version maps a key to the same row.
 func keyStripe(subject string) int32 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(subject))
-	return int32(h.Sum64() % keyStripeCount)
+	return fineStripeBase + int32(h.Sum64()%fineStripes)
 }
+
+// coarseStripe is the row of the coarse stripe of the key whose fine stripe
+// row is fine.
+func coarseStripe(fine int32) int32 { return (fine - fineStripeBase) % coarseStripes }
 
 // typeVersion is an event's type and version, whose stripes are locked
 // together.
@@ -226,6 +238,17 @@ func stripeLocks(evs []NewEvent) ([]typeVersion, map[typeVersion][]int32) {
 	return tvs, stripes
 }
 
+// coarseStripesOf are the coarse stripe rows of fine stripe rows, in
+// ascending order.
+func coarseStripesOf(fine []int32) []int32 {
+	coarse := make([]int32, 0, len(fine))
+	for _, f := range fine {
+		coarse = append(coarse, coarseStripe(f))
+	}
+	slices.Sort(coarse)
+	return slices.Compact(coarse)
+}
+
 // ErrNoKeyStripes is returned by InsertEventsTx for events of a type and
 // version that has no ordering-key stripe rows: one never declared, since a
 // declaration makes them (migration 0014's trigger). Herald publishes only
@@ -241,26 +264,33 @@ const stripesMissing = "ordering-key stripe rows missing"
 // INSERT for them, though it inserted nothing, cost about a third of the
 // throughput of 64 concurrent publishers (BenchmarkConcurrentPublish).
 const (
-	// makeStripes makes every stripe row of a type and version that has
-	// none, in ascending order, as the trigger on declarations does (only
-	// events of undeclared types, written by tests, need it). Rows another
+	// makeStripes makes the stripe rows of a type and version that has no
+	// fine ones, in ascending order, as the trigger on declarations does:
+	// the fine ones, and the coarse ones while they are kept (only events
+	// of undeclared types, written by tests, need it). Rows another
 	// transaction is making make it wait for that one, then do nothing.
+	// The numbers are coarseStripes, fineStripes and fineStripeBase.
 	makeStripes = `
 		INSERT INTO key_stripes (type, version, stripe)
-		SELECT $1, $2, s FROM generate_series(0, $3::integer - 1) AS s
-		 WHERE NOT EXISTS (SELECT 1 FROM key_stripes WHERE type = $1 AND version = $2)
+		SELECT $1, $2, s
+		  FROM (SELECT s FROM generate_series(0, 255) AS s WHERE (SELECT coarse FROM key_stripe_scheme)
+		        UNION ALL
+		        SELECT 256 + s FROM generate_series(0, 4095) AS s) AS rows
+		 WHERE NOT EXISTS (SELECT 1 FROM key_stripes WHERE type = $1 AND version = $2 AND stripe >= 256)
 		 ORDER BY s
 		ON CONFLICT DO NOTHING`
-	// lockStripes locks the given stripe rows in ascending order (LockRows
-	// runs above the sort) until the transaction ends. If any row is
-	// missing it fails (stripesMissing), which aborts the transaction
-	// before an event is inserted without its key's lock. (A publish of one
-	// event takes lockAndInsertOne instead.)
+	// lockStripes locks the given fine stripe rows ($3) and those of the
+	// coarse stripes ($4) that are there, in ascending order (LockRows runs
+	// above the sort), until the transaction ends. If a fine row is missing
+	// it fails (stripesMissing), which aborts the transaction before an
+	// event is inserted without its key's lock. (A publish of one event
+	// takes lockAndInsertOne instead.)
 	lockStripes = `
-		SELECT CASE WHEN count(*) = cardinality($3::integer[]) THEN 0
-		            ELSE ('` + stripesMissing + `: ' || count(*) || ' of ' || cardinality($3::integer[]))::integer END
-		  FROM (SELECT 1 FROM key_stripes
-		         WHERE type = $1 AND version = $2 AND stripe = ANY($3::integer[])
+		SELECT CASE WHEN count(*) FILTER (WHERE stripe >= 256) = cardinality($3::integer[]) THEN 0
+		            ELSE ('` + stripesMissing + `: ' || count(*) FILTER (WHERE stripe >= 256) || ' of ' ||
+		                  cardinality($3::integer[]))::integer END
+		  FROM (SELECT stripe FROM key_stripes
+		         WHERE type = $1 AND version = $2 AND (stripe = ANY($3::integer[]) OR stripe = ANY($4::integer[]))
 		         ORDER BY stripe
 		           FOR NO KEY UPDATE) AS locked`
 	// eventInsert, eventValues and eventOnConflict are the parts of an
@@ -276,10 +306,12 @@ const (
 	insertEvent = eventInsert + `
 		VALUES (` + eventValues + `)` + eventOnConflict
 	// lockAndInsertOne is a publish of one event in one statement: it
-	// locks the key's stripe row ($11), then inserts the event only if it
-	// got the row. The insert reads the locked row, so the lock is held
-	// before the sequence hands out the event's number, and a missing row
-	// inserts nothing and returns nothing, like an id already taken
+	// locks the key's stripe row ($11, fine) and its coarse row if that is
+	// there, then inserts the event only if it got the fine row. The insert
+	// reads the count of locked rows, which takes every lock first, so the
+	// locks are held before the sequence hands out the event's number, and
+	// a missing row inserts nothing and returns nothing, like an id already
+	// taken
 	// (lockAndInsertSingle tells the two apart). With 64 concurrent
 	// publishers it published about 1.24 times as many events a second as
 	// lockStripes and insertEvent in one round trip (measured at 4f26ce1),
@@ -292,9 +324,13 @@ const (
 	// cost 3-15 % of the rate (six runs side by side at f5eb01d).
 	lockAndInsertOne = `
 		WITH locked AS MATERIALIZED (
-		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)` +
+		  SELECT count(*) FILTER (WHERE stripe >= 256) AS fine
+		    FROM (SELECT stripe FROM key_stripes
+		           WHERE type = $3 AND version = $4 AND stripe IN (($11::integer - 256) % 256, $11::integer)
+		           ORDER BY stripe
+		             FOR NO KEY UPDATE) AS rows)` +
 		eventInsert + `
-		SELECT ` + eventValues + ` FROM locked` + eventOnConflict
+		SELECT ` + eventValues + ` FROM locked WHERE fine = 1` + eventOnConflict
 )
 
 // makeKeyStripes makes the stripe rows of evs' types and versions that have
@@ -302,7 +338,7 @@ const (
 func makeKeyStripes(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 	tvs, _ := stripeLocks(evs)
 	for _, tv := range tvs {
-		if _, err := tx.Exec(ctx, makeStripes, tv.typ, tv.version, keyStripeCount); err != nil {
+		if _, err := tx.Exec(ctx, makeStripes, tv.typ, tv.version); err != nil {
 			return fmt.Errorf("make the key stripes of %s@%d: %w", tv.typ, tv.version, err)
 		}
 	}
@@ -329,7 +365,7 @@ func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []In
 	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
 	for _, tv := range tvs {
-		b.Queue(lockStripes, tv.typ, tv.version, stripes[tv])
+		b.Queue(lockStripes, tv.typ, tv.version, stripes[tv], coarseStripesOf(stripes[tv]))
 	}
 	for _, ev := range evs {
 		b.Queue(insertEvent, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,

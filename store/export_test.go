@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,11 +20,41 @@ func (s *Store) TryLeadTTL(ctx context.Context, ttl time.Duration) (*Leader, err
 	return s.tryLead(ctx, ttl)
 }
 
+// OlderLockAndInsertOne publishes ev in q as a publisher of a release
+// before migration 0032 did: one statement locking the key's coarse stripe
+// row alone, FNV-1a(subject) mod 256, inserting nothing without it. It
+// reports whether it inserted.
+func OlderLockAndInsertOne(ctx context.Context, q Querier, ev NewEvent) (bool, error) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(ev.Subject))
+	var seq int64
+	err := q.QueryRow(ctx, `
+		WITH locked AS MATERIALIZED (
+		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)`+
+		eventInsert+`
+		SELECT `+eventValues+` FROM locked`+eventOnConflict,
+		ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
+		ev.TraceContext.param(), int32(h.Sum64()%coarseStripes)).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// MigrateTo applies the migrations up to version last.
+func (s *Store) MigrateTo(ctx context.Context, last int) ([]int, error) { return s.migrate(ctx, last) }
+
 // KeyStripe is the stripe of a subject's ordering key.
 func KeyStripe(subject string) int32 { return keyStripe(subject) }
 
-// KeyStripeCount is the number of stripes of one type and version.
-const KeyStripeCount = keyStripeCount
+// KeyStripeCount is the number of fine stripes of one type and version,
+// FineStripeBase the first one's row, CoarseStripeCount the number of
+// coarse stripes.
+const (
+	KeyStripeCount    = fineStripes
+	FineStripeBase    = fineStripeBase
+	CoarseStripeCount = coarseStripes
+)
 
 // InsertEventsTxNotifying is InsertEventsTx as it was until issue 29: with
 // a pg_notify inside tx when anything was inserted.

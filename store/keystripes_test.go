@@ -15,21 +15,23 @@ import (
 )
 
 // TestDeclarationsGetTheirKeyStripes: an applied declaration has every
-// stripe row of its ordering keys, made by migration 0014's trigger with
-// the count the Go code hashes keys into.
+// stripe row of its ordering keys, made by the trigger of migrations 0014
+// and 0032 with the count the Go code hashes keys into: on a new database,
+// the fine rows only.
 func TestDeclarationsGetTheirKeyStripes(t *testing.T) {
 	t.Parallel()
 	s := openSyncStore(t)
 	ctx := context.Background()
 	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.updated", 2)))
 	for _, v := range []int{1, 2} {
-		var n, max int
-		if err := s.Pool.QueryRow(ctx, `SELECT count(*), max(stripe) FROM key_stripes
-			WHERE type = 'contacts.person.updated' AND version = $1`, v).Scan(&n, &max); err != nil {
+		var n, min, max int
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*), min(stripe), max(stripe) FROM key_stripes
+			WHERE type = 'contacts.person.updated' AND version = $1`, v).Scan(&n, &min, &max); err != nil {
 			t.Fatal(err)
 		}
-		if n != store.KeyStripeCount || max != store.KeyStripeCount-1 {
-			t.Errorf("version %d has %d stripes up to %d, want %d", v, n, max, store.KeyStripeCount)
+		if n != store.KeyStripeCount || min != store.FineStripeBase || max != store.FineStripeBase+store.KeyStripeCount-1 {
+			t.Errorf("version %d has %d stripes from %d to %d, want %d from %d", v, n, min, max,
+				store.KeyStripeCount, store.FineStripeBase)
 		}
 	}
 }

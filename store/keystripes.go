@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// KeyStripeScheme is how publishers lock ordering keys (migration 0032):
+// by a key's fine stripe row alone, or also by its coarse one, which
+// publishers of releases before 0032 lock.
+type KeyStripeScheme struct {
+	// Coarse: the coarse rows are kept for publishers of older releases.
+	Coarse    bool      `json:"coarse"`
+	ChangedAt time.Time `json:"changedAt"`
+	// CoarseRows and FineRows count the rows of each kind.
+	CoarseRows int64 `json:"coarseRows"`
+	FineRows   int64 `json:"fineRows"`
+}
+
+// KeyStripeScheme reads how publishers lock ordering keys.
+func (s *Store) KeyStripeScheme(ctx context.Context) (KeyStripeScheme, error) {
+	var k KeyStripeScheme
+	err := s.Pool.QueryRow(ctx, `
+		SELECT k.coarse, k.changed_at,
+		       (SELECT count(*) FROM key_stripes WHERE stripe < $1),
+		       (SELECT count(*) FROM key_stripes WHERE stripe >= $1)
+		  FROM key_stripe_scheme k`, fineStripeBase).Scan(&k.Coarse, &k.ChangedAt, &k.CoarseRows, &k.FineRows)
+	if err != nil {
+		return KeyStripeScheme{}, fmt.Errorf("read the key stripe scheme: %w", err)
+	}
+	return k, nil
+}
+
+// ErrFineOnly is RetireCoarseStripes's error when the coarse rows are
+// already gone.
+var ErrFineOnly = errors.New("the coarse key stripes are already retired: publishers lock fine stripes only")
+
+// RetireCoarseStripes deletes the coarse stripe rows, so that publishers
+// lock one row a key, and records it in the audit trail: run it once no
+// publisher of a release before migration 0032 is left (workers, starter,
+// and apps linking PublishTx), as such a publisher then fails on every
+// publish for want of its row. It waits for every transaction holding a
+// coarse row's lock to end; a publisher of this release that starts
+// meanwhile locks the coarse row after the deletion commits only if it is
+// still there, so no two publishers of one key ever lock it under
+// different rows. It returns how many rows it deleted. It cannot be undone
+// while publishers run: one that found no coarse row holds only the fine
+// one, which an older publisher would not wait for.
+func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, error) {
+	var deleted int64
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE key_stripe_scheme SET coarse = false, changed_at = now() WHERE coarse`)
+		if err != nil {
+			return fmt.Errorf("retire the coarse key stripes: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrFineOnly
+		}
+		// Rows in the order publishers lock them (types in byte order,
+		// then stripes), so that none deadlocks with this, and for at most
+		// retireLockTimeout: publishers of the rows already taken wait for
+		// this transaction.
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, retireLockTimeout.Milliseconds())); err != nil {
+			return fmt.Errorf("retire the coarse key stripes: %w", err)
+		}
+		tag, err = tx.Exec(ctx, `
+			DELETE FROM key_stripes k USING (
+			  SELECT type, version, stripe FROM key_stripes WHERE stripe < $1
+			   ORDER BY type COLLATE "C", version, stripe
+			     FOR UPDATE) AS c
+			 WHERE k.type = c.type AND k.version = c.version AND k.stripe = c.stripe`, fineStripeBase)
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
+			return fmt.Errorf("retire the coarse key stripes: publishing transactions held their rows for %s; nothing changed, try again: %w",
+				retireLockTimeout, err)
+		}
+		if err != nil {
+			return fmt.Errorf("retire the coarse key stripes: %w", err)
+		}
+		deleted = tag.RowsAffected()
+		var schema string
+		if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			return fmt.Errorf("retire the coarse key stripes: %w", err)
+		}
+		return AppendAudit(ctx, tx, AuditEntry{Action: ActionKeyStripesFineOnly, Actor: actor,
+			TargetType: TargetDatabase, TargetID: schema, Metadata: map[string]any{"coarseRowsDeleted": deleted}})
+	})
+	return deleted, err
+}
+
+// retireLockTimeout bounds RetireCoarseStripes's wait for one row's lock.
+const retireLockTimeout = 10 * time.Second
+
+// ActionKeyStripesFineOnly records RetireCoarseStripes.
+const ActionKeyStripesFineOnly = "key_stripes.fine_only"

@@ -1,0 +1,241 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/internal/testenv"
+	"herald/store"
+)
+
+// openStoreBeforeFineStripes is a store whose schema was at migration 0031
+// (256 stripes a type) when contacts.person.updated@1 was declared and an
+// event of it published, then migrated to the end: the upgrade of a
+// database older publishers publish into.
+func openStoreBeforeFineStripes(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.MigrateTo(ctx, 31); err != nil {
+		t.Fatalf("migrate to 0031: %v", err)
+	}
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	if ok, err := store.OlderLockAndInsertOne(ctx, s.Pool, newEvent("contacts.person.updated", "before", "h")); err != nil || !ok {
+		t.Fatalf("an older publisher's publish before the upgrade: inserted %v, %v", ok, err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+// stripeRows counts the coarse and fine stripe rows of contacts.person.updated@1.
+func stripeRows(t *testing.T, s *store.Store) (coarse, fine int) {
+	t.Helper()
+	if err := s.Pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE stripe < $1), count(*) FILTER (WHERE stripe >= $1)
+		  FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 1`,
+		store.FineStripeBase).Scan(&coarse, &fine); err != nil {
+		t.Fatal(err)
+	}
+	return coarse, fine
+}
+
+// waitsFor runs publish and reports whether it was still waiting after
+// 400 ms; release then ends what it waits for, and the publish must end.
+func waitsFor(t *testing.T, publish func() error, release func()) bool {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- publish() }()
+	var waited bool
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	case <-time.After(400 * time.Millisecond):
+		waited = true
+	}
+	release()
+	if waited {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("publish after the other transaction ended: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("publish still waiting 10 s after the other transaction ended")
+		}
+	}
+	return waited
+}
+
+// TestUpgradedDatabaseKeepsOlderPublishersInOrder: migration 0032 keeps
+// the 256 coarse stripe rows of a database that has any, beside the new
+// fine ones, and a publisher of this release locks a key's coarse row as
+// well as its fine one: while an older publisher's transaction holds the
+// key's coarse row, a new publish of the key (one event, several, in a
+// caller's transaction or not) waits for it, so seq order stays commit
+// order within the key.
+func TestUpgradedDatabaseKeepsOlderPublishersInOrder(t *testing.T) {
+	t.Parallel()
+	s := openStoreBeforeFineStripes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if coarse, fine := stripeRows(t, s); coarse != store.CoarseStripeCount || fine != store.KeyStripeCount {
+		t.Fatalf("after the upgrade: %d coarse and %d fine rows, want %d and %d", coarse, fine,
+			store.CoarseStripeCount, store.KeyStripeCount)
+	}
+	scheme, err := s.KeyStripeScheme(ctx)
+	if err != nil || !scheme.Coarse {
+		t.Fatalf("scheme after the upgrade: %+v, %v, want the coarse rows kept", scheme, err)
+	}
+	// A declaration made after the upgrade gets both kinds too.
+	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.updated", 2)))
+	var v2 int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 2`).
+		Scan(&v2); err != nil || v2 != store.CoarseStripeCount+store.KeyStripeCount {
+		t.Fatalf("a declaration after the upgrade has %d stripe rows (%v), want %d", v2, err,
+			store.CoarseStripeCount+store.KeyStripeCount)
+	}
+
+	ways := map[string]func(key string) error{
+		"one event": func(key string) error {
+			_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", key, "h")})
+			return err
+		},
+		"several events": func(key string) error {
+			_, err := s.InsertEvents(ctx, []store.NewEvent{
+				newEvent("contacts.person.updated", key+"-other", "h"), newEvent("contacts.person.updated", key, "h")})
+			return err
+		},
+		"one event in a caller's transaction": func(key string) error {
+			return s.WithTx(ctx, func(tx pgx.Tx) error {
+				_, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", key, "h")})
+				return err
+			})
+		},
+	}
+	for name, publish := range ways {
+		key := "person-" + strings.ReplaceAll(name, " ", "-")
+		older, err := s.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", key, "h")); err != nil || !ok {
+			t.Fatalf("%s: the older publisher's publish: inserted %v, %v", name, ok, err)
+		}
+		if !waitsFor(t, func() error { return publish(key) }, func() {
+			if err := older.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}) {
+			t.Errorf("%s: a new publish of the key did not wait for the older publisher's open transaction", name)
+		}
+	}
+}
+
+// TestRetiringCoarseStripes: `starter db key-stripes --fine-only`
+// (RetireCoarseStripes) waits for a transaction holding a coarse row,
+// deletes every coarse row and says so in the audit trail. After it a new
+// publish locks the fine row alone and an older publisher is refused, never
+// let through without a lock; a new declaration gets fine rows only, and a
+// second retirement has nothing to do.
+func TestRetiringCoarseStripes(t *testing.T) {
+	t.Parallel()
+	s := openStoreBeforeFineStripes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	older, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", "person-1", "h")); err != nil || !ok {
+		t.Fatalf("the older publisher's publish: inserted %v, %v", ok, err)
+	}
+	var deleted int64
+	if !waitsFor(t, func() error {
+		var err error
+		deleted, err = s.RetireCoarseStripes(ctx, "alice")
+		return err
+	}, func() {
+		if err := older.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}) {
+		t.Error("the retirement did not wait for a transaction holding a coarse row")
+	}
+	if deleted != store.CoarseStripeCount {
+		t.Errorf("retirement deleted %d rows, want %d", deleted, store.CoarseStripeCount)
+	}
+	if coarse, fine := stripeRows(t, s); coarse != 0 || fine != store.KeyStripeCount {
+		t.Errorf("after retirement: %d coarse and %d fine rows, want 0 and %d", coarse, fine, store.KeyStripeCount)
+	}
+	scheme, err := s.KeyStripeScheme(ctx)
+	if err != nil || scheme.Coarse || scheme.CoarseRows != 0 {
+		t.Errorf("scheme after retirement: %+v, %v", scheme, err)
+	}
+	rows, err := s.ListAudit(ctx, store.AuditFilter{Action: store.ActionKeyStripesFineOnly})
+	if err != nil || len(rows) != 1 || rows[0].Actor != "alice" || rows[0].TargetType != store.TargetDatabase {
+		t.Errorf("audit of the retirement: %+v, %v, want one row by alice", rows, err)
+	}
+
+	if ok, err := store.OlderLockAndInsertOne(ctx, s.Pool, newEvent("contacts.person.updated", "person-2", "h")); err != nil || ok {
+		t.Errorf("an older publisher after retirement: inserted %v, %v, want nothing inserted", ok, err)
+	}
+	// A new publish of a key whose fine row another transaction holds waits.
+	newer, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.InsertEventsTx(ctx, newer, []store.NewEvent{newEvent("contacts.person.updated", "person-3", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitsFor(t, func() error {
+		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-3", "h")})
+		return err
+	}, func() {
+		if err := newer.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}) {
+		t.Error("a publish did not wait for another transaction holding its key's fine row")
+	}
+	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.updated", 2)))
+	var v2 int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 2 AND stripe < $1`,
+		store.FineStripeBase).Scan(&v2); err != nil || v2 != 0 {
+		t.Errorf("a declaration after retirement has %d coarse rows (%v), want none", v2, err)
+	}
+	if _, err := s.RetireCoarseStripes(ctx, "alice"); !errors.Is(err, store.ErrFineOnly) {
+		t.Errorf("a second retirement: %v, want ErrFineOnly", err)
+	}
+}
+
+// TestNewDatabaseLocksFineStripesOnly: a database migrated from nothing
+// keeps no coarse rows (nothing older can have published into it), and the
+// retirement has nothing to do.
+func TestNewDatabaseLocksFineStripesOnly(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	if coarse, fine := stripeRows(t, s); coarse != 0 || fine != store.KeyStripeCount {
+		t.Errorf("%d coarse and %d fine rows, want 0 and %d", coarse, fine, store.KeyStripeCount)
+	}
+	if _, err := s.RetireCoarseStripes(ctx, "alice"); !errors.Is(err, store.ErrFineOnly) {
+		t.Errorf("retirement on a new database: %v, want ErrFineOnly", err)
+	}
+	if ok, err := store.OlderLockAndInsertOne(ctx, s.Pool, newEvent("contacts.person.updated", "k", "h")); err != nil || ok {
+		t.Errorf("an older publisher on a new database: inserted %v, %v, want nothing", ok, err)
+	}
+}
