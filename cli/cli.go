@@ -67,8 +67,9 @@ func init() {
 		{name: "tokens", group: groupSetup,
 			synopsis: []string{"tokens create --operator --name N [--actor A]", "tokens list", "tokens revoke --operator NAME|ID [--actor A]"},
 			summary:  "create, list and revoke operator tokens of the operations API (they see and act on every app)", run: runTokens},
-		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]"},
-			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables", run: runDB},
+		{name: "db", group: groupSetup, synopsis: []string{"db grant-publisher APP ROLE [--actor A]", "db key-stripes [--fine-only [--actor A]]"},
+			summary: "make ROLE the publisher role of APP: it may publish for APP with PublishTx and has no right on Herald's tables; " +
+				"show how publishers lock ordering keys, and retire the coarse locks of releases before migration 0032", run: runDB},
 		{name: "keys", group: groupSetup, synopsis: []string{"keys generate --out DIR",
 			"keys export --standard-webhooks --keys PATH"},
 			summary: "generate an Ed25519 signing key for the worker (HERALD_SIGNING_KEY=DIR); export the public keys", run: runKeys},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"net/url"
 	"testing"
 
@@ -150,4 +153,64 @@ func TestDBGrantPublisher(t *testing.T) {
 	} else {
 		wantContains(t, "stderr", r.stderr, "can already write Herald's tables")
 	}
+}
+
+// TestDBKeyStripes: `starter db key-stripes` shows how publishers lock
+// ordering keys; with --fine-only it retires the coarse rows a database
+// upgraded from before migration 0032 keeps (here made by hand), audits
+// it, and a second time has nothing to do (exit 2). The runtime role may
+// run it.
+func TestDBKeyStripes(t *testing.T) {
+	t.Parallel()
+	e := appliedEnv(t)
+	ctx := context.Background()
+	owner, err := pgx.Connect(ctx, e["HERALD_DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	if _, err := owner.Exec(ctx, `UPDATE key_stripe_scheme SET coarse = true`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Exec(ctx, `INSERT INTO key_stripes (type, version, stripe)
+		SELECT d.type, d.version, s FROM declarations d, generate_series(0, 255) AS s`); err != nil {
+		t.Fatal(err)
+	}
+	var decls int
+	if err := owner.QueryRow(ctx, `SELECT count(*) FROM declarations`).Scan(&decls); err != nil || decls == 0 {
+		t.Fatalf("%d declarations, %v", decls, err)
+	}
+	role, roleURL := runtimeRoleEnv(t, e["HERALD_DATABASE_URL"])
+	mustRun(t, e, "migrate", "--runtime-role", role)
+	runtime := maps.Clone(e)
+	runtime["HERALD_DATABASE_URL"] = roleURL
+
+	r := mustRun(t, runtime, "db", "key-stripes")
+	wantContains(t, "stdout", r.stdout, "and its coarse one")
+	wantContains(t, "stdout", r.stdout, fmt.Sprintf("%d coarse rows", decls*256))
+	if r := run(t, runtime, "db", "key-stripes", "--actor", "bob"); r.code != ExitInvalid {
+		t.Errorf("--actor without --fine-only: exit %d, want %d", r.code, ExitInvalid)
+	}
+
+	var out struct {
+		Coarse     bool  `json:"coarse"`
+		CoarseRows int64 `json:"coarseRows"`
+		FineRows   int64 `json:"fineRows"`
+		Deleted    int64 `json:"coarseRowsDeleted"`
+	}
+	r = mustRun(t, runtime, "db", "key-stripes", "--fine-only", "--actor", "bob", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if out.Coarse || out.CoarseRows != 0 || out.Deleted != int64(decls*256) || out.FineRows != int64(decls*4096) {
+		t.Errorf("after --fine-only: %+v, want %d deleted, none left, %d fine", out, decls*256, decls*4096)
+	}
+	audit := mustRun(t, e, "audit", "--action", "key_stripes.fine_only", "--json").stdout
+	wantContains(t, "audit", audit, `"bob"`)
+	r = run(t, runtime, "db", "key-stripes", "--fine-only")
+	if r.code != ExitInvalid {
+		t.Errorf("a second --fine-only: exit %d, want %d\n%s", r.code, ExitInvalid, r.stderr)
+	}
+	wantContains(t, "stderr", r.stderr, "nothing to do")
+	wantContains(t, "stdout", mustRun(t, runtime, "db", "key-stripes").stdout, "fine stripe row only")
 }

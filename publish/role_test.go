@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"os"
 	"strings"
@@ -248,11 +249,16 @@ func TestPublisherRole(t *testing.T) {
 	// Nor a body that is not the app's own event: the body is what Herald
 	// signs and delivers, so one naming another source, or too large, is
 	// refused whatever the caller's own code checked.
+	// The key's stripe rows as PublishTx computes them (store.keyStripe):
+	// fine, 256 + FNV-1a mod 4096; coarse, FNV-1a mod 256.
+	h := fnv.New64a()
+	h.Write([]byte("person-9"))
+	stripe := 256 + int32(h.Sum64()%4096)
 	forge := func(body string) error {
 		id := uuid.NewString()
 		_, err := st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
-			ARRAY['person-9'], ARRAY[0], ARRAY[convert_to(replace($2::text, 'ID', $1::text), 'UTF8')], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
-			id, body)
+			ARRAY['person-9'], ARRAY[$3::integer], ARRAY[convert_to(replace($2::text, 'ID', $1::text), 'UTF8')], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
+			id, body, stripe)
 		return err
 	}
 	wantPrivilegeError(t, "herald_publish of a body naming billing as its source", forge(
@@ -266,6 +272,14 @@ func TestPublisherRole(t *testing.T) {
 	}
 	if err := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`); err != nil {
 		t.Errorf("herald_publish of the app's own well-formed body: %v", err)
+	}
+	// A caller of a release before migration 0032 passes the key's coarse
+	// stripe (0-255). This database keeps no coarse rows (a new one), so
+	// it is refused, not let through without a lock.
+	stripe = int32(h.Sum64() % 256)
+	older := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`)
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(older, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, "upgrade") {
+		t.Errorf("herald_publish of an older caller's coarse stripe on a database without coarse rows: %v, want 55000 saying to upgrade", older)
 	}
 
 	// Nothing else: no tokens, endpoints, subscriptions, audit, events, or
@@ -391,4 +405,78 @@ func publishCommitted(t *testing.T, e *env, p *publish.Publisher, st *store.Stor
 		return err
 	}
 	return tx.Commit(e.ctx)
+}
+
+// TestPublisherRoleBesideAnOlderCaller: on a database that keeps the coarse
+// stripe rows (upgraded from before migration 0032), herald_publish takes a
+// caller of an older release (coarse stripes) and holds the key's coarse
+// row until its transaction ends, and PublishTx of this release through the
+// same role waits for it: both lock the key's coarse row.
+func TestPublisherRoleBesideAnOlderCaller(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleURL := e.grantedPublisherRole(documentedPublisherGrants(t))
+	// As an upgraded database has them (the test's database is new).
+	if _, err := e.store.Pool.Exec(e.ctx, `UPDATE key_stripe_scheme SET coarse = true`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Pool.Exec(e.ctx, `INSERT INTO key_stripes (type, version, stripe)
+		SELECT 'contacts.person.updated', 1, s FROM generate_series(0, 255) AS s`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(e.ctx, roleURL, store.Options{MaxConns: 3})
+	if err != nil {
+		t.Fatalf("open as the publisher role: %v", err)
+	}
+	t.Cleanup(st.Close)
+
+	older, err := st.Pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(context.Background())
+	h := fnv.New64a()
+	h.Write([]byte("person-1"))
+	id := uuid.NewString()
+	if _, err := older.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
+		ARRAY['person-1'], ARRAY[$2::integer], ARRAY[convert_to($3::text, 'UTF8')], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
+		id, int32(h.Sum64()%256),
+		`{"id":"`+id+`","source":"app:contacts","type":"contacts.person.updated","subject":"person-1","dataversion":1}`); err != nil {
+		t.Fatalf("herald_publish of an older caller on a database keeping coarse rows: %v", err)
+	}
+
+	p := publish.New(st, publish.Options{})
+	done := make(chan error, 1)
+	go func() {
+		tx, err := st.Pool.Begin(e.ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := p.PublishTx(e.ctx, tx, person("person-1", "Ada")); err != nil {
+			done <- err
+			return
+		}
+		done <- tx.Commit(e.ctx)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("PublishTx of the key did not wait for the older caller's open transaction: %v", err)
+	case <-time.After(400 * time.Millisecond):
+	}
+	if err := older.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("PublishTx after the older caller committed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("PublishTx still waiting 10 s after the older caller committed")
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'contacts' AND subject = 'person-1'`); n != 2 {
+		t.Errorf("%d events of person-1, want 2", n)
+	}
 }
