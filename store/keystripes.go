@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,11 +91,54 @@ func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, e
 		return AppendAudit(ctx, tx, AuditEntry{Action: ActionKeyStripesFineOnly, Actor: actor,
 			TargetType: TargetDatabase, TargetID: schema, Metadata: map[string]any{"coarseRowsDeleted": deleted}})
 	})
+	if err == nil {
+		s.stripes.fineOnly.Store(true)
+	}
 	return deleted, err
 }
 
 // retireLockTimeout bounds RetireCoarseStripes's wait for one row's lock.
 const retireLockTimeout = 10 * time.Second
+
+// stripeScheme is what a Store knows of its schema's key stripe scheme:
+// once it has seen the coarse rows retired it says so for good (retiring
+// them is one-way, and no coarse row is made after: the trigger and
+// makeStripes read the scheme row FOR SHARE, which waits for a retirement
+// in progress), and until then it asks again at most every
+// stripeSchemeRecheck.
+type stripeScheme struct {
+	fineOnly atomic.Bool
+	mu       sync.Mutex
+	askedAt  time.Time
+}
+
+// stripeSchemeRecheck is how often a Store asks whether the coarse rows
+// are retired until they are.
+const stripeSchemeRecheck = 5 * time.Second
+
+// fineStripesOnly reports whether the coarse stripe rows are known to be
+// retired, so that a publish may lock its key's fine row alone with the
+// cheapest statement (lockAndInsertOneFine). False when unsure: the other
+// statements lock a coarse row whenever the scheme keeps them, so they are
+// always right.
+func (s *Store) fineStripesOnly(ctx context.Context) bool {
+	if s.stripes.fineOnly.Load() {
+		return true
+	}
+	if !s.stripes.mu.TryLock() {
+		return false
+	}
+	defer s.stripes.mu.Unlock()
+	if time.Since(s.stripes.askedAt) < stripeSchemeRecheck {
+		return false
+	}
+	s.stripes.askedAt = time.Now()
+	var coarse bool
+	if err := s.Pool.QueryRow(ctx, `SELECT coarse FROM key_stripe_scheme`).Scan(&coarse); err == nil && !coarse {
+		s.stripes.fineOnly.Store(true)
+	}
+	return s.stripes.fineOnly.Load()
+}
 
 // ActionKeyStripesFineOnly records RetireCoarseStripes.
 const ActionKeyStripesFineOnly = "key_stripes.fine_only"

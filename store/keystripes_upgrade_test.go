@@ -131,6 +131,8 @@ func TestUpgradedDatabaseKeepsOlderPublishersInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Ended whatever happens: the store's Close waits for its connection.
+		defer older.Rollback(context.Background())
 		if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", key, "h")); err != nil || !ok {
 			t.Fatalf("%s: the older publisher's publish: inserted %v, %v", name, ok, err)
 		}
@@ -159,6 +161,7 @@ func TestRetiringCoarseStripes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer older.Rollback(context.Background())
 	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", "person-1", "h")); err != nil || !ok {
 		t.Fatalf("the older publisher's publish: inserted %v, %v", ok, err)
 	}
@@ -197,6 +200,7 @@ func TestRetiringCoarseStripes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer newer.Rollback(context.Background())
 	if _, err := store.InsertEventsTx(ctx, newer, []store.NewEvent{newEvent("contacts.person.updated", "person-3", "h")}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,10 @@ type Store struct {
 
 	// wake sends the relay's wake-ups after publishes (wake.go).
 	wake wake
+
+	// stripes remembers whether the coarse key stripes are retired
+	// (keystripes.go).
+	stripes stripeScheme
 }
 
 // Options tune the connection pool.

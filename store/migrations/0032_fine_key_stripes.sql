@@ -40,16 +40,18 @@ SELECT tv.type, tv.version, 256 + s
 ON CONFLICT DO NOTHING;
 
 -- A declaration's rows: the fine ones, and the coarse ones while they are
--- kept. (A declaration made while `--fine-only` runs may keep coarse rows;
--- publishers of this release lock them as well, so that is safe, only a
--- little slower.) 256 and 4096 are store.coarseStripes and store.fineStripes.
+-- kept. The scheme's row is read FOR SHARE, so a declaration waits for a
+-- retirement in progress (store.RetireCoarseStripes updates the row first)
+-- and makes no coarse row after it: a Store that has seen the coarse rows
+-- retired locks fine rows only from then on. 256 and 4096 are
+-- store.coarseStripes and store.fineStripes.
 CREATE OR REPLACE FUNCTION herald_make_key_stripes() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO key_stripes (type, version, stripe)
     SELECT NEW.type, NEW.version, s
       FROM generate_series(0, 255) AS s
-     WHERE (SELECT k.coarse FROM key_stripe_scheme k)
+     WHERE (SELECT k.coarse FROM key_stripe_scheme k FOR SHARE)
     UNION ALL
     SELECT NEW.type, NEW.version, 256 + s FROM generate_series(0, 4095) AS s
     ORDER BY 3
@@ -73,6 +75,7 @@ DECLARE
     n         integer := coalesce(array_length(ids, 1), 0);
     tv        record;
     fine      boolean;
+    keep      boolean;
     wanted    integer;
     locked    integer;
     got       bigint;
@@ -121,22 +124,26 @@ BEGIN
     IF EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s IS NULL OR s < 0 OR s > 4351) THEN
         RAISE EXCEPTION 'herald_publish: stripe out of range' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    fine := n > 0 AND stripes[1] >= 256;
-    IF EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE (s >= 256) <> fine) THEN
+    fine := EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s >= 256);
+    IF fine AND EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s < 256) THEN
         RAISE EXCEPTION 'herald_publish: coarse and fine stripes in one call' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    keep := (SELECT k.coarse FROM key_stripe_scheme k);
     FOR tv IN SELECT DISTINCT u.t COLLATE "C" AS t, u.v FROM unnest(types, versions) AS u(t, v) ORDER BY 1, 2 LOOP
         SELECT count(DISTINCT u.s) INTO wanted
           FROM unnest(types, versions, stripes) AS u(t, v, s) WHERE u.t = tv.t AND u.v = tv.v;
+        -- One row at a time by its whole key, in ascending order (coarse
+        -- before fine): "stripe IN (...)" let the planner scan every row
+        -- of the type when the table had no statistics yet.
         SELECT count(*) FILTER (WHERE l.stripe >= 256 OR NOT fine) INTO locked
-          FROM (SELECT k.stripe FROM key_stripes k
-                 WHERE k.type = tv.t AND k.version = tv.v
-                   AND k.stripe IN (SELECT u.s FROM unnest(types, versions, stripes) AS u(t, v, s)
-                                     WHERE u.t = tv.t AND u.v = tv.v
-                                    UNION
-                                    SELECT (u.s - 256) % 256 FROM unnest(types, versions, stripes) AS u(t, v, s)
-                                     WHERE fine AND u.t = tv.t AND u.v = tv.v)
-                 ORDER BY k.stripe
+          FROM (SELECT DISTINCT w.s FROM (
+                  SELECT u.s FROM unnest(types, versions, stripes) AS u(t, v, s) WHERE u.t = tv.t AND u.v = tv.v
+                  UNION ALL
+                  SELECT (u.s - 256) % 256 FROM unnest(types, versions, stripes) AS u(t, v, s)
+                   WHERE fine AND keep AND u.t = tv.t AND u.v = tv.v) AS w
+                ORDER BY w.s) AS x
+         CROSS JOIN LATERAL (SELECT k.stripe FROM key_stripes k
+                 WHERE k.type = tv.t AND k.version = tv.v AND k.stripe = x.s
                    FOR NO KEY UPDATE) AS l;
         IF locked <> wanted THEN
             IF NOT fine AND NOT (SELECT k.coarse FROM key_stripe_scheme k) THEN
