@@ -41,6 +41,19 @@ func OlderLockAndInsertOne(ctx context.Context, q Querier, ev NewEvent) (bool, e
 	return err == nil, err
 }
 
+// KeyLockStatements are the statements that lock stripe rows, by name, with
+// arguments for a publish of ev (lockStripes: ev's key alone).
+func KeyLockStatements(ev NewEvent) map[string][]any {
+	one := []any{ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
+		ev.TraceContext.param(), keyStripe(ev.Subject)}
+	fine := []int32{keyStripe(ev.Subject)}
+	return map[string][]any{
+		lockAndInsertOne:     one,
+		lockAndInsertOneFine: one,
+		lockStripes:          {ev.Type, ev.Version, fine, coarseStripesOf(fine)},
+	}
+}
+
 // MigrateTo applies the migrations up to version last.
 func (s *Store) MigrateTo(ctx context.Context, last int) ([]int, error) { return s.migrate(ctx, last) }
 

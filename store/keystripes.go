@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -122,22 +124,48 @@ const stripeSchemeRecheck = 5 * time.Second
 // statements lock a coarse row whenever the scheme keeps them, so they are
 // always right.
 func (s *Store) fineStripesOnly(ctx context.Context) bool {
-	if s.stripes.fineOnly.Load() {
+	return s.stripes.ask(ctx, s.Pool)
+}
+
+// connSchemes is stripeScheme for callers' transactions (InsertEventsTx,
+// which PublishTx runs in an app's transaction), one per connection, since
+// a connection's search_path names its schema. An entry goes with its
+// connection.
+var connSchemes sync.Map // weak.Pointer[pgconn.PgConn] -> *stripeScheme
+
+// fineStripesOnlyIn is Store.fineStripesOnly for tx's connection. Asking
+// runs in tx: an error there (a database without migration 0032) fails the
+// publish that follows, as the statement reading the scheme would.
+func fineStripesOnlyIn(ctx context.Context, tx pgx.Tx) bool {
+	pc := tx.Conn().PgConn()
+	key := weak.Make(pc)
+	v, ok := connSchemes.Load(key)
+	if !ok {
+		if v, ok = connSchemes.LoadOrStore(key, &stripeScheme{}); !ok {
+			runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { connSchemes.Delete(k) }, key)
+		}
+	}
+	return v.(*stripeScheme).ask(ctx, tx)
+}
+
+// ask is fineStripesOnly's question, of q.
+func (k *stripeScheme) ask(ctx context.Context, q Querier) bool {
+	if k.fineOnly.Load() {
 		return true
 	}
-	if !s.stripes.mu.TryLock() {
+	if !k.mu.TryLock() {
 		return false
 	}
-	defer s.stripes.mu.Unlock()
-	if time.Since(s.stripes.askedAt) < stripeSchemeRecheck {
+	defer k.mu.Unlock()
+	if time.Since(k.askedAt) < stripeSchemeRecheck {
 		return false
 	}
-	s.stripes.askedAt = time.Now()
+	k.askedAt = time.Now()
 	var coarse bool
-	if err := s.Pool.QueryRow(ctx, `SELECT coarse FROM key_stripe_scheme`).Scan(&coarse); err == nil && !coarse {
-		s.stripes.fineOnly.Store(true)
+	if err := q.QueryRow(ctx, `SELECT coarse FROM key_stripe_scheme`).Scan(&coarse); err == nil && !coarse {
+		k.fineOnly.Store(true)
 	}
-	return s.stripes.fineOnly.Load()
+	return k.fineOnly.Load()
 }
 
 // ActionKeyStripesFineOnly records RetireCoarseStripes.

@@ -243,3 +243,50 @@ func TestNewDatabaseLocksFineStripesOnly(t *testing.T) {
 		t.Errorf("an older publisher on a new database: inserted %v, %v, want nothing", ok, err)
 	}
 }
+
+// TestKeyLocksFindRowsByTheirWholeKey: every statement that locks stripe
+// rows finds each row by its whole primary key, also in a plan made before
+// the table has statistics (a new database). With "stripe IN (...)" the
+// planner scanned every row of the type and filtered on the stripe, at
+// about a sixth of the rate with 64 publishers.
+func TestKeyLocksFindRowsByTheirWholeKey(t *testing.T) {
+	t.Parallel()
+	s := openStoreBeforeFineStripes(t) // the coarse rows kept: every branch runs
+	ctx := context.Background()
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `RESET plan_cache_mode`)
+	for stmt, args := range store.KeyLockStatements(newEvent("contacts.person.updated", "person-1", "h")) {
+		var plan []map[string]any
+		if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+stmt, args...).Scan(&plan); err != nil {
+			t.Fatalf("explain: %v\n%s", err, stmt)
+		}
+		var scans int
+		var walk func(n map[string]any)
+		walk = func(n map[string]any) {
+			if n["Relation Name"] == "key_stripes" {
+				scans++
+				cond, _ := n["Index Cond"].(string)
+				filter, _ := n["Filter"].(string)
+				if !strings.Contains(cond, "stripe =") || strings.Contains(filter, "stripe") {
+					t.Errorf("%s on key_stripes: Index Cond %q, Filter %q; want the stripe in the index condition\n%s",
+						n["Node Type"], cond, filter, stmt)
+				}
+			}
+			children, _ := n["Plans"].([]any)
+			for _, c := range children {
+				walk(c.(map[string]any))
+			}
+		}
+		walk(plan[0]["Plan"].(map[string]any))
+		if scans == 0 {
+			t.Errorf("no scan of key_stripes in the plan of\n%s", stmt)
+		}
+	}
+}

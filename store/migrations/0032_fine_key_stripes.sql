@@ -8,9 +8,9 @@
 -- FNV-1a mod 256) that publishers of releases before this one lock. Those
 -- publishers (workers, starter, and apps linking PublishTx, which upgrade on
 -- their own schedule) go on working against this schema, so two of them
--- must still lock one key under one row: while the coarse rows are kept, a
--- publisher of this release locks the key's coarse row as well as its fine
--- one, and it locks a coarse row whenever the row is there. Once no older
+-- must still lock one key under one row: while the coarse rows are kept
+-- (key_stripe_scheme.coarse), a publisher of this release locks the key's
+-- coarse row as well as its fine one. Once no older
 -- publisher is left, `starter db key-stripes --fine-only` deletes the coarse
 -- rows (store.RetireCoarseStripes) and publishers lock one fine row a key.
 -- An older publisher then finds no row to lock and fails, loudly, rather
