@@ -378,7 +378,11 @@ func makeKeyStripes(ctx context.Context, tx pgx.Tx, evs []NewEvent) error {
 func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	if len(evs) == 1 {
 		stmt := lockAndInsertOne
-		if fineStripesOnlyIn(ctx, tx) {
+		fine, err := fineStripesOnlyIn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if fine {
 			stmt = lockAndInsertOneFine
 		}
 		return lockAndInsertSingle(ctx, tx, stmt, evs[0], &out[0])

@@ -48,14 +48,48 @@ var ErrFineOnly = errors.New("the coarse key stripes are already retired: publis
 // lock one row a key, and records it in the audit trail: run it once no
 // publisher of a release before migration 0032 is left (workers, starter,
 // and apps linking PublishTx), as such a publisher then fails on every
-// publish for want of its row. It waits for every transaction holding a
-// coarse row's lock to end; a publisher of this release that starts
+// publish for want of its row. It waits for the transactions holding
+// coarse rows' locks to end, in attempts that give way to them
+// (retireCoarseStripes), for at most retireLockTimeout; a publisher of
+// this release that starts
 // meanwhile locks the coarse row after the deletion commits only if it is
 // still there, so no two publishers of one key ever lock it under
 // different rows. It returns how many rows it deleted. It cannot be undone
 // while publishers run: one that found no coarse row holds only the fine
 // one, which an older publisher would not wait for.
 func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, error) {
+	start, pause := time.Now(), 20*time.Millisecond
+	for {
+		deleted, err := s.retireCoarseStripes(ctx, actor)
+		if err == nil {
+			s.stripes.fineOnly.Store(true)
+			return deleted, nil
+		}
+		pgErr, ok := errors.AsType[*pgconn.PgError](err)
+		if !ok || pgErr.Code != "55P03" {
+			return 0, err
+		}
+		if time.Since(start) >= retireLockTimeout {
+			return 0, fmt.Errorf("retire the coarse key stripes: publishing transactions held their rows for %s; nothing changed, try again: %w",
+				retireLockTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// retireCoarseStripes is one attempt of RetireCoarseStripes. It takes the
+// rows in the order publishers lock them (types in byte order, then
+// stripes), and waits at most retireRowWait for each: a transaction that
+// publishes twice locks its second key's row after its first, so it may
+// wait for a row this holds while holding one this wants; giving up well
+// before PostgreSQL's deadlock check (deadlock_timeout, 1 s by default)
+// makes the attempt, never the publisher, the one that yields.
+func (s *Store) retireCoarseStripes(ctx context.Context, actor string) (int64, error) {
 	var deleted int64
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE key_stripe_scheme SET coarse = false, changed_at = now() WHERE coarse`)
@@ -65,11 +99,7 @@ func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, e
 		if tag.RowsAffected() == 0 {
 			return ErrFineOnly
 		}
-		// Rows in the order publishers lock them (types in byte order,
-		// then stripes), so that none deadlocks with this, and for at most
-		// retireLockTimeout: publishers of the rows already taken wait for
-		// this transaction.
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, retireLockTimeout.Milliseconds())); err != nil {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, retireRowWait.Milliseconds())); err != nil {
 			return fmt.Errorf("retire the coarse key stripes: %w", err)
 		}
 		tag, err = tx.Exec(ctx, `
@@ -78,10 +108,6 @@ func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, e
 			   ORDER BY type COLLATE "C", version, stripe
 			     FOR UPDATE) AS c
 			 WHERE k.type = c.type AND k.version = c.version AND k.stripe = c.stripe`, fineStripeBase)
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
-			return fmt.Errorf("retire the coarse key stripes: publishing transactions held their rows for %s; nothing changed, try again: %w",
-				retireLockTimeout, err)
-		}
 		if err != nil {
 			return fmt.Errorf("retire the coarse key stripes: %w", err)
 		}
@@ -93,14 +119,15 @@ func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, e
 		return AppendAudit(ctx, tx, AuditEntry{Action: ActionKeyStripesFineOnly, Actor: actor,
 			TargetType: TargetDatabase, TargetID: schema, Metadata: map[string]any{"coarseRowsDeleted": deleted}})
 	})
-	if err == nil {
-		s.stripes.fineOnly.Store(true)
-	}
 	return deleted, err
 }
 
-// retireLockTimeout bounds RetireCoarseStripes's wait for one row's lock.
-const retireLockTimeout = 10 * time.Second
+// retireLockTimeout bounds RetireCoarseStripes's attempts; retireRowWait
+// an attempt's wait for one row's lock.
+const (
+	retireLockTimeout = 10 * time.Second
+	retireRowWait     = 100 * time.Millisecond
+)
 
 // stripeScheme is what a Store knows of its schema's key stripe scheme:
 // once it has seen the coarse rows retired it says so for good (retiring
@@ -124,7 +151,8 @@ const stripeSchemeRecheck = 5 * time.Second
 // statements lock a coarse row whenever the scheme keeps them, so they are
 // always right.
 func (s *Store) fineStripesOnly(ctx context.Context) bool {
-	return s.stripes.ask(ctx, s.Pool)
+	fine, _ := s.stripes.ask(ctx, s.Pool) // on an error the statement that reads the scheme says what is wrong
+	return fine
 }
 
 // connSchemes is stripeScheme for callers' transactions (InsertEventsTx,
@@ -134,9 +162,11 @@ func (s *Store) fineStripesOnly(ctx context.Context) bool {
 var connSchemes sync.Map // weak.Pointer[pgconn.PgConn] -> *stripeScheme
 
 // fineStripesOnlyIn is Store.fineStripesOnly for tx's connection. Asking
-// runs in tx: an error there (a database without migration 0032) fails the
-// publish that follows, as the statement reading the scheme would.
-func fineStripesOnlyIn(ctx context.Context, tx pgx.Tx) bool {
+// runs in tx, so its error (a database without migration 0032) is the
+// publish's: tx is aborted. A connection is taken to stay in one schema:
+// one that switches its search_path between Herald schemas must not
+// publish with PublishTx (docs/design.md, Key locks).
+func fineStripesOnlyIn(ctx context.Context, tx pgx.Tx) (bool, error) {
 	pc := tx.Conn().PgConn()
 	key := weak.Make(pc)
 	v, ok := connSchemes.Load(key)
@@ -149,23 +179,26 @@ func fineStripesOnlyIn(ctx context.Context, tx pgx.Tx) bool {
 }
 
 // ask is fineStripesOnly's question, of q.
-func (k *stripeScheme) ask(ctx context.Context, q Querier) bool {
+func (k *stripeScheme) ask(ctx context.Context, q Querier) (bool, error) {
 	if k.fineOnly.Load() {
-		return true
+		return true, nil
 	}
 	if !k.mu.TryLock() {
-		return false
+		return false, nil
 	}
 	defer k.mu.Unlock()
 	if time.Since(k.askedAt) < stripeSchemeRecheck {
-		return false
+		return false, nil
 	}
 	k.askedAt = time.Now()
 	var coarse bool
-	if err := q.QueryRow(ctx, `SELECT coarse FROM key_stripe_scheme`).Scan(&coarse); err == nil && !coarse {
+	if err := q.QueryRow(ctx, `SELECT coarse FROM key_stripe_scheme`).Scan(&coarse); err != nil {
+		return false, fmt.Errorf("read the key stripe scheme: %w", err)
+	}
+	if !coarse {
 		k.fineOnly.Store(true)
 	}
-	return k.fineOnly.Load()
+	return !coarse, nil
 }
 
 // ActionKeyStripesFineOnly records RetireCoarseStripes.

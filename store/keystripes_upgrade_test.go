@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +290,157 @@ func TestKeyLocksFindRowsByTheirWholeKey(t *testing.T) {
 		if scans == 0 {
 			t.Errorf("no scan of key_stripes in the plan of\n%s", stmt)
 		}
+	}
+}
+
+// declareInOpenTx inserts app contacts (when withApp) and a declaration of
+// typ@1 in a transaction it leaves open, as `apps apply` of any release
+// does while `starter migrate` runs beside it.
+func declareInOpenTx(t *testing.T, s *store.Store, typ string, withApp bool) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if withApp {
+		if _, err := tx.Exec(ctx, `INSERT INTO apps (id, endpoint, delivery_path, manifest, content_hash)
+			VALUES ('contacts', 'http://x', '/', '{}', 'h')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO declarations (type, version, app, name, subject, data_schema)
+		VALUES ($1, 1, 'contacts', $2, 'thing', '{}')`, typ, strings.TrimPrefix(typ, "contacts.")); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// TestMigrationBesideADeclaration: migration 0032 keeps declarations and
+// stripe rows from changing until it commits (found by a review). An older
+// worker's apply open beside it, declaring the database's first type, made
+// that type's coarse rows (the older trigger) while the migration decided
+// the database kept none: an older publisher then held the key's coarse
+// row and a new publish of the key did not wait. Now the migration waits
+// for the apply, sees its rows and keeps them.
+func TestMigrationBesideADeclaration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.MigrateTo(ctx, 31); err != nil {
+		t.Fatalf("migrate to 0031: %v", err)
+	}
+	apply := declareInOpenTx(t, s, "contacts.person.updated", true)
+	migrated := make(chan error, 1)
+	go func() { _, err := s.Migrate(ctx); migrated <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if err := apply.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	if coarse, fine := stripeRows(t, s); coarse != store.CoarseStripeCount || fine != store.KeyStripeCount {
+		t.Errorf("the type declared beside the migration has %d coarse and %d fine rows, want %d and %d",
+			coarse, fine, store.CoarseStripeCount, store.KeyStripeCount)
+	}
+	older, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(context.Background())
+	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", "person-1", "h")); err != nil || !ok {
+		t.Fatalf("the older publisher: inserted %v, %v", ok, err)
+	}
+	if !waitsFor(t, func() error {
+		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-1", "h")})
+		return err
+	}, func() {
+		if err := older.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}) {
+		t.Error("a new publish of person-1 committed while an older publisher's transaction held the key's coarse row")
+	}
+}
+
+// TestRetirementGivesWayToATransactionPublishingTwice: a transaction that
+// publishes one key, then another whose coarse stripe is lower, while the
+// retirement waits for the first key's row, deadlocked with it (found by a
+// review: PostgreSQL aborted one of the two after a second). The
+// retirement's attempts now give up within 100 ms a row and try again, so
+// the transaction commits and the retirement succeeds after it.
+func TestRetirementGivesWayToATransactionPublishingTwice(t *testing.T) {
+	t.Parallel()
+	s := openStoreBeforeFineStripes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	coarse := func(s string) uint64 { h := fnv.New64a(); h.Write([]byte(s)); return h.Sum64() % 256 }
+	lo, hi := "person-lo", ""
+	for i := 0; hi == ""; i++ {
+		if c := fmt.Sprintf("person-hi-%d", i); coarse(c) > coarse(lo)+1 {
+			hi = c
+		}
+	}
+	for _, wait := range []time.Duration{200 * time.Millisecond, 1500 * time.Millisecond} {
+		app, err := s.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Rollback(context.Background())
+		if _, err := store.InsertEventsTx(ctx, app, []store.NewEvent{newEvent("contacts.person.updated", hi, "h")}); err != nil {
+			t.Fatal(err)
+		}
+		retired := make(chan error, 1)
+		go func() { _, err := s.RetireCoarseStripes(ctx, "alice"); retired <- err }()
+		time.Sleep(wait) // the retirement waits for hi's coarse row meanwhile
+		_, err = store.InsertEventsTx(ctx, app, []store.NewEvent{newEvent("contacts.person.updated", lo, "h")})
+		if err == nil {
+			err = app.Commit(ctx)
+		}
+		if err != nil {
+			t.Errorf("after %s: the transaction publishing twice: %v, want it to commit", wait, err)
+		}
+		if err := <-retired; err != nil {
+			t.Errorf("after %s: the retirement: %v, want it to succeed after the transaction", wait, err)
+		}
+		// Keep the coarse rows for the next round.
+		if _, err := s.Pool.Exec(ctx, `UPDATE key_stripe_scheme SET coarse = true`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Pool.Exec(ctx, `INSERT INTO key_stripes (type, version, stripe)
+			SELECT type, version, s FROM declarations, generate_series(0, 255) AS s ON CONFLICT DO NOTHING`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSchemeReadInACallersTransactionSaysWhatFailed: on a database without
+// migration 0032, a publish in a caller's transaction fails naming the
+// scheme it could not read, not only "current transaction is aborted"
+// (found by a review).
+func TestSchemeReadInACallersTransactionSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.MigrateTo(ctx, 31); err != nil {
+		t.Fatal(err)
+	}
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		_, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "k", "h")})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "key stripe scheme") || !strings.Contains(err.Error(), "key_stripe_scheme") {
+		t.Errorf("publish on a database before 0032: %v, want the scheme's read named", err)
 	}
 }

@@ -20,6 +20,13 @@
 -- Both kinds of rows are locked in ascending order (the coarse before the
 -- fine), as every publisher has locked them, so none can deadlock another.
 
+-- Nothing declares or makes stripe rows until this commits: an `apps apply`
+-- of a running older worker beside it would make coarse rows only, for a
+-- type this migration then gives no fine rows, or declare the first type
+-- of a database it decides keeps no coarse rows. SHARE mode lets
+-- publishers go on locking rows (ROW SHARE) and blocks only writes.
+LOCK TABLE declarations, key_stripes IN SHARE MODE;
+
 -- One row: whether the coarse rows are kept. A database with no stripe
 -- rows yet (a new install: nothing was declared, so no older publisher has
 -- published anything) starts without them.
