@@ -50,13 +50,13 @@ var ErrFineOnly = errors.New("the coarse key stripes are already retired: publis
 // and apps linking PublishTx), as such a publisher then fails on every
 // publish for want of its row. It waits for the transactions holding
 // coarse rows' locks to end, in attempts that give way to them
-// (retireCoarseStripes), for at most retireLockTimeout; a publisher of
-// this release that starts
-// meanwhile locks the coarse row after the deletion commits only if it is
-// still there, so no two publishers of one key ever lock it under
-// different rows. It returns how many rows it deleted. It cannot be undone
-// while publishers run: one that found no coarse row holds only the fine
-// one, which an older publisher would not wait for.
+// (retireCoarseStripes), for at most retireLockTimeout. A publisher of
+// this release that waits for a coarse row it deletes finds the row gone
+// and goes on with the fine row, which every publisher of this release
+// locks, so no two publishers of one key ever lock it under different
+// rows. It returns how many rows it deleted. It cannot be undone while
+// publishers run: one that found no coarse row holds only the fine one,
+// which an older publisher would not wait for.
 func (s *Store) RetireCoarseStripes(ctx context.Context, actor string) (int64, error) {
 	start, pause := time.Now(), 20*time.Millisecond
 	for {
