@@ -15,11 +15,9 @@ import (
 	"herald/store"
 )
 
-// openStoreBeforeFineStripes is a store whose schema was at migration 0031
-// (256 stripes a type) when contacts.person.updated@1 was declared and an
-// event of it published, then migrated to the end: the upgrade of a
-// database older publishers publish into.
-func openStoreBeforeFineStripes(t *testing.T) *store.Store {
+// openStoreAt31 is a store of a new schema migrated up to 0031, the last
+// migration with 256 stripes a type.
+func openStoreAt31(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
@@ -30,6 +28,35 @@ func openStoreBeforeFineStripes(t *testing.T) *store.Store {
 	if _, err := s.MigrateTo(ctx, 31); err != nil {
 		t.Fatalf("migrate to 0031: %v", err)
 	}
+	return s
+}
+
+// olderPublisherHolds publishes key's event as a publisher of a release
+// before 0032 does, in a transaction it leaves open (rolled back at the
+// test's end if still open): that publisher holds the key's coarse row.
+func olderPublisherHolds(t *testing.T, s *store.Store, key string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	older, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ended whatever happens: the store's Close waits for its connection.
+	t.Cleanup(func() { _ = older.Rollback(context.Background()) })
+	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", key, "h")); err != nil || !ok {
+		t.Fatalf("the older publisher's publish of %s: inserted %v, %v", key, ok, err)
+	}
+	return older
+}
+
+// openStoreBeforeFineStripes is a store whose schema was at migration 0031
+// (256 stripes a type) when contacts.person.updated@1 was declared and an
+// event of it published, then migrated to the end: the upgrade of a
+// database older publishers publish into.
+func openStoreBeforeFineStripes(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	s := openStoreAt31(t)
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
 	if ok, err := store.OlderLockAndInsertOne(ctx, s.Pool, newEvent("contacts.person.updated", "before", "h")); err != nil || !ok {
 		t.Fatalf("an older publisher's publish before the upgrade: inserted %v, %v", ok, err)
@@ -129,15 +156,7 @@ func TestUpgradedDatabaseKeepsOlderPublishersInOrder(t *testing.T) {
 	}
 	for name, publish := range ways {
 		key := "person-" + strings.ReplaceAll(name, " ", "-")
-		older, err := s.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Ended whatever happens: the store's Close waits for its connection.
-		defer older.Rollback(context.Background())
-		if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", key, "h")); err != nil || !ok {
-			t.Fatalf("%s: the older publisher's publish: inserted %v, %v", name, ok, err)
-		}
+		older := olderPublisherHolds(t, s, key)
 		if !waitsFor(t, func() error { return publish(key) }, func() {
 			if err := older.Commit(ctx); err != nil {
 				t.Fatal(err)
@@ -159,14 +178,7 @@ func TestRetiringCoarseStripes(t *testing.T) {
 	s := openStoreBeforeFineStripes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	older, err := s.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer older.Rollback(context.Background())
-	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", "person-1", "h")); err != nil || !ok {
-		t.Fatalf("the older publisher's publish: inserted %v, %v", ok, err)
-	}
+	older := olderPublisherHolds(t, s, "person-1")
 	var deleted int64
 	if !waitsFor(t, func() error {
 		var err error
@@ -328,14 +340,7 @@ func TestMigrationBesideADeclaration(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.MigrateTo(ctx, 31); err != nil {
-		t.Fatalf("migrate to 0031: %v", err)
-	}
+	s := openStoreAt31(t)
 	apply := declareInOpenTx(t, s, "contacts.person.updated", true)
 	migrated := make(chan error, 1)
 	go func() { _, err := s.Migrate(ctx); migrated <- err }()
@@ -350,14 +355,7 @@ func TestMigrationBesideADeclaration(t *testing.T) {
 		t.Errorf("the type declared beside the migration has %d coarse and %d fine rows, want %d and %d",
 			coarse, fine, store.CoarseStripeCount, store.KeyStripeCount)
 	}
-	older, err := s.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer older.Rollback(context.Background())
-	if ok, err := store.OlderLockAndInsertOne(ctx, older, newEvent("contacts.person.updated", "person-1", "h")); err != nil || !ok {
-		t.Fatalf("the older publisher: inserted %v, %v", ok, err)
-	}
+	older := olderPublisherHolds(t, s, "person-1")
 	if !waitsFor(t, func() error {
 		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-1", "h")})
 		return err
@@ -428,15 +426,8 @@ func TestRetirementGivesWayToATransactionPublishingTwice(t *testing.T) {
 func TestSchemeReadInACallersTransactionSaysWhatFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.MigrateTo(ctx, 31); err != nil {
-		t.Fatal(err)
-	}
-	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+	s := openStoreAt31(t)
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		_, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "k", "h")})
 		return err
 	})
