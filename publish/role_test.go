@@ -251,9 +251,7 @@ func TestPublisherRole(t *testing.T) {
 	// refused whatever the caller's own code checked.
 	// The key's stripe rows as PublishTx computes them (store.keyStripe):
 	// fine, 256 + FNV-1a mod 4096; coarse, FNV-1a mod 256.
-	h := fnv.New64a()
-	h.Write([]byte("person-9"))
-	stripe := 256 + int32(h.Sum64()%4096)
+	stripe := 256 + int32(keyHash("person-9")%4096)
 	forge := func(body string) error {
 		id := uuid.NewString()
 		_, err := st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
@@ -276,7 +274,7 @@ func TestPublisherRole(t *testing.T) {
 	// A caller of a release before migration 0032 passes the key's coarse
 	// stripe (0-255). This database keeps no coarse rows (a new one), so
 	// it is refused, not let through without a lock.
-	stripe = int32(h.Sum64() % 256)
+	stripe = int32(keyHash("person-9") % 256)
 	older := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`)
 	if pgErr := (*pgconn.PgError)(nil); !errors.As(older, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, "upgrade") {
 		t.Errorf("herald_publish of an older caller's coarse stripe on a database without coarse rows: %v, want 55000 saying to upgrade", older)
@@ -435,12 +433,10 @@ func TestPublisherRoleBesideAnOlderCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer older.Rollback(context.Background())
-	h := fnv.New64a()
-	h.Write([]byte("person-1"))
 	id := uuid.NewString()
 	if _, err := older.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
 		ARRAY['person-1'], ARRAY[$2::integer], ARRAY[convert_to($3::text, 'UTF8')], ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
-		id, int32(h.Sum64()%256),
+		id, int32(keyHash("person-1")%256),
 		`{"id":"`+id+`","source":"app:contacts","type":"contacts.person.updated","subject":"person-1","dataversion":1}`); err != nil {
 		t.Fatalf("herald_publish of an older caller on a database keeping coarse rows: %v", err)
 	}
@@ -479,4 +475,12 @@ func TestPublisherRoleBesideAnOlderCaller(t *testing.T) {
 	if n := e.countRows(`SELECT count(*) FROM events WHERE source_app = 'contacts' AND subject = 'person-1'`); n != 2 {
 		t.Errorf("%d events of person-1, want 2", n)
 	}
+}
+
+// keyHash is FNV-1a of a subject, which store.keyStripe maps to a key's
+// stripe rows (docs/design.md, Key locks).
+func keyHash(subject string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(subject))
+	return h.Sum64()
 }

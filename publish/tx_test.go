@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 	"testing"
@@ -439,7 +438,7 @@ func TestPublishTxDatabaseError(t *testing.T) {
 	t.Cleanup(roleStore.Close)
 	// Two keys of different lock stripes (FNV-1a of the subject mod 4096,
 	// docs/design.md#key-locks): the held one, and a free one.
-	stripe := func(subject string) uint64 { h := fnv.New64a(); h.Write([]byte(subject)); return h.Sum64() % 4096 }
+	stripe := func(subject string) uint64 { return keyHash(subject) % 4096 }
 	held, free := "person-held", ""
 	for i := 0; free == ""; i++ {
 		if s := fmt.Sprintf("person-free-%d", i); stripe(s) != stripe(held) {

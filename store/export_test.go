@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,19 +21,14 @@ func (s *Store) TryLeadTTL(ctx context.Context, ttl time.Duration) (*Leader, err
 
 // OlderLockAndInsertOne publishes ev in q as a publisher of a release
 // before migration 0032 did: one statement locking the key's coarse stripe
-// row alone, FNV-1a(subject) mod 256, inserting nothing without it. It
+// row alone, FNV-1a(subject) mod 256, inserting nothing without it. That
+// statement's text is lockAndInsertOneFine's; only the row differs. It
 // reports whether it inserted.
 func OlderLockAndInsertOne(ctx context.Context, q Querier, ev NewEvent) (bool, error) {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(ev.Subject))
 	var seq int64
-	err := q.QueryRow(ctx, `
-		WITH locked AS MATERIALIZED (
-		  SELECT 1 FROM key_stripes WHERE type = $3 AND version = $4 AND stripe = $11 FOR NO KEY UPDATE)`+
-		eventInsert+`
-		SELECT `+eventValues+` FROM locked`+eventOnConflict,
+	err := q.QueryRow(ctx, lockAndInsertOneFine,
 		ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
-		ev.TraceContext.param(), int32(h.Sum64()%coarseStripes)).Scan(&seq)
+		ev.TraceContext.param(), coarseStripe(keyStripe(ev.Subject))).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

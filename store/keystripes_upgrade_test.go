@@ -80,8 +80,9 @@ func stripeRows(t *testing.T, s *store.Store) (coarse, fine int) {
 }
 
 // waitsFor runs publish and reports whether it was still waiting after
-// 400 ms; release then ends what it waits for, and the publish must end.
-func waitsFor(t *testing.T, publish func() error, release func()) bool {
+// 400 ms; holder, the transaction it may wait for, then commits, and the
+// publish must end.
+func waitsFor(t *testing.T, publish func() error, holder pgx.Tx) bool {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- publish() }()
@@ -94,7 +95,9 @@ func waitsFor(t *testing.T, publish func() error, release func()) bool {
 	case <-time.After(400 * time.Millisecond):
 		waited = true
 	}
-	release()
+	if err := holder.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if waited {
 		select {
 		case err := <-done:
@@ -157,11 +160,7 @@ func TestUpgradedDatabaseKeepsOlderPublishersInOrder(t *testing.T) {
 	for name, publish := range ways {
 		key := "person-" + strings.ReplaceAll(name, " ", "-")
 		older := olderPublisherHolds(t, s, key)
-		if !waitsFor(t, func() error { return publish(key) }, func() {
-			if err := older.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}) {
+		if !waitsFor(t, func() error { return publish(key) }, older) {
 			t.Errorf("%s: a new publish of the key did not wait for the older publisher's open transaction", name)
 		}
 	}
@@ -184,11 +183,7 @@ func TestRetiringCoarseStripes(t *testing.T) {
 		var err error
 		deleted, err = s.RetireCoarseStripes(ctx, "alice")
 		return err
-	}, func() {
-		if err := older.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}) {
+	}, older) {
 		t.Error("the retirement did not wait for a transaction holding a coarse row")
 	}
 	if deleted != store.CoarseStripeCount {
@@ -221,11 +216,7 @@ func TestRetiringCoarseStripes(t *testing.T) {
 	if !waitsFor(t, func() error {
 		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-3", "h")})
 		return err
-	}, func() {
-		if err := newer.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}) {
+	}, newer) {
 		t.Error("a publish did not wait for another transaction holding its key's fine row")
 	}
 	mustApply(t, s, contactsManifest(decl("person.updated", 1), decl("person.updated", 2)))
@@ -359,11 +350,7 @@ func TestMigrationBesideADeclaration(t *testing.T) {
 	if !waitsFor(t, func() error {
 		_, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-1", "h")})
 		return err
-	}, func() {
-		if err := older.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}) {
+	}, older) {
 		t.Error("a new publish of person-1 committed while an older publisher's transaction held the key's coarse row")
 	}
 }

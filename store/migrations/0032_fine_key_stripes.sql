@@ -153,7 +153,7 @@ BEGIN
                  WHERE k.type = tv.t AND k.version = tv.v AND k.stripe = x.s
                    FOR NO KEY UPDATE) AS l;
         IF locked <> wanted THEN
-            IF NOT fine AND NOT (SELECT k.coarse FROM key_stripe_scheme k) THEN
+            IF NOT fine AND NOT keep THEN
                 RAISE EXCEPTION 'herald_publish: this publisher locks the 256 stripes a type of releases before migration 0032, which this database no longer keeps (starter db key-stripes --fine-only): upgrade the app''s Herald library'
                     USING ERRCODE = 'object_not_in_prerequisite_state';
             END IF;
