@@ -110,27 +110,15 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 	}
 
 	// Several events, or a publisher role's (whose function refuses by
-	// raising an error), are inserted under a savepoint, so that a refusal
-	// takes back what the call wrote. One event in Herald's role needs none:
-	// its statement writes nothing when it refuses (store.InsertEventsTx),
-	// and a savepoint's two round trips and subtransaction cost the
-	// commonest publish about a quarter of its rate (docs/performance.md).
-	var sp pgx.Tx
-	var inserted []store.InsertedEvent
-	if role == nil && len(evs) == 1 {
-		inserted, err = store.InsertEventsTx(ctx, tx, evs)
-	} else {
-		if sp, err = tx.Begin(ctx); err != nil {
-			return nil, fmt.Errorf("publish in transaction: savepoint: %w", err)
-		}
-		insert := store.InsertEventsTx
-		if role != nil {
-			insert = store.InsertPublisherEventsTx
-		}
-		if inserted, err = insert(ctx, sp, evs); err != nil {
-			_ = sp.Rollback(ctx)
-		}
+	// raising an error), are all or nothing under a savepoint the store
+	// sends in the round trip that writes them: a refusal has written
+	// nothing. One event in Herald's role needs none: its statement writes
+	// nothing when it refuses (store.InsertEventsTx).
+	insert := store.InsertEventsTx
+	if role != nil {
+		insert = store.InsertPublisherEventsTx
 	}
+	inserted, err := insert(ctx, tx, evs)
 	if err != nil {
 		return nil, fmt.Errorf("publish in transaction: %w", err)
 	}
@@ -147,17 +135,7 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 		out[i] = Result{ID: ins.ID, Seq: ins.Seq, Duplicate: ins.Duplicate, Deprecated: deprecated[i]}
 	}
 	if len(refused) > 0 {
-		if sp != nil {
-			if err := sp.Rollback(ctx); err != nil {
-				return nil, fmt.Errorf("publish in transaction: roll back to savepoint: %w", err)
-			}
-		}
 		return nil, errors.Join(refused...)
-	}
-	if sp != nil {
-		if err := sp.Commit(ctx); err != nil {
-			return nil, fmt.Errorf("publish in transaction: release savepoint: %w", err)
-		}
 	}
 	// The events are written in tx; whether tx commits is the caller's
 	// affair, after this span ends.

@@ -585,3 +585,113 @@ func TestPublishTxRefusedID(t *testing.T) {
 		})
 	}
 }
+
+// statementCounter counts what a connection sends: statements sent one by
+// one (Exec, Query, QueryRow) and batches (SendBatch, one round trip for all
+// of its statements once they are prepared).
+type statementCounter struct {
+	mu         sync.Mutex
+	statements []string
+	batches    int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.statements = append(c.statements, strings.Join(strings.Fields(data.SQL), " "))
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches++
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// reset forgets what was counted and returns it.
+func (c *statementCounter) reset() ([]string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, b := c.statements, c.batches
+	c.statements, c.batches = nil, 0
+	return s, b
+}
+
+// TestPublishTxInOneRoundTrip: once the publisher's look-ups are cached, a
+// publish in a caller's transaction sends one round trip, whatever it
+// publishes: one event in Herald's role one statement; several, or a
+// publisher role's, their statements and the savepoint that makes them all
+// or nothing in one batch, not a savepoint of their own before and after.
+func TestPublishTxInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleURL := e.grantedPublisherRole(documentedPublisherGrants(t))
+	roleStore, err := store.Open(e.ctx, roleURL, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roleStore.Close)
+	for _, as := range []struct {
+		name  string
+		url   string
+		store *store.Store
+	}{{"herald", e.url, e.store}, {"publisher role", roleURL, roleStore}} {
+		for _, n := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s, %d events", as.name, n), func(t *testing.T) {
+				cfg, err := pgx.ParseConfig(as.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				counter := &statementCounter{}
+				cfg.Tracer = counter
+				conn, err := pgx.ConnectConfig(e.ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(context.Background())
+				tx, err := conn.Begin(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.Background())
+				p := publish.New(as.store, publish.Options{})
+				requests := func(round string) []publish.Request {
+					rs := make([]publish.Request, n)
+					for i := range rs {
+						rs[i] = person(fmt.Sprintf("person-%s-%d", round, i), "Ann")
+					}
+					return rs
+				}
+				// The first call looks up the role, the app and the
+				// declaration, and prepares the statements.
+				if _, err := p.PublishTx(e.ctx, tx, requests("warm")...); err != nil {
+					t.Fatal(err)
+				}
+				counter.reset()
+				out, err := p.PublishTx(e.ctx, tx, requests("counted")...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out) != n || out[n-1].Seq == 0 {
+					t.Fatalf("PublishTx = %+v, want %d events accepted", out, n)
+				}
+				statements, batches := counter.reset()
+				if sent := len(statements) + batches; sent != 1 {
+					t.Errorf("PublishTx sent %d statements one by one %q and %d batches; want one round trip", len(statements), statements, batches)
+				}
+				if err := tx.Commit(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if got := e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, []string{out[0].ID, out[n-1].ID}); got != min(n, 2) {
+					t.Errorf("%d of the counted call's events committed, want all", got)
+				}
+			})
+		}
+	}
+}

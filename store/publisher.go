@@ -173,55 +173,110 @@ func LookupPublisherDeclarationIn(ctx context.Context, q Querier, typ string, ve
 // InsertPublisherEventsTx is InsertEventsTx for a publisher role, through
 // herald_publish: the events are recorded as the role's app's whatever
 // their SourceApp, with the same ordering-key locks, and an id another
-// app's event holds is a Conflict.
+// app's event holds is a Conflict. Whatever the number of events it is all
+// or nothing, as InsertEventsTx is for several: herald_publish refuses by
+// raising an error, which the call's savepoint takes back, leaving tx as it
+// was before the call.
 func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	n := len(evs)
-	ids, types, subjects, hashes, vias, tokens := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n)
-	versions, stripes := make([]int32, n), make([]int32, n)
-	envelopes := make([][]byte, n)
-	traces := make([]*string, n) // JSON text, NULL for none
-	for i, ev := range evs {
-		if ev.Version < 1 || ev.Version > maxVersion {
-			return nil, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
-		}
-		ids[i], types[i], subjects[i], hashes[i], vias[i], tokens[i] = ev.ID, ev.Type, ev.Subject, ev.ContentHash, ev.Via, ev.Token
-		versions[i], stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
-		envelopes[i] = ev.Envelope
-		if len(ev.TraceContext) > 0 {
-			b, err := json.Marshal(map[string]string(ev.TraceContext))
-			if err != nil {
-				return nil, fmt.Errorf("insert events: trace context: %w", err)
-			}
-			tc := string(b)
-			traces[i] = &tc
-		}
+	a, err := eventArraysOf(evs)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
-		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`,
-		ids, types, versions, subjects, stripes, envelopes, hashes, vias, tokens, traces)
+	ids := a.ids
+	args := []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}
+	b := &pgx.Batch{}
+	b.Queue(heraldPublishChecked, args...)
+	var out []InsertedEvent
+	err = underSavepoint(ctx, tx, b, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err == nil {
+			out, err = readPublished(rows, ids)
+		}
+		return err
+	})
+	if raised(err, notAllInserted) {
+		out, err = publishSlowly(ctx, tx, args, ids)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}
-	out := make([]InsertedEvent, 0, n)
+	return out, nil
+}
+
+// The statements of a publisher role's publish: herald_publish, which
+// refuses what the role may not publish by raising an error, and reports an
+// id taken as out_duplicate (the same content) or out_conflict.
+// InsertPublisherEventsTx sends heraldPublishChecked under a savepoint in
+// one round trip (underSavepoint): it raises notAllInserted when any event
+// was not inserted, so that the savepoint takes back the others, and the
+// call runs heraldPublish under a savepoint of its own to say which
+// (publishSlowly).
+const (
+	heraldPublish = `
+		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
+		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`
+	heraldPublishChecked = `
+		WITH r AS MATERIALIZED (
+		  SELECT coalesce(out_seq, 0) AS seq, out_duplicate, out_conflict, n
+		    FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])
+		         WITH ORDINALITY AS f(out_seq, out_duplicate, out_conflict, n))
+		SELECT seq, out_duplicate, out_conflict
+		  FROM r
+		 WHERE (SELECT CASE WHEN bool_or(out_conflict OR out_duplicate) THEN ('` + notAllInserted + `: ' || count(*) FILTER (WHERE seq <> 0 AND NOT out_duplicate) || ' of ' || count(*))::integer ELSE 0 END FROM r) = 0
+		 ORDER BY n`
+)
+
+// publishSlowly is a publisher role's publish under a savepoint of its own,
+// before and after: when any event is a conflict it rolls the savepoint back
+// and reports only the conflicts.
+func publishSlowly(ctx context.Context, tx pgx.Tx, args []any, ids []string) ([]InsertedEvent, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	rows, err := sp.Query(ctx, heraldPublish, args...)
+	var out []InsertedEvent
+	if err == nil {
+		out, err = readPublished(rows, ids)
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return nil, err
+	}
+	if !anyConflict(out) {
+		return out, sp.Commit(ctx)
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return nil, fmt.Errorf("roll back to the savepoint: %w", err)
+	}
+	for i := range out {
+		out[i] = InsertedEvent{ID: out[i].ID, Conflict: out[i].Conflict}
+	}
+	return out, nil
+}
+
+// readPublished reads herald_publish's rows, one per id in order.
+func readPublished(rows pgx.Rows, ids []string) ([]InsertedEvent, error) {
+	defer rows.Close()
+	out := make([]InsertedEvent, 0, len(ids))
 	for rows.Next() {
-		var e InsertedEvent
-		if err := rows.Scan(&e.Seq, &e.Duplicate, &e.Conflict); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("insert events: %w", err)
+		if len(out) == len(ids) {
+			return nil, fmt.Errorf("more results than the %d events", len(ids))
 		}
-		e.ID = ids[len(out)]
+		e := InsertedEvent{ID: ids[len(out)]}
+		if err := rows.Scan(&e.Seq, &e.Duplicate, &e.Conflict); err != nil {
+			return nil, err
+		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
+		return nil, err
 	}
-	if len(out) != n {
-		return nil, fmt.Errorf("insert events: %d results for %d events", len(out), n)
+	if len(out) != len(ids) {
+		return nil, fmt.Errorf("%d results for %d events", len(out), len(ids))
 	}
 	return out, nil
 }
@@ -238,4 +293,41 @@ func RecordPublisherRejection(ctx context.Context, q Querier, r Rejection) error
 		return fmt.Errorf("record rejection %s: %w", r.Code, err)
 	}
 	return nil
+}
+
+// eventArrays are the columns of several events, as arrays: the parameters
+// of herald_publish.
+type eventArrays struct {
+	ids, apps, types, subjects, hashes, vias, tokens []string
+	versions, stripes                                []int32
+	envelopes                                        [][]byte
+	traces                                           []*string // JSON text, NULL for none
+}
+
+// eventArraysOf gives evs' columns as arrays.
+func eventArraysOf(evs []NewEvent) (eventArrays, error) {
+	n := len(evs)
+	a := eventArrays{
+		ids: make([]string, n), apps: make([]string, n), types: make([]string, n), subjects: make([]string, n),
+		hashes: make([]string, n), vias: make([]string, n), tokens: make([]string, n),
+		versions: make([]int32, n), stripes: make([]int32, n), envelopes: make([][]byte, n), traces: make([]*string, n),
+	}
+	for i, ev := range evs {
+		if ev.Version < 1 || ev.Version > maxVersion {
+			return eventArrays{}, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
+		}
+		a.ids[i], a.apps[i], a.types[i], a.subjects[i], a.hashes[i] = ev.ID, ev.SourceApp, ev.Type, ev.Subject, ev.ContentHash
+		a.vias[i], a.tokens[i] = ev.Via, ev.Token
+		a.versions[i], a.stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
+		a.envelopes[i] = ev.Envelope
+		if len(ev.TraceContext) > 0 {
+			b, err := json.Marshal(map[string]string(ev.TraceContext))
+			if err != nil {
+				return eventArrays{}, fmt.Errorf("insert events: trace context: %w", err)
+			}
+			tc := string(b)
+			a.traces[i] = &tc
+		}
+	}
+	return a, nil
 }
