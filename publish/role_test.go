@@ -484,3 +484,48 @@ func keyHash(subject string) uint64 {
 	h.Write([]byte(subject))
 	return h.Sum64()
 }
+
+// TestPublisherRoleMissingStripeRow: herald_publish refuses a key whose
+// fine stripe row is missing, naming the row, and writes nothing, for one
+// event and for several across two types (whose rows it locks type by
+// type).
+func TestPublisherRoleMissingStripeRow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roleStore.Close)
+	p := publish.New(roleStore, publish.Options{})
+	gone := 256 + int(keyHash("person-gone")%4096)
+	e.exec(`DELETE FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 1 AND stripe = $1`, gone)
+	blob := publish.Request{App: "contacts", Type: "contacts.blob.stored", Version: 1, Subject: "blob-1", Data: []byte(`{}`)}
+	for _, rs := range [][]publish.Request{
+		{person("person-gone", "Gone")},
+		{blob, person("person-here", "Here"), person("person-gone", "Gone")},
+	} {
+		for i := range rs {
+			rs[i].ID = uuid.NewString()
+		}
+		tx, err := roleStore.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.PublishTx(e.ctx, tx, rs...)
+		if cerr := tx.Commit(e.ctx); cerr != nil {
+			t.Fatalf("commit after the refused publish: %v", cerr)
+		}
+		want := fmt.Sprintf("ordering-key stripe row %d missing for contacts.person.updated@1", gone)
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, want) {
+			t.Errorf("publish of %d events, one to a key without its stripe row: %v; want 55000 saying %q", len(rs), err, want)
+		}
+		ids := make([]string, len(rs))
+		for i, r := range rs {
+			ids[i] = r.ID
+		}
+		if n := e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, ids); n != 0 {
+			t.Errorf("%d events written by a refused publish", n)
+		}
+	}
+}
