@@ -76,6 +76,17 @@ func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	return out, err
 }
 
+// InsertEventsTxUnderSavepoint is InsertEventsTx's way for several events
+// (insertSeveralTx: the locks, the inserts and the check under a savepoint,
+// one round trip), whatever the number of events.
+func InsertEventsTxUnderSavepoint(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	out := make([]InsertedEvent, len(evs))
+	if err := insertSeveralTx(ctx, tx, evs, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InsertEventsTxTwoStatements is InsertEventsTx as it published one event
 // until the one-statement way (lockAndInsertOne): the stripe's lock
 // statement, then the insert, in one round trip.
@@ -155,4 +166,15 @@ func ReadsDeliveryFact(meta map[string]any) bool {
 	f := readDeliveryFacts(meta)
 	return f.EventID != "" || f.LastCode != "" || f.Error != "" || f.FailedCode != "" || f.HoldExpiry != "" ||
 		f.Seq != 0 || f.Attempts != 0 || f.Count != 0 || len(f.EventIDs) != 0
+}
+
+// InsertPublisherEventsTxApart is InsertPublisherEventsTx as it was until
+// 2026-12-04: herald_publish under a savepoint of its own, taken and
+// released in round trips of their own.
+func InsertPublisherEventsTxApart(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
+	a, err := eventArraysOf(evs)
+	if err != nil {
+		return nil, err
+	}
+	return publishSlowly(ctx, tx, []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}, a.ids)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"herald/envelope"
 	"herald/internal/testenv"
@@ -29,15 +30,23 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, nine ways on
+// committing transactions of one event with a key of its own, twelve ways on
 // the same schema one after the other:
 //
 //   - publish-tx: as PublishTx writes one event inside a caller's
 //     transaction: InsertEventsTx (the ordering-key stripe lock and the
 //     INSERT in one statement);
-//   - savepoint: the same under a savepoint, as PublishTx writes several
-//     events (all or nothing) and a publisher role's, and one event until
-//     it took none;
+//   - savepoint: what InsertEventsTx writes for several events (all or
+//     nothing), here for one: the stripes' lock statement and an insert
+//     that raises when the id is taken, under a savepoint, all in one
+//     round trip;
+//   - savepoint-apart: publish-tx under a savepoint of its own, before and
+//     after, as PublishTx wrote several events and a publisher role's until
+//     2026-12-04, and one event until it took none;
+//   - role and role-apart: what PublishTx writes for an app's own database
+//     role (a publisher role: InsertPublisherEventsTx, herald_publish under
+//     a savepoint in one round trip), and the same with the savepoint in
+//     round trips of its own, as until 2026-12-04;
 //   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
 //     same in a transaction of its own, for one event its one statement,
 //     then a wake-up of the relay after commit);
@@ -61,7 +70,7 @@ const (
 // PublishTx's and Publish's).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the nine ways take
+// as in production) and off. Every op is one event; the twelve ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -71,7 +80,7 @@ const (
 // costs nothing; for production figures measure on one with fsync on
 // (HERALD_PG_DURABLE=1 scripts/pg.sh start DIR).
 func BenchmarkConcurrentPublish(b *testing.B) {
-	var s *store.Store
+	var s, roleStore *store.Store
 	// Each way is compared with plain INSERTs of the same shape: inside a
 	// transaction, or (own-tx, one statement) each its own transaction.
 	const inTx, autocommit = "plain-insert", "plain-autocommit"
@@ -106,6 +115,10 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		}, inTx},
 		{"savepoint", func(ctx context.Context, w int, i int64) error {
 			evs := []store.NewEvent{row(w, i)}
+			return s.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertEventsTxUnderSavepoint(ctx, tx, evs); return err })
+		}, inTx},
+		{"savepoint-apart", func(ctx context.Context, w int, i int64) error {
+			evs := []store.NewEvent{row(w, i)}
 			return s.WithTx(ctx, func(tx pgx.Tx) error {
 				sp, err := tx.Begin(ctx)
 				if err != nil {
@@ -116,6 +129,14 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 				}
 				return sp.Commit(ctx)
 			})
+		}, inTx},
+		{"role", func(ctx context.Context, w int, i int64) error {
+			evs := []store.NewEvent{row(w, i)}
+			return roleStore.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertPublisherEventsTx(ctx, tx, evs); return err })
+		}, inTx},
+		{"role-apart", func(ctx context.Context, w int, i int64) error {
+			evs := []store.NewEvent{row(w, i)}
+			return roleStore.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertPublisherEventsTxApart(ctx, tx, evs); return err })
 		}, inTx},
 		{"own-tx", func(ctx context.Context, w int, i int64) error {
 			evs := []store.NewEvent{row(w, i)}
@@ -153,9 +174,9 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	// rounds in a row, the second (off) measured slower than the first in
 	// every run, although with fsync off a commit waits for nothing.
 	type setting struct {
-		name string
-		s    *store.Store
-		pub  *publish.Publisher
+		name    string
+		s, role *store.Store
+		pub     *publish.Publisher
 	}
 	ctx := context.Background()
 	var settings []setting
@@ -178,16 +199,42 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "bench"); err != nil {
 			b.Fatal(err)
 		}
-		settings = append(settings, setting{name: syncCommit, s: st, pub: publish.New(st, publish.Options{})})
+		// A publisher role of the app, as an app's own database role
+		// publishes (herald_publish).
+		role, roleURL := newRuntimeRole(b, st)
+		if err := st.GrantPublisher(ctx, "contacts", role, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		rs, err := store.Open(ctx, roleURL, store.Options{MaxConns: publishers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(rs.Close)
+		settings = append(settings, setting{name: syncCommit, s: st, role: rs, pub: publish.New(st, publish.Options{})})
 	}
 	// The modes take turns, rounds times, so that a change in the machine's
 	// load falls on all of them alike; each reports its mean.
 	for round := range rounds {
 		for _, set := range settings {
-			s, pub = set.s, set.pub
+			s, roleStore, pub = set.s, set.role, set.pub
 			for _, mode := range modes {
 				name := fmt.Sprintf("synchronous_commit=%s/%s", set.name, mode.name)
 				b.Run(fmt.Sprintf("%s/round=%d", name, round), func(b *testing.B) {
+					// Only the way's own pool keeps its connections (a
+					// role's 64 and Herald's of both settings exceed the
+					// test cluster's 200), opened before the clock starts.
+					active := set.s
+					if strings.HasPrefix(mode.name, "role") {
+						active = set.role
+					}
+					for _, other := range settings {
+						for _, st := range []*store.Store{other.s, other.role} {
+							if st != active {
+								st.Pool.Reset()
+							}
+						}
+					}
+					openConns(ctx, b, active)
 					var next atomic.Int64
 					var wg sync.WaitGroup
 					errs := make(chan error, publishers)
@@ -248,5 +295,24 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 			line += fmt.Sprintf(" %s %.0f (%.2f×)", mode.name, r, r/plain)
 		}
 		fmt.Println(line)
+	}
+}
+
+// openConns opens publishers connections of st's pool at once, so that a
+// way's timing does not include connecting.
+func openConns(ctx context.Context, b *testing.B, st *store.Store) {
+	b.Helper()
+	conns := make([]*pgxpool.Conn, 0, publishers)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range publishers {
+		c, err := st.Pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
 	}
 }

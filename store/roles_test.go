@@ -19,7 +19,7 @@ import (
 // a URL like owner's (same database and schema) that connects as it. The
 // test database's role needs CREATEROLE (the clusters of scripts/pg.sh have
 // it). The role and its privileges are removed afterwards.
-func newRuntimeRole(t *testing.T, owner *store.Store) (string, string) {
+func newRuntimeRole(t testing.TB, owner *store.Store) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
