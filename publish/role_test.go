@@ -271,6 +271,22 @@ func TestPublisherRole(t *testing.T) {
 	if err := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`); err != nil {
 		t.Errorf("herald_publish of the app's own well-formed body: %v", err)
 	}
+	// Arrays must count from 1: the checks read every element, the inserts
+	// the first n, so a body checked at element 0 is never the one written.
+	{
+		id := uuid.NewString()
+		_, err := st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
+			ARRAY['person-9'], ARRAY[$3::integer],
+			array_fill(convert_to(replace($2::text, 'ID', $1::text), 'UTF8'), ARRAY[1], ARRAY[0]),
+			ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
+			id, `{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`, stripe)
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+			t.Errorf("herald_publish of a body array counting from 0: %v, want invalid_parameter_value (22023)", err)
+		}
+		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, id); n != 0 {
+			t.Errorf("herald_publish of a body array counting from 0 wrote %d events", n)
+		}
+	}
 	// A caller of a release before migration 0032 passes the key's coarse
 	// stripe (0-255). This database keeps no coarse rows (a new one), so
 	// it is refused, not let through without a lock.
