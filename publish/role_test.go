@@ -508,11 +508,7 @@ func keyHash(subject string) uint64 {
 func TestPublisherRoleMissingStripeRow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(roleStore.Close)
+	roleStore := e.publisherRoleStore(t)
 	p := publish.New(roleStore, publish.Options{})
 	gone := 256 + int(keyHash("person-gone")%4096)
 	e.exec(`DELETE FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 1 AND stripe = $1`, gone)
@@ -544,4 +540,16 @@ func TestPublisherRoleMissingStripeRow(t *testing.T) {
 			t.Errorf("%d events written by a refused publish", n)
 		}
 	}
+}
+
+// publisherRoleStore opens a store, closed at the end of the test, that
+// connects as a new publisher role of contacts with the documented grants.
+func (e *env) publisherRoleStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }

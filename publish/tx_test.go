@@ -431,11 +431,7 @@ func TestPublishDeprecatedVersion(t *testing.T) {
 func TestPublishTxDatabaseError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	roleStore, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(roleStore.Close)
+	roleStore := e.publisherRoleStore(t)
 	// Two keys of different lock stripes (FNV-1a of the subject mod 4096,
 	// docs/design.md#key-locks): the held one, and a free one.
 	stripe := func(subject string) uint64 { return keyHash(subject) % 4096 }

@@ -59,19 +59,7 @@ func TestSeveralEventsAllOrNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tx, err := s.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }()
-			// The caller's own work, under a savepoint of the same name.
-			if _, err := tx.Exec(ctx, `SAVEPOINT herald_publish`); err != nil {
-				t.Fatal(err)
-			}
-			before := newEvent("contacts.person.updated", "person-before", "hb")
-			if _, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{before}); err != nil {
-				t.Fatal(err)
-			}
+			tx, before := callerWork(ctx, t, s)
 			var ids []string // the call's ids but the one stored before
 			for _, ev := range c.evs {
 				if ev.ID != stored.ID {
@@ -132,22 +120,11 @@ func TestSeveralEventsInAnAbortedTransaction(t *testing.T) {
 	if _, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-0", "h0")}); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := s.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, `SAVEPOINT herald_publish`); err != nil {
-		t.Fatal(err)
-	}
-	before := newEvent("contacts.person.updated", "person-before", "hb")
-	if _, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{before}); err != nil {
-		t.Fatal(err)
-	}
+	tx, before := callerWork(ctx, t, s)
 	if _, err := tx.Exec(ctx, `SELECT 1/0`); err == nil {
 		t.Fatal("a division by zero did not fail")
 	}
-	_, err = store.InsertEventsTx(ctx, tx, []store.NewEvent{
+	_, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{
 		newEvent("contacts.person.updated", "person-1", "h1"), newEvent("contacts.person.updated", "person-2", "h2")})
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "25P02" {
 		t.Fatalf("InsertEventsTx in an aborted transaction: %v; want in_failed_sql_transaction (25P02)", err)
@@ -162,4 +139,24 @@ func TestSeveralEventsInAnAbortedTransaction(t *testing.T) {
 	if n != 0 {
 		t.Errorf("the caller's work under its savepoint: %d rows after its rollback, want 0", n)
 	}
+}
+
+// callerWork begins a transaction, rolled back at the end of the test, with
+// the caller's own work in it: a savepoint named as the one the store takes
+// (herald_publish), then an event published under it, returned.
+func callerWork(ctx context.Context, t *testing.T, s *store.Store) (pgx.Tx, store.NewEvent) {
+	t.Helper()
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SAVEPOINT herald_publish`); err != nil {
+		t.Fatal(err)
+	}
+	before := newEvent("contacts.person.updated", "person-before", "hb")
+	if _, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{before}); err != nil {
+		t.Fatal(err)
+	}
+	return tx, before
 }
