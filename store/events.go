@@ -162,8 +162,8 @@ func anyInserted(out []InsertedEvent) bool {
 //
 // Several events are all or nothing, under a savepoint sent in the round
 // trip that writes them: when any id is taken by other content, nothing is
-// written and only the Conflict results say anything (the others are
-// zero); when a statement fails (a lock not granted, a deadlock, a
+// written and only the Conflict results say anything (the others carry
+// their ID alone); when a statement fails (a lock not granted, a deadlock, a
 // serialization failure) the error leaves tx as it was before the call.
 // One event needs no savepoint: its one statement writes nothing when the
 // id is taken, and its failure aborts tx as a failed statement of the
@@ -522,37 +522,6 @@ const (
 		  FROM ins`
 )
 
-// underSavepoint sends b's statements in tx between takeSavepoint and
-// releaseSavepoint, all in one round trip, and reads their results with
-// read. When any fails it undoes the savepoint and returns the failure; tx
-// goes on without them.
-func underSavepoint(ctx context.Context, tx pgx.Tx, b *pgx.Batch, read func(pgx.BatchResults) error) error {
-	all := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
-	all.Queue(takeSavepoint)
-	all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
-	all.Queue(releaseSavepoint)
-	br := tx.SendBatch(ctx, all)
-	_, err := br.Exec()
-	saved := err == nil
-	if saved {
-		err = read(br)
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && saved {
-		// Only a savepoint this call took is undone: the caller may have
-		// one of the same name.
-		if _, uerr := tx.Exec(ctx, undoSavepoint); uerr != nil {
-			return errors.Join(err, fmt.Errorf("roll back to the savepoint: %w", uerr))
-		}
-	}
-	return err
-}
-
 // raised reports whether err is a statement of a call raising msg
 // (notAllInserted, stripesMissing).
 func raised(err error, msg string) bool {
@@ -561,17 +530,22 @@ func raised(err error, msg string) bool {
 }
 
 // insertSeveralTx is InsertEventsTx for several events: lockStripes and
-// insertOrRaise under a savepoint, in one round trip (underSavepoint). When
+// insertOrRaise under a savepoint, in one round trip once the connection has
+// them prepared (underSavepoint). When
 // an id is taken it runs again the slow way (insertSeveralTxSlowly), which
 // tells duplicates from conflicts.
 func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
-	b := &pgx.Batch{}
-	tvs := queueLocks(b, evs)
-	for _, ev := range evs {
-		b.Queue(insertOrRaise, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
-			ev.TraceContext.param())
+	tvs, stripes := stripeLocks(evs)
+	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
+		for _, tv := range tvs {
+			b.Queue(ref(stmtLockStripes), tv.typ, tv.version, stripes[tv], coarseStripesOf(stripes[tv]))
+		}
+		for _, ev := range evs {
+			b.Queue(ref(stmtInsertOrRaise), ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash,
+				ev.Via, ev.Token, ev.TraceContext.param())
+		}
 	}
-	err := underSavepoint(ctx, tx, b, func(br pgx.BatchResults) error {
+	err := underSavepoint(ctx, tx, heraldStatements, queue, func(br pgx.BatchResults) error {
 		if err := readLocks(br, tvs); err != nil {
 			return err
 		}
@@ -583,7 +557,7 @@ func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 		}
 		return nil
 	})
-	if raised(err, notAllInserted) {
+	if raised(err, notAllInserted) && !errors.Is(err, errSavepointKept) {
 		clear(out)
 		return insertSeveralTxSlowly(ctx, tx, evs, out)
 	}

@@ -187,17 +187,16 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	}
 	ids := a.ids
 	args := []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}
-	b := &pgx.Batch{}
-	b.Queue(heraldPublishChecked, args...)
 	var out []InsertedEvent
-	err = underSavepoint(ctx, tx, b, func(br pgx.BatchResults) error {
+	queue := func(b *pgx.Batch, ref func(namedStatement) string) { b.Queue(ref(stmtPublishChecked), args...) }
+	err = underSavepoint(ctx, tx, roleStatements, queue, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err == nil {
 			out, err = readPublished(rows, ids)
 		}
 		return err
 	})
-	if raised(err, notAllInserted) {
+	if raised(err, notAllInserted) && !errors.Is(err, errSavepointKept) {
 		out, err = publishSlowly(ctx, tx, args, ids)
 	}
 	if err != nil {
@@ -210,7 +209,7 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // refuses what the role may not publish by raising an error, and reports an
 // id taken as out_duplicate (the same content) or out_conflict.
 // InsertPublisherEventsTx sends heraldPublishChecked under a savepoint in
-// one round trip (underSavepoint): it raises notAllInserted when any event
+// one round trip once the connection has it prepared (underSavepoint): it raises notAllInserted when any event
 // was not inserted, so that the savepoint takes back the others, and the
 // call runs heraldPublish under a savepoint of its own to say which
 // (publishSlowly).

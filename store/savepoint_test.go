@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +57,7 @@ func TestSeveralEventsAllOrNothing(t *testing.T) {
 			return []store.NewEvent{a, b}
 		}(), []bool{false, true}, nil},
 		{"an id of the call, same content", []store.NewEvent{first, again}, nil, nil},
+		{"new events", []store.NewEvent{newEvent("contacts.person.updated", "person-8", "h8"), newEvent("contacts.person.updated", "person-9", "h9")}, nil, nil},
 		{"a type without stripe rows", []store.NewEvent{newEvent("contacts.person.updated", "person-7", "h7"), newEvent("u.x.happened", "k", "h")}, nil, store.ErrNoKeyStripes},
 	}
 	for _, c := range cases {
@@ -81,14 +84,18 @@ func TestSeveralEventsAllOrNothing(t *testing.T) {
 						t.Errorf("result %d = %+v, want %+v: with a conflict nothing is written", i, ins, want)
 					}
 				}
-			default:
+			case c.evs[0].ID == c.evs[1].ID:
 				if out[0].Seq == 0 || out[1] != (store.InsertedEvent{ID: first.ID, Seq: out[0].Seq, Duplicate: true}) {
 					t.Errorf("InsertEventsTx = %+v, want the second a duplicate of the first", out)
+				}
+			default:
+				if out[0].Seq == 0 || out[1].Seq <= out[0].Seq || out[0].Duplicate || out[1].Duplicate {
+					t.Errorf("InsertEventsTx = %+v, want both inserted in order", out)
 				}
 			}
 			written := 0
 			if c.wantConflict == nil && c.wantErr == nil {
-				written = 1 // one row for the id
+				written = len(slices.Compact(slices.Clone(ids))) // one row an id
 			}
 			if got := count(tx, ids...); got != written {
 				t.Errorf("%d of the call's rows in the transaction, want %d", got, written)
@@ -101,8 +108,8 @@ func TestSeveralEventsAllOrNothing(t *testing.T) {
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT herald_publish`); err != nil {
 				t.Fatalf("the caller's savepoint after the call: %v", err)
 			}
-			if got := count(tx, before.ID); got != 0 {
-				t.Errorf("the caller's savepoint no longer takes back its work: %d rows", got)
+			if got := count(tx, append(ids, before.ID)...); got != 0 {
+				t.Errorf("the caller's savepoint no longer takes back its work and the call's: %d rows", got)
 			}
 		})
 	}
@@ -159,4 +166,149 @@ func callerWork(ctx context.Context, t *testing.T, s *store.Store) (pgx.Tx, stor
 		t.Fatal(err)
 	}
 	return tx, before
+}
+
+// TestSeveralEventsWhileATableIsLocked: a publish whose statements cannot
+// be prepared (a migration holds the events table past the caller's
+// lock_timeout) fails, and the caller's transaction goes on, whatever the
+// connection's query mode: the statements are prepared under the call's own
+// savepoint. Once the table is free the same transaction publishes.
+func TestSeveralEventsWhileATableIsLocked(t *testing.T) {
+	t.Parallel()
+	s, url := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{newEvent("contacts.person.updated", "person-0", "h0")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg, err := pgx.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.DefaultQueryExecMode = mode
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(context.Background()) }()
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				t.Fatal(err)
+			}
+			locker, err := s.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = locker.Rollback(context.Background()) }()
+			if _, err := locker.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			evs := func(round string) []store.NewEvent {
+				return []store.NewEvent{newEvent("contacts.person.updated", "person-1-"+round, "h1"),
+					newEvent("contacts.person.updated", "person-2-"+round, "h2")}
+			}
+			_, err = store.InsertEventsTx(ctx, tx, evs("locked"))
+			if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "55P03" {
+				t.Fatalf("InsertEventsTx while the events table is locked: %v; want lock_not_available (55P03)", err)
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+				t.Fatalf("the caller's transaction after the failed publish: %v", err)
+			}
+			if err := locker.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, round := range []string{"free", "again"} {
+				if out, err := store.InsertEventsTx(ctx, tx, evs(round)); err != nil || out[1].Seq == 0 {
+					t.Fatalf("InsertEventsTx (%s) once the table is free: %+v, %v", round, out, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSeveralEventsPreparedOnceAConnection: a connection's first publish of
+// several events prepares their statements under its own savepoint; they
+// outlive that savepoint's rollback (here an id taken), so the next publish
+// sends its savepoint, statements and release in one batch.
+func TestSeveralEventsPreparedOnceAConnection(t *testing.T) {
+	t.Parallel()
+	s, url := openEventsStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	taken := newEvent("contacts.person.updated", "person-0", "h0")
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{taken}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &sentCounter{}
+	cfg.Tracer = counter
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	other := taken
+	other.ContentHash = "other content"
+	out, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "person-1", "h1"), other})
+	if err != nil || !out[1].Conflict {
+		t.Fatalf("the first publish, with an id taken: %+v, %v; want a conflict", out, err)
+	}
+	counter.reset()
+	out, err = store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "person-2", "h2"),
+		newEvent("contacts.person.updated", "person-3", "h3")})
+	if err != nil || out[1].Seq == 0 {
+		t.Fatalf("the second publish: %+v, %v", out, err)
+	}
+	if statements, batches := counter.reset(); statements != 0 || batches != 1 {
+		t.Errorf("the second publish sent %d statements one by one and %d batches; want one batch", statements, batches)
+	}
+}
+
+// sentCounter counts what a connection sends: statements one by one, and
+// batches.
+type sentCounter struct {
+	mu                  sync.Mutex
+	statements, batches int
+}
+
+func (c *sentCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.statements++
+	return ctx
+}
+
+func (c *sentCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *sentCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches++
+	return ctx
+}
+
+func (c *sentCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *sentCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (c *sentCounter) reset() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, b := c.statements, c.batches
+	c.statements, c.batches = 0, 0
+	return s, b
 }

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A publish of several events in a caller's transaction, and any publisher
+// role's, is all or nothing under a savepoint, which leaves the caller's
+// transaction usable when the publish fails. Its statements go in one round
+// trip: SAVEPOINT, the publish's statements, RELEASE (underSavepoint).
+//
+// pgx prepares a statement it has not cached in a round trip of its own
+// before the batch runs, outside the savepoint: a failure there (a lock
+// timeout while a migration holds a table, a statement timeout) would abort
+// the caller's transaction. So the statements are prepared by name, once a
+// connection, under the first call's savepoint taken on its own, and a
+// batch names them (pgx then prepares nothing).
+
+// namedStatement is a statement prepared by name on a connection.
+type namedStatement struct{ name, sql string }
+
+var (
+	stmtTakeSavepoint    = namedStatement{"herald_take_savepoint", takeSavepoint}
+	stmtReleaseSavepoint = namedStatement{"herald_release_savepoint", releaseSavepoint}
+	stmtLockStripes      = namedStatement{"herald_lock_stripes", lockStripes}
+	stmtInsertOrRaise    = namedStatement{"herald_insert_or_raise", insertOrRaise}
+	stmtPublishChecked   = namedStatement{"herald_publish_checked", heraldPublishChecked}
+)
+
+// statementSet is the statements one kind of publisher prepares on its
+// connections: Herald's roles write the tables, a publisher role calls
+// herald_publish (and may not read the tables).
+type statementSet struct {
+	kind  int
+	stmts []namedStatement
+}
+
+var (
+	heraldStatements = statementSet{0, []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
+	roleStatements   = statementSet{1, []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked}}
+)
+
+// preparedConns notes, per statement set (its kind), the connections it is
+// prepared on. An entry goes with its connection. A caller that deallocates
+// them behind pgx (DEALLOCATE ALL, DISCARD ALL) breaks pgx's own statement
+// cache too.
+var preparedConns [2]sync.Map // weak.Pointer[pgconn.PgConn] -> struct{}
+
+// preparedOn reports whether set is prepared on pc.
+func preparedOn(pc *pgconn.PgConn, set statementSet) bool {
+	_, ok := preparedConns[set.kind].Load(weak.Make(pc))
+	return ok
+}
+
+// notePrepared notes that set is prepared on pc.
+func notePrepared(pc *pgconn.PgConn, set statementSet) {
+	key := weak.Make(pc)
+	if _, loaded := preparedConns[set.kind].LoadOrStore(key, struct{}{}); !loaded {
+		m := &preparedConns[set.kind]
+		runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { m.Delete(k) }, key)
+	}
+}
+
+// errSavepointKept marks a failure after which the call's savepoint could
+// not be rolled back: the caller's transaction is left inside it, aborted,
+// and only its rollback (of the transaction, or to a savepoint of its own
+// taken before the call) helps.
+var errSavepointKept = errors.New("the publish's savepoint could not be rolled back")
+
+// undoTimeout bounds the rollback to the savepoint after a failure; it runs
+// even when the call's context is done, so that a cancelled publish leaves
+// the caller's transaction as it was when the connection survives.
+const undoTimeout = 5 * time.Second
+
+// underSavepoint runs in tx, under a savepoint of its own, the statements
+// queue adds to a batch (set's, by what ref gives: their names, or their
+// text on a connection of the simple protocol) and reads their
+// results with read. Once set is prepared on tx's connection it sends the
+// savepoint, the statements and its release in one round trip; the first
+// time it takes the savepoint, prepares set, sends the statements and
+// releases the savepoint, each in a round trip of its own. When anything
+// fails it rolls back to the savepoint and returns the failure: tx goes on
+// as it was before the call.
+func underSavepoint(ctx context.Context, tx pgx.Tx, set statementSet, queue func(*pgx.Batch, func(namedStatement) string), read func(pgx.BatchResults) error) error {
+	conn := tx.Conn()
+	byName := func(s namedStatement) string { return s.name }
+	bySQL := func(s namedStatement) string { return s.sql }
+	var err error
+	saved := false
+	// The simple protocol (a connection configured for a pooler in
+	// transaction mode) prepares nothing, and knows no names.
+	simple := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
+	if simple || preparedOn(conn.PgConn(), set) {
+		ref := byName
+		if simple {
+			ref = bySQL
+		}
+		b := &pgx.Batch{}
+		b.Queue(ref(stmtTakeSavepoint))
+		queue(b, ref)
+		b.Queue(ref(stmtReleaseSavepoint))
+		br := tx.SendBatch(ctx, b)
+		if _, err = br.Exec(); err == nil {
+			saved = true
+			if err = read(br); err == nil {
+				_, err = br.Exec()
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		// No argument: the simple protocol, nothing to prepare first.
+		if _, err = tx.Exec(ctx, takeSavepoint); err == nil {
+			saved = true
+			// Prepared statements outlive a rollback: noted at once.
+			if err = prepareSet(ctx, conn, set); err == nil {
+				notePrepared(conn.PgConn(), set)
+			}
+		}
+		if err == nil {
+			b := &pgx.Batch{}
+			queue(b, byName)
+			br := tx.SendBatch(ctx, b)
+			err = read(br)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err == nil {
+			_, err = tx.Exec(ctx, releaseSavepoint)
+		}
+	}
+	if err != nil && saved {
+		// Only a savepoint this call took is undone: the caller may have
+		// one of the same name.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		defer cancel()
+		if _, uerr := tx.Exec(uctx, undoSavepoint); uerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: %w", errSavepointKept, uerr))
+		}
+	}
+	return err
+}
+
+// prepareSet prepares set's statements on conn by name (a no-op for one
+// already prepared there).
+func prepareSet(ctx context.Context, conn *pgx.Conn, set statementSet) error {
+	for _, s := range set.stmts {
+		if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
+			return fmt.Errorf("prepare %s: %w", s.name, err)
+		}
+	}
+	return nil
+}
