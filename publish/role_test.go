@@ -271,20 +271,22 @@ func TestPublisherRole(t *testing.T) {
 	if err := forge(`{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`); err != nil {
 		t.Errorf("herald_publish of the app's own well-formed body: %v", err)
 	}
-	// Arrays must count from 1: the checks read every element, the inserts
-	// the first n, so a body checked at element 0 is never the one written.
-	{
+	// Arrays must be lists counting from 1: the checks read every element,
+	// the inserts the first n, so a body checked as element 0, or as [1][1]
+	// of a 2-D array, is never the one written.
+	for name, bodies := range map[string]string{
+		"counting from 0": `array_fill(convert_to(replace($2::text, 'ID', $1::text), 'UTF8'), ARRAY[1], ARRAY[0])`,
+		"of 2 dimensions": `ARRAY[ARRAY[convert_to(replace($2::text, 'ID', $1::text), 'UTF8')]]`,
+	} {
 		id := uuid.NewString()
 		_, err := st.Pool.Exec(e.ctx, `SELECT * FROM herald_publish(ARRAY[$1::uuid], ARRAY['contacts.person.updated'], ARRAY[1],
-			ARRAY['person-9'], ARRAY[$3::integer],
-			array_fill(convert_to(replace($2::text, 'ID', $1::text), 'UTF8'), ARRAY[1], ARRAY[0]),
-			ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
+			ARRAY['person-9'], ARRAY[$3::integer], `+bodies+`, ARRAY['h'], ARRAY[''], ARRAY[''], ARRAY[NULL::jsonb])`,
 			id, `{"id":"ID","source":"app:contacts","type":"contacts.person.updated","subject":"person-9","dataversion":1}`, stripe)
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "22023" {
-			t.Errorf("herald_publish of a body array counting from 0: %v, want invalid_parameter_value (22023)", err)
+			t.Errorf("herald_publish of a body array %s: %v, want invalid_parameter_value (22023)", name, err)
 		}
 		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, id); n != 0 {
-			t.Errorf("herald_publish of a body array counting from 0 wrote %d events", n)
+			t.Errorf("herald_publish of a body array %s wrote %d events", name, n)
 		}
 	}
 	// A caller of a release before migration 0032 passes the key's coarse
@@ -552,4 +554,79 @@ func (e *env) publisherRoleStore(t *testing.T) *store.Store {
 	}
 	t.Cleanup(st.Close)
 	return st
+}
+
+// TestPublisherRoleLocksInOrder: herald_publish locks its keys' stripe rows
+// in ascending order whatever the order of the call's events, as Herald's
+// own publishers do, so the two never deadlock. With the higher of two
+// rows held by a transaction of Herald's role, a publisher role's call of
+// both keys (the higher first) holds the lower row while it waits.
+func TestPublisherRoleLocksInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleStore := e.publisherRoleStore(t)
+	stripe := func(subject string) int { return 256 + int(keyHash(subject)%4096) }
+	low, high := "person-a", ""
+	for i := 0; high == ""; i++ {
+		if s := fmt.Sprintf("person-b-%d", i); stripe(s) > stripe(low) {
+			high = s
+		}
+	}
+	holder := e.begin()
+	if _, err := e.publisher(publish.Options{}).PublishTx(e.ctx, holder, person(high, "Held")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- publishCommittedErr(e, publish.New(roleStore, publish.Options{}), roleStore, person(high, "High"), person(low, "Low"))
+	}()
+	lowHeld := func() bool {
+		tx := e.begin()
+		defer tx.Rollback(context.Background())
+		_, err := tx.Exec(e.ctx, `SELECT 1 FROM key_stripes WHERE type = 'contacts.person.updated' AND version = 1 AND stripe = $1
+			FOR NO KEY UPDATE NOWAIT`, stripe(low))
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return true
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !lowHeld() {
+		select {
+		case err := <-done:
+			t.Fatalf("the publisher role's call ended (%v) while its higher row was held", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher role's call waits for row %d without holding row %d: it does not lock in ascending order", stripe(high), stripe(low))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := holder.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the publisher role's call after the row was released: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publisher role's call still waits after the row was released")
+	}
+}
+
+// publishCommittedErr publishes rs with PublishTx in a transaction of st's
+// and commits it, returning the first error (for a goroutine: no t).
+func publishCommittedErr(e *env, p *publish.Publisher, st *store.Store, rs ...publish.Request) error {
+	tx, err := st.Pool.Begin(e.ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := p.PublishTx(e.ctx, tx, rs...); err != nil {
+		return err
+	}
+	return tx.Commit(e.ctx)
 }

@@ -5,8 +5,8 @@
 -- half as long as with it (one connection, one event a transaction). The
 -- rows, their order (type bytewise, version, stripe: coarse before fine, as
 -- store.stripeLocks) and what must be there are unchanged; a missing row is
--- named. Arrays that do not count from 1 are refused: the checks read every
--- element, the inserts the first n.
+-- named. Arrays that are not lists counting from 1 are refused: the checks
+-- read every element, the inserts the first n.
 CREATE OR REPLACE FUNCTION herald_publish(ids uuid[], types text[], versions integer[], subjects text[], stripes integer[],
                                envelopes bytea[], hashes text[], vias text[], tokens text[], traces jsonb[])
 RETURNS TABLE (out_seq bigint, out_duplicate boolean, out_conflict boolean)
@@ -37,13 +37,17 @@ BEGIN
         RAISE EXCEPTION 'herald_publish: arrays of different lengths' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- The inserts, and one event's locks, take the i-th element of each
-    -- array, the checks every element: all must count from 1, so that what
-    -- is checked and locked is what is written.
+    -- array, the checks every element: all must be lists counting from 1,
+    -- so that what is checked and locked is what is written.
     IF n > 0 AND (array_lower(ids, 1) <> 1 OR array_lower(types, 1) <> 1 OR array_lower(versions, 1) <> 1
        OR array_lower(subjects, 1) <> 1 OR array_lower(stripes, 1) <> 1 OR array_lower(envelopes, 1) <> 1
        OR array_lower(hashes, 1) <> 1 OR array_lower(vias, 1) <> 1 OR array_lower(tokens, 1) <> 1
-       OR array_lower(traces, 1) <> 1) THEN
-        RAISE EXCEPTION 'herald_publish: arrays must count from 1' USING ERRCODE = 'invalid_parameter_value';
+       OR array_lower(traces, 1) <> 1
+       OR array_ndims(ids) <> 1 OR array_ndims(types) <> 1 OR array_ndims(versions) <> 1
+       OR array_ndims(subjects) <> 1 OR array_ndims(stripes) <> 1 OR array_ndims(envelopes) <> 1
+       OR array_ndims(hashes) <> 1 OR array_ndims(vias) <> 1 OR array_ndims(tokens) <> 1
+       OR array_ndims(traces) <> 1) THEN
+        RAISE EXCEPTION 'herald_publish: arrays must be lists counting from 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(types, versions) AS u(t, v)
                 WHERE NOT EXISTS (SELECT 1 FROM declarations d
