@@ -493,10 +493,11 @@ func resolveAll(ctx context.Context, q Querier, evs []NewEvent, existing []int, 
 // Several events published in a caller's transaction are all or nothing,
 // and a failure leaves the transaction usable, through a savepoint; its
 // statements travel in the round trip that writes the events
-// (underSavepoint). A savepoint of its own, before and after, cost a publish
-// of one event under it (a publisher role's) about a quarter of its rate
-// with 64 concurrent publishers (BenchmarkConcurrentPublish, the
-// savepoint-apart way).
+// (underSavepoint). A savepoint in round trips of its own costs a publish
+// two round trips more, which keep the caller's transaction, and its key
+// locks, that much longer over a network; on loopback they cost 64
+// concurrent publishers little (BenchmarkConcurrentPublish: savepoint
+// against savepoint-apart, docs/performance.md).
 const (
 	takeSavepoint    = `SAVEPOINT herald_publish`
 	releaseSavepoint = `RELEASE SAVEPOINT herald_publish`
@@ -531,9 +532,8 @@ func raised(err error, msg string) bool {
 
 // insertSeveralTx is InsertEventsTx for several events: lockStripes and
 // insertOrRaise under a savepoint, in one round trip once the connection has
-// them prepared (underSavepoint). When
-// an id is taken it runs again the slow way (insertSeveralTxSlowly), which
-// tells duplicates from conflicts.
+// them prepared (underSavepoint). When an id is taken it runs again the slow
+// way (insertSeveralTxSlowly), which tells duplicates from conflicts.
 func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
 	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
@@ -564,10 +564,10 @@ func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 	return err
 }
 
-// insertSeveralTxSlowly is insertSeveralTx with a savepoint of its own,
-// before and after, and no check: it finds each event's conflict
-// (resolveAll) and, when there is any, rolls back the savepoint and reports
-// only the conflicts.
+// insertSeveralTxSlowly is insertSeveralTx with a savepoint in round trips
+// of its own and plain inserts: it tells each taken id's duplicate from its
+// conflict (resolveAll) and, when there is any conflict, rolls back the
+// savepoint and reports only the conflicts.
 func insertSeveralTxSlowly(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {

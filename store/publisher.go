@@ -209,10 +209,10 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // refuses what the role may not publish by raising an error, and reports an
 // id taken as out_duplicate (the same content) or out_conflict.
 // InsertPublisherEventsTx sends heraldPublishChecked under a savepoint in
-// one round trip once the connection has it prepared (underSavepoint): it raises notAllInserted when any event
-// was not inserted, so that the savepoint takes back the others, and the
-// call runs heraldPublish under a savepoint of its own to say which
-// (publishSlowly).
+// one round trip once the connection has it prepared (underSavepoint): it
+// raises notAllInserted when any event was not inserted, so that the
+// savepoint takes back the others, and the call runs heraldPublish under a
+// savepoint of its own to say which (publishSlowly).
 const (
 	heraldPublish = `
 		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
@@ -224,7 +224,11 @@ const (
 		         WITH ORDINALITY AS f(out_seq, out_duplicate, out_conflict, n))
 		SELECT seq, out_duplicate, out_conflict
 		  FROM r
-		 WHERE (SELECT CASE WHEN bool_or(out_conflict OR out_duplicate) THEN ('` + notAllInserted + `: ' || count(*) FILTER (WHERE seq <> 0 AND NOT out_duplicate) || ' of ' || count(*))::integer ELSE 0 END FROM r) = 0
+		 WHERE (SELECT CASE WHEN bool_or(out_conflict OR out_duplicate)
+		                    THEN ('` + notAllInserted + `: ' || count(*) FILTER (WHERE seq <> 0 AND NOT out_duplicate)
+		                          || ' of ' || count(*))::integer
+		                    ELSE 0 END
+		          FROM r) = 0
 		 ORDER BY n`
 )
 
@@ -297,17 +301,17 @@ func RecordPublisherRejection(ctx context.Context, q Querier, r Rejection) error
 // eventArrays are the columns of several events, as arrays: the parameters
 // of herald_publish.
 type eventArrays struct {
-	ids, apps, types, subjects, hashes, vias, tokens []string
-	versions, stripes                                []int32
-	envelopes                                        [][]byte
-	traces                                           []*string // JSON text, NULL for none
+	ids, types, subjects, hashes, vias, tokens []string
+	versions, stripes                          []int32
+	envelopes                                  [][]byte
+	traces                                     []*string // JSON text, NULL for none
 }
 
 // eventArraysOf gives evs' columns as arrays.
 func eventArraysOf(evs []NewEvent) (eventArrays, error) {
 	n := len(evs)
 	a := eventArrays{
-		ids: make([]string, n), apps: make([]string, n), types: make([]string, n), subjects: make([]string, n),
+		ids: make([]string, n), types: make([]string, n), subjects: make([]string, n),
 		hashes: make([]string, n), vias: make([]string, n), tokens: make([]string, n),
 		versions: make([]int32, n), stripes: make([]int32, n), envelopes: make([][]byte, n), traces: make([]*string, n),
 	}
@@ -315,7 +319,7 @@ func eventArraysOf(evs []NewEvent) (eventArrays, error) {
 		if ev.Version < 1 || ev.Version > maxVersion {
 			return eventArrays{}, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
 		}
-		a.ids[i], a.apps[i], a.types[i], a.subjects[i], a.hashes[i] = ev.ID, ev.SourceApp, ev.Type, ev.Subject, ev.ContentHash
+		a.ids[i], a.types[i], a.subjects[i], a.hashes[i] = ev.ID, ev.Type, ev.Subject, ev.ContentHash
 		a.vias[i], a.tokens[i] = ev.Via, ev.Token
 		a.versions[i], a.stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
 		a.envelopes[i] = ev.Envelope
