@@ -582,43 +582,6 @@ func TestPublishTxRefusedID(t *testing.T) {
 	}
 }
 
-// statementCounter counts what a connection sends: statements sent one by
-// one (Exec, Query, QueryRow) and batches (SendBatch, one round trip for all
-// of its statements once they are prepared).
-type statementCounter struct {
-	mu         sync.Mutex
-	statements []string
-	batches    int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.statements = append(c.statements, strings.Join(strings.Fields(data.SQL), " "))
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.batches++
-	return ctx
-}
-
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// reset forgets what was counted and returns it.
-func (c *statementCounter) reset() ([]string, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, b := c.statements, c.batches
-	c.statements, c.batches = nil, 0
-	return s, b
-}
-
 // TestPublishTxInOneRoundTrip: once the publisher's look-ups are cached, a
 // publish in a caller's transaction sends one round trip, whatever it
 // publishes: one event in Herald's role one statement; several, or a
@@ -644,7 +607,7 @@ func TestPublishTxInOneRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				counter := &statementCounter{}
+				counter := &testkit.Sent{}
 				cfg.Tracer = counter
 				conn, err := pgx.ConnectConfig(e.ctx, cfg)
 				if err != nil {
@@ -669,7 +632,7 @@ func TestPublishTxInOneRoundTrip(t *testing.T) {
 				if _, err := p.PublishTx(e.ctx, tx, requests("warm")...); err != nil {
 					t.Fatal(err)
 				}
-				counter.reset()
+				counter.Reset()
 				out, err := p.PublishTx(e.ctx, tx, requests("counted")...)
 				if err != nil {
 					t.Fatal(err)
@@ -677,7 +640,7 @@ func TestPublishTxInOneRoundTrip(t *testing.T) {
 				if len(out) != n || out[n-1].Seq == 0 {
 					t.Fatalf("PublishTx = %+v, want %d events accepted", out, n)
 				}
-				statements, batches := counter.reset()
+				statements, batches := counter.Reset()
 				if sent := len(statements) + batches; sent != 1 {
 					t.Errorf("PublishTx sent %d statements one by one %q and %d batches; want one round trip", len(statements), statements, batches)
 				}

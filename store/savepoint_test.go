@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herald/internal/testkit"
 	"herald/store"
 )
 
@@ -184,21 +184,7 @@ func TestSeveralEventsWhileATableIsLocked(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
 		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
-			cfg, err := pgx.ParseConfig(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.DefaultQueryExecMode = mode
-			conn, err := pgx.ConnectConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tx.Rollback(context.Background()) }()
+			tx := connTx(ctx, t, url, func(cfg *pgx.ConnConfig) { cfg.DefaultQueryExecMode = mode })
 			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
 				t.Fatal(err)
 			}
@@ -246,69 +232,43 @@ func TestSeveralEventsPreparedOnceAConnection(t *testing.T) {
 	if _, err := s.InsertEvents(ctx, []store.NewEvent{taken}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &sentCounter{}
-	cfg.Tracer = counter
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
+	counter := &testkit.Sent{}
+	tx := connTx(ctx, t, url, func(cfg *pgx.ConnConfig) { cfg.Tracer = counter })
 	other := taken
 	other.ContentHash = "other content"
 	out, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "person-1", "h1"), other})
 	if err != nil || !out[1].Conflict {
 		t.Fatalf("the first publish, with an id taken: %+v, %v; want a conflict", out, err)
 	}
-	counter.reset()
+	counter.Reset()
 	out, err = store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "person-2", "h2"),
 		newEvent("contacts.person.updated", "person-3", "h3")})
 	if err != nil || out[1].Seq == 0 {
 		t.Fatalf("the second publish: %+v, %v", out, err)
 	}
-	if statements, batches := counter.reset(); statements != 0 || batches != 1 {
-		t.Errorf("the second publish sent %d statements one by one and %d batches; want one batch", statements, batches)
+	if statements, batches := counter.Reset(); len(statements) != 0 || batches != 1 {
+		t.Errorf("the second publish sent %q one by one and %d batches; want one batch", statements, batches)
 	}
 }
 
-// sentCounter counts what a connection sends: statements one by one, and
-// batches.
-type sentCounter struct {
-	mu                  sync.Mutex
-	statements, batches int
-}
-
-func (c *sentCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.statements++
-	return ctx
-}
-
-func (c *sentCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *sentCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.batches++
-	return ctx
-}
-
-func (c *sentCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *sentCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (c *sentCounter) reset() (int, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, b := c.statements, c.batches
-	c.statements, c.batches = 0, 0
-	return s, b
+// connTx connects to url on a connection of its own, configured by config,
+// and begins a transaction there; both end with the test.
+func connTx(ctx context.Context, t *testing.T, url string, config func(*pgx.ConnConfig)) pgx.Tx {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config(cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
 }
