@@ -576,9 +576,18 @@ func TestPublisherRoleLocksInOrder(t *testing.T) {
 	if _, err := e.publisher(publish.Options{}).PublishTx(e.ctx, holder, person(high, "Held")); err != nil {
 		t.Fatal(err)
 	}
+	tx, err := roleStore.Pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- publishCommittedErr(e, publish.New(roleStore, publish.Options{}), roleStore, person(high, "High"), person(low, "Low"))
+		_, err := publish.New(roleStore, publish.Options{}).PublishTx(e.ctx, tx, person(high, "High"), person(low, "Low"))
+		if err == nil {
+			err = tx.Commit(e.ctx)
+		}
+		done <- err
 	}()
 	lowHeld := func() bool {
 		tx := e.begin()
@@ -615,18 +624,4 @@ func TestPublisherRoleLocksInOrder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the publisher role's call still waits after the row was released")
 	}
-}
-
-// publishCommittedErr publishes rs with PublishTx in a transaction of st's
-// and commits it, returning the first error (for a goroutine: no t).
-func publishCommittedErr(e *env, p *publish.Publisher, st *store.Store, rs ...publish.Request) error {
-	tx, err := st.Pool.Begin(e.ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := p.PublishTx(e.ctx, tx, rs...); err != nil {
-		return err
-	}
-	return tx.Commit(e.ctx)
 }

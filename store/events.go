@@ -401,66 +401,62 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 }
 
 // lockAndInsertBatch is lockAndInsert's way for several events: the lock
-// statements, then one insert per event, in one round trip.
+// statements, then one insert per event, in one round trip. Ids that already
+// exist are then resolved (resolveExisting).
 func lockAndInsertBatch(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
+	tvs, stripes := stripeLocks(evs)
 	b := &pgx.Batch{}
-	tvs := queueLockAndInsert(b, evs)
+	queueLocks(b, lockStripes, tvs, stripes)
+	queueInserts(b, insertEvent, evs)
 	br := tx.SendBatch(ctx, b)
-	existing, err := readLockAndInsert(br, tvs, evs, out)
+	err := readLocks(br, tvs)
+	var existing []int
+	for i := 0; err == nil && i < len(evs); i++ {
+		out[i].ID = evs[i].ID
+		switch serr := br.QueryRow().Scan(&out[i].Seq); {
+		case errors.Is(serr, pgx.ErrNoRows):
+			existing = append(existing, i)
+		case serr != nil:
+			err = fmt.Errorf("insert event %s: %w", evs[i].ID, serr)
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	return resolveAll(ctx, tx, evs, existing, out)
-}
-
-// queueLockAndInsert queues on b the statements of lockAndInsertBatch: the
-// lock statements (queueLocks), then one insert per event. It returns the
-// types and versions in lock order.
-func queueLockAndInsert(b *pgx.Batch, evs []NewEvent) []typeVersion {
-	tvs := queueLocks(b, evs)
-	for _, ev := range evs {
-		b.Queue(insertEvent, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
-			ev.TraceContext.param())
-	}
-	return tvs
-}
-
-// queueLocks queues on b the lock statement of each type and version of
-// evs, in lock order, and returns them in that order.
-func queueLocks(b *pgx.Batch, evs []NewEvent) []typeVersion {
-	tvs, stripes := stripeLocks(evs)
-	for _, tv := range tvs {
-		b.Queue(lockStripes, tv.typ, tv.version, stripes[tv], coarseStripesOf(stripes[tv]))
-	}
-	return tvs
-}
-
-// readLockAndInsert reads the results of queueLockAndInsert's statements
-// from br, filling out, and returns the positions of the events whose insert
-// did nothing (an id already taken: resolveAll). It does not close br.
-func readLockAndInsert(br pgx.BatchResults, tvs []typeVersion, evs []NewEvent, out []InsertedEvent) ([]int, error) {
-	if err := readLocks(br, tvs); err != nil {
-		return nil, err
-	}
-	var existing []int
-	for i, ev := range evs {
-		out[i].ID = ev.ID
-		err := br.QueryRow().Scan(&out[i].Seq)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			existing = append(existing, i)
-		case err != nil:
-			return nil, fmt.Errorf("insert event %s: %w", ev.ID, err)
+	for _, i := range existing {
+		found, err := resolveExisting(ctx, tx, evs[i], &out[i])
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("look up event %s: %w", evs[i].ID, pgx.ErrNoRows)
 		}
 	}
-	return existing, nil
+	return nil
 }
 
-// readLocks reads the results of queueLocks' statements from br: a missing
-// stripe row is ErrNoKeyStripes.
+// queueLocks queues on b stmt (lockStripes, or its prepared name) for each
+// type and version tvs, in lock order, with its stripes.
+func queueLocks(b *pgx.Batch, stmt string, tvs []typeVersion, stripes map[typeVersion][]int32) {
+	for _, tv := range tvs {
+		b.Queue(stmt, tv.typ, tv.version, stripes[tv], coarseStripesOf(stripes[tv]))
+	}
+}
+
+// queueInserts queues on b stmt (insertEvent or insertOrRaise, or its
+// prepared name) for each event of evs, in order.
+func queueInserts(b *pgx.Batch, stmt string, evs []NewEvent) {
+	for _, ev := range evs {
+		b.Queue(stmt, ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash, ev.Via, ev.Token,
+			ev.TraceContext.param())
+	}
+}
+
+// readLocks reads the results of queueLocks' statements for tvs from br: a
+// missing stripe row is ErrNoKeyStripes.
 func readLocks(br pgx.BatchResults, tvs []typeVersion) error {
 	for _, tv := range tvs {
 		if _, err := br.Exec(); err != nil {
@@ -470,21 +466,6 @@ func readLocks(br pgx.BatchResults, tvs []typeVersion) error {
 				}
 			}
 			return fmt.Errorf("lock ordering keys of %s@%d: %w", tv.typ, tv.version, err)
-		}
-	}
-	return nil
-}
-
-// resolveAll resolves the events at positions existing, whose insert did
-// nothing, as Duplicate or Conflict (resolveExisting).
-func resolveAll(ctx context.Context, q Querier, evs []NewEvent, existing []int, out []InsertedEvent) error {
-	for _, i := range existing {
-		found, err := resolveExisting(ctx, q, evs[i], &out[i])
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("look up event %s: %w", evs[i].ID, pgx.ErrNoRows)
 		}
 	}
 	return nil
@@ -537,13 +518,8 @@ func raised(err error, msg string) bool {
 func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
 	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
-		for _, tv := range tvs {
-			b.Queue(ref(stmtLockStripes), tv.typ, tv.version, stripes[tv], coarseStripesOf(stripes[tv]))
-		}
-		for _, ev := range evs {
-			b.Queue(ref(stmtInsertOrRaise), ev.ID, ev.SourceApp, ev.Type, ev.Version, ev.Subject, ev.Envelope, ev.ContentHash,
-				ev.Via, ev.Token, ev.TraceContext.param())
-		}
+		queueLocks(b, ref(stmtLockStripes), tvs, stripes)
+		queueInserts(b, ref(stmtInsertOrRaise), evs)
 	}
 	err := underSavepoint(ctx, tx, heraldStatements, queue, func(br pgx.BatchResults) error {
 		if err := readLocks(br, tvs); err != nil {
@@ -564,40 +540,14 @@ func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inser
 	return err
 }
 
-// insertSeveralTxSlowly is insertSeveralTx with a savepoint in round trips
-// of its own and plain inserts: it tells each taken id's duplicate from its
-// conflict (resolveAll) and, when there is any conflict, rolls back the
-// savepoint and reports only the conflicts.
+// insertSeveralTxSlowly is insertSeveralTx under a savepoint in round trips
+// of its own with plain inserts (lockAndInsertBatch), which tell each taken
+// id's duplicate from its conflict (underOwnSavepoint).
 func insertSeveralTxSlowly(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("savepoint: %w", err)
-	}
-	if err := lockAndInsertBatch(ctx, sp, evs, out); err != nil {
-		_ = sp.Rollback(ctx)
-		return err
-	}
-	if !anyConflict(out) {
-		return sp.Commit(ctx)
-	}
-	if err := sp.Rollback(ctx); err != nil {
-		return fmt.Errorf("roll back to the savepoint: %w", err)
-	}
-	for i := range out {
-		out[i] = InsertedEvent{ID: out[i].ID, Conflict: out[i].Conflict}
-	}
-	return nil
-}
-
-// anyConflict reports whether any event of out found its id taken by other
-// content.
-func anyConflict(out []InsertedEvent) bool {
-	for _, ins := range out {
-		if ins.Conflict {
-			return true
-		}
-	}
-	return false
+	_, err := underOwnSavepoint(ctx, tx, func(sp pgx.Tx) ([]InsertedEvent, error) {
+		return out, lockAndInsertBatch(ctx, sp, evs, out)
+	})
+	return err
 }
 
 // lockAndInsertSingle is lockAndInsert for one event, in one statement

@@ -77,8 +77,8 @@ func InsertEventsTxNotifying(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 }
 
 // InsertEventsTxUnderSavepoint is InsertEventsTx's way for several events
-// (insertSeveralTx: the locks, the inserts and the check under a savepoint,
-// one round trip), whatever the number of events.
+// (insertSeveralTx: the locks and the inserts that raise when an id is
+// taken, under a savepoint, one round trip), whatever the number of events.
 func InsertEventsTxUnderSavepoint(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	out := make([]InsertedEvent, len(evs))
 	if err := insertSeveralTx(ctx, tx, evs, out); err != nil {
@@ -176,5 +176,5 @@ func InsertPublisherEventsTxApart(ctx context.Context, tx pgx.Tx, evs []NewEvent
 	if err != nil {
 		return nil, err
 	}
-	return publishSlowly(ctx, tx, []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}, a.ids)
+	return publishSlowly(ctx, tx, a)
 }

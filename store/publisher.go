@@ -185,19 +185,19 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	if err != nil {
 		return nil, err
 	}
-	ids := a.ids
-	args := []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}
 	var out []InsertedEvent
-	queue := func(b *pgx.Batch, ref func(namedStatement) string) { b.Queue(ref(stmtPublishChecked), args...) }
+	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
+		b.Queue(ref(stmtPublishChecked), a.publishArgs()...)
+	}
 	err = underSavepoint(ctx, tx, roleStatements, queue, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err == nil {
-			out, err = readPublished(rows, ids)
+			out, err = readPublished(rows, a.ids)
 		}
 		return err
 	})
 	if raised(err, notAllInserted) && !errors.Is(err, errSavepointKept) {
-		out, err = publishSlowly(ctx, tx, args, ids)
+		out, err = publishSlowly(ctx, tx, a)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
@@ -214,13 +214,14 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // savepoint takes back the others, and the call runs heraldPublish under a
 // savepoint of its own to say which (publishSlowly).
 const (
+	// publishCall is the call, with eventArrays.publishArgs.
+	publishCall   = `herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`
 	heraldPublish = `
-		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict
-		  FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`
+		SELECT coalesce(out_seq, 0), out_duplicate, out_conflict FROM ` + publishCall
 	heraldPublishChecked = `
 		WITH r AS MATERIALIZED (
 		  SELECT coalesce(out_seq, 0) AS seq, out_duplicate, out_conflict, n
-		    FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])
+		    FROM ` + publishCall + `
 		         WITH ORDINALITY AS f(out_seq, out_duplicate, out_conflict, n))
 		SELECT seq, out_duplicate, out_conflict
 		  FROM r
@@ -232,33 +233,17 @@ const (
 		 ORDER BY n`
 )
 
-// publishSlowly is a publisher role's publish under a savepoint of its own,
-// before and after: when any event is a conflict it rolls the savepoint back
-// and reports only the conflicts.
-func publishSlowly(ctx context.Context, tx pgx.Tx, args []any, ids []string) ([]InsertedEvent, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
-	}
-	rows, err := sp.Query(ctx, heraldPublish, args...)
-	var out []InsertedEvent
-	if err == nil {
-		out, err = readPublished(rows, ids)
-	}
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return nil, err
-	}
-	if !anyConflict(out) {
-		return out, sp.Commit(ctx)
-	}
-	if err := sp.Rollback(ctx); err != nil {
-		return nil, fmt.Errorf("roll back to the savepoint: %w", err)
-	}
-	for i := range out {
-		out[i] = InsertedEvent{ID: out[i].ID, Conflict: out[i].Conflict}
-	}
-	return out, nil
+// publishSlowly is a publisher role's publish of a under a savepoint in
+// round trips of its own (underOwnSavepoint), which tells duplicates from
+// conflicts.
+func publishSlowly(ctx context.Context, tx pgx.Tx, a eventArrays) ([]InsertedEvent, error) {
+	return underOwnSavepoint(ctx, tx, func(sp pgx.Tx) ([]InsertedEvent, error) {
+		rows, err := sp.Query(ctx, heraldPublish, a.publishArgs()...)
+		if err != nil {
+			return nil, err
+		}
+		return readPublished(rows, a.ids)
+	})
 }
 
 // readPublished reads herald_publish's rows, one per id in order.
@@ -333,4 +318,9 @@ func eventArraysOf(evs []NewEvent) (eventArrays, error) {
 		}
 	}
 	return a, nil
+}
+
+// publishArgs are a's arrays in the order of publishCall's parameters.
+func (a eventArrays) publishArgs() []any {
+	return []any{a.ids, a.types, a.versions, a.subjects, a.stripes, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"weak"
@@ -37,36 +38,32 @@ var (
 )
 
 // statementSet is the statements one kind of publisher prepares on its
-// connections: Herald's roles write the tables, a publisher role calls
-// herald_publish (and may not read the tables).
+// connections (Herald's roles write the tables, a publisher role calls
+// herald_publish and may not read them), and the connections they are
+// prepared on. An entry goes with its connection. A caller that
+// deallocates them behind pgx (DEALLOCATE ALL, DISCARD ALL) breaks pgx's
+// own statement cache too.
 type statementSet struct {
-	kind  int
-	stmts []namedStatement
+	stmts    []namedStatement
+	prepared sync.Map // weak.Pointer[pgconn.PgConn] -> struct{}
 }
 
 var (
-	heraldStatements = statementSet{0, []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
-	roleStatements   = statementSet{1, []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked}}
+	heraldStatements = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
+	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked}}
 )
 
-// preparedConns notes, per statement set (its kind), the connections it is
-// prepared on. An entry goes with its connection. A caller that deallocates
-// them behind pgx (DEALLOCATE ALL, DISCARD ALL) breaks pgx's own statement
-// cache too.
-var preparedConns [2]sync.Map // weak.Pointer[pgconn.PgConn] -> struct{}
-
 // preparedOn reports whether set is prepared on pc.
-func preparedOn(pc *pgconn.PgConn, set statementSet) bool {
-	_, ok := preparedConns[set.kind].Load(weak.Make(pc))
+func (set *statementSet) preparedOn(pc *pgconn.PgConn) bool {
+	_, ok := set.prepared.Load(weak.Make(pc))
 	return ok
 }
 
 // notePrepared notes that set is prepared on pc.
-func notePrepared(pc *pgconn.PgConn, set statementSet) {
+func (set *statementSet) notePrepared(pc *pgconn.PgConn) {
 	key := weak.Make(pc)
-	if _, loaded := preparedConns[set.kind].LoadOrStore(key, struct{}{}); !loaded {
-		m := &preparedConns[set.kind]
-		runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { m.Delete(k) }, key)
+	if _, loaded := set.prepared.LoadOrStore(key, struct{}{}); !loaded {
+		runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { set.prepared.Delete(k) }, key)
 	}
 }
 
@@ -90,7 +87,7 @@ const undoTimeout = 5 * time.Second
 // releases the savepoint, each in a round trip of its own. When anything
 // fails it rolls back to the savepoint and returns the failure: tx goes on
 // as it was before the call.
-func underSavepoint(ctx context.Context, tx pgx.Tx, set statementSet, queue func(*pgx.Batch, func(namedStatement) string), read func(pgx.BatchResults) error) error {
+func underSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet, queue func(*pgx.Batch, func(namedStatement) string), read func(pgx.BatchResults) error) error {
 	conn := tx.Conn()
 	byName := func(s namedStatement) string { return s.name }
 	bySQL := func(s namedStatement) string { return s.sql }
@@ -99,7 +96,7 @@ func underSavepoint(ctx context.Context, tx pgx.Tx, set statementSet, queue func
 	// The simple protocol (a connection configured for a pooler in
 	// transaction mode) prepares nothing, and knows no names.
 	simple := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
-	if simple || preparedOn(conn.PgConn(), set) {
+	if simple || set.preparedOn(conn.PgConn()) {
 		ref := byName
 		if simple {
 			ref = bySQL
@@ -124,7 +121,7 @@ func underSavepoint(ctx context.Context, tx pgx.Tx, set statementSet, queue func
 			saved = true
 			// Prepared statements outlive a rollback: noted at once.
 			if err = prepareSet(ctx, conn, set); err == nil {
-				notePrepared(conn.PgConn(), set)
+				set.notePrepared(conn.PgConn())
 			}
 		}
 		if err == nil {
@@ -154,11 +151,38 @@ func underSavepoint(ctx context.Context, tx pgx.Tx, set statementSet, queue func
 
 // prepareSet prepares set's statements on conn by name (a no-op for one
 // already prepared there).
-func prepareSet(ctx context.Context, conn *pgx.Conn, set statementSet) error {
+func prepareSet(ctx context.Context, conn *pgx.Conn, set *statementSet) error {
 	for _, s := range set.stmts {
 		if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
 			return fmt.Errorf("prepare %s: %w", s.name, err)
 		}
 	}
 	return nil
+}
+
+// underOwnSavepoint runs insert under a savepoint of pgx's, taken and
+// released in round trips of their own: the slow way of a call whose id was
+// taken, which insert's results tell apart. When any is a Conflict it rolls
+// the savepoint back and reports only the conflicts (the others carry their
+// ID alone); otherwise it releases it.
+func underOwnSavepoint(ctx context.Context, tx pgx.Tx, insert func(sp pgx.Tx) ([]InsertedEvent, error)) ([]InsertedEvent, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	out, err := insert(sp)
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return nil, err
+	}
+	if !slices.ContainsFunc(out, func(ins InsertedEvent) bool { return ins.Conflict }) {
+		return out, sp.Commit(ctx)
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return nil, fmt.Errorf("roll back to the savepoint: %w", err)
+	}
+	for i := range out {
+		out[i] = InsertedEvent{ID: out[i].ID, Conflict: out[i].Conflict}
+	}
+	return out, nil
 }
