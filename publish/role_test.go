@@ -625,3 +625,132 @@ func TestPublisherRoleLocksInOrder(t *testing.T) {
 		t.Fatal("the publisher role's call still waits after the row was released")
 	}
 }
+
+// TestHeraldPublishRefusesOneEventAsSeveral: herald_publish checks one
+// event by its elements and several through their arrays (migration 0034):
+// each refusal, and which of two refusals wins, is the same whether the
+// refused event is the call's only one or the second of two, and neither
+// call writes anything.
+func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	st, err := store.Open(e.ctx, e.grantedPublisherRole(documentedPublisherGrants(t)), store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+
+	// call is one herald_publish argument set, one element an event.
+	type call struct {
+		ids, types, subjects, hashes, vias, tokens []string
+		versions                                   []int32
+		stripes                                    []*int32
+		envelopes                                  [][]byte
+		traces                                     []*string
+	}
+	body := func(id, source, typ, subject string, version int) []byte {
+		return fmt.Appendf(nil, `{"id":%q,"source":%q,"type":%q,"subject":%q,"dataversion":%d,"data":{}}`,
+			id, source, typ, subject, version)
+	}
+	// event is contacts' own well-formed event under subject, as element i.
+	event := func(c *call, subject string) int {
+		id := uuid.NewString()
+		stripe := 256 + int32(keyHash(subject)%4096)
+		c.ids = append(c.ids, id)
+		c.types = append(c.types, "contacts.person.updated")
+		c.versions = append(c.versions, 1)
+		c.subjects = append(c.subjects, subject)
+		c.stripes = append(c.stripes, &stripe)
+		c.envelopes = append(c.envelopes, body(id, "app:contacts", "contacts.person.updated", subject, 1))
+		c.hashes = append(c.hashes, "h-"+id)
+		c.vias = append(c.vias, "")
+		c.tokens = append(c.tokens, "")
+		c.traces = append(c.traces, nil)
+		return len(c.ids) - 1
+	}
+	publishCall := func(c call) error {
+		rows, err := st.Pool.Query(e.ctx, `SELECT * FROM herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`,
+			c.ids, c.types, c.versions, c.subjects, c.stripes, c.envelopes, c.hashes, c.vias, c.tokens, c.traces)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}
+	big := func(c *call, i int) {
+		c.envelopes[i] = append(c.envelopes[i][:len(c.envelopes[i])-1], `,"x":"`+strings.Repeat("x", 300<<10)+`"}`...)
+	}
+	source := func(c *call, i int) {
+		c.envelopes[i] = body(c.ids[i], "app:billing", c.types[i], c.subjects[i], 1)
+	}
+	stripe := func(s int32) func(c *call, i int) { return func(c *call, i int) { c.stripes[i] = &s } }
+	cases := []struct {
+		name  string
+		spoil func(c *call, i int)
+		code  string
+	}{
+		{"another app's type", func(c *call, i int) {
+			c.types[i] = "billing.invoice.paid"
+			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], c.subjects[i], 1)
+		}, "42501"},
+		{"a body naming another source", source, "42501"},
+		{"a body naming another id", func(c *call, i int) {
+			c.envelopes[i] = body(uuid.NewString(), "app:contacts", c.types[i], c.subjects[i], 1)
+		}, "42501"},
+		{"a body naming another type", func(c *call, i int) {
+			c.envelopes[i] = body(c.ids[i], "app:contacts", "contacts.person.removed", c.subjects[i], 1)
+		}, "42501"},
+		{"a body naming another subject", func(c *call, i int) {
+			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], "someone-else", 1)
+		}, "42501"},
+		{"a body naming another version", func(c *call, i int) {
+			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], c.subjects[i], 2)
+		}, "42501"},
+		{"a body that is not an object", func(c *call, i int) { c.envelopes[i] = []byte(`[1]`) }, "42501"},
+		{"a body that is not JSON", func(c *call, i int) { c.envelopes[i] = []byte(`{"id":`) }, "22P02"},
+		{"no body", func(c *call, i int) { c.envelopes[i] = nil }, "54000"},
+		{"a body over 256 KiB", big, "54000"},
+		{"a stripe out of range", stripe(4352), "22023"},
+		{"a negative stripe", stripe(-1), "22023"},
+		{"no stripe", func(c *call, i int) { c.stripes[i] = nil }, "22023"},
+		{"one hash too few", func(c *call, i int) { c.hashes = c.hashes[:len(c.hashes)-1] }, "22023"},
+		// Which refusal wins: the declarations, then the bodies' sizes,
+		// then their contents, then the stripes.
+		{"another app's type in an oversized body", func(c *call, i int) { c.types[i] = "billing.invoice.paid"; big(c, i) }, "42501"},
+		{"an oversized body naming another source", func(c *call, i int) { source(c, i); big(c, i) }, "54000"},
+		{"a body naming another source, stripe out of range", func(c *call, i int) { source(c, i); stripe(5000)(c, i) }, "42501"},
+	}
+	written := func(c call) int {
+		return e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, c.ids)
+	}
+	for n, tc := range cases {
+		for _, several := range []bool{false, true} {
+			var c call
+			if several {
+				event(&c, fmt.Sprintf("good-%d", n))
+			}
+			tc.spoil(&c, event(&c, fmt.Sprintf("bad-%d", n)))
+			err := publishCall(c)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != tc.code {
+				t.Errorf("%s (several: %v): %v, want SQLSTATE %s", tc.name, several, err, tc.code)
+			}
+			if got := written(c); got != 0 {
+				t.Errorf("%s (several: %v): %d events written", tc.name, several, got)
+			}
+		}
+	}
+	// The same calls unspoiled publish: one event, and two.
+	for _, count := range []int{1, 2} {
+		var c call
+		for i := range count {
+			event(&c, fmt.Sprintf("fine-%d-%d", count, i))
+		}
+		if err := publishCall(c); err != nil {
+			t.Fatalf("%d well-formed events: %v", count, err)
+		}
+		if got := written(c); got != count {
+			t.Errorf("%d well-formed events: %d written", count, got)
+		}
+	}
+}

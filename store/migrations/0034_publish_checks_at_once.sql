@@ -1,0 +1,202 @@
+-- herald_publish of 0033 with its checks in one statement, and one event's
+-- lock and insert in another. 0033 ran each check as a statement of its
+-- own (the app, the declarations, the bodies' sizes, their contents, the
+-- stripes, the scheme): a statement in a PL/pgSQL function costs its own
+-- executor start, and with one event a call those checks were about a
+-- fifth of a publisher role's transaction. What is refused, with which
+-- error, and in which order, is unchanged: each check runs only when those
+-- before it passed. One event's checks read its elements directly rather
+-- than through unnest, and its lock and insert are one statement, as
+-- store.lockAndInsertOneFine is for Herald's roles; a missing stripe row or
+-- a taken id inserts nothing there, and the general path then says which.
+CREATE OR REPLACE FUNCTION herald_publish(ids uuid[], types text[], versions integer[], subjects text[], stripes integer[],
+                               envelopes bytea[], hashes text[], vias text[], tokens text[], traces jsonb[])
+RETURNS TABLE (out_seq bigint, out_duplicate boolean, out_conflict boolean)
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    me        text;
+    n         integer := coalesce(array_length(ids, 1), 0);
+    declared  boolean;
+    refusal   integer;
+    fine      boolean;
+    keep      boolean;
+    lt        text[];
+    lv        integer[];
+    ls        integer[];
+    got       bigint;
+    old_seq   bigint;
+    old_hash  text;
+BEGIN
+    IF coalesce(array_length(types, 1), 0) <> n OR coalesce(array_length(versions, 1), 0) <> n
+       OR coalesce(array_length(subjects, 1), 0) <> n OR coalesce(array_length(stripes, 1), 0) <> n
+       OR coalesce(array_length(envelopes, 1), 0) <> n OR coalesce(array_length(hashes, 1), 0) <> n
+       OR coalesce(array_length(vias, 1), 0) <> n OR coalesce(array_length(tokens, 1), 0) <> n
+       OR coalesce(array_length(traces, 1), 0) <> n THEN
+        refusal := 1;
+    ELSIF n > 0 AND (array_lower(ids, 1) <> 1 OR array_lower(types, 1) <> 1 OR array_lower(versions, 1) <> 1
+       OR array_lower(subjects, 1) <> 1 OR array_lower(stripes, 1) <> 1 OR array_lower(envelopes, 1) <> 1
+       OR array_lower(hashes, 1) <> 1 OR array_lower(vias, 1) <> 1 OR array_lower(tokens, 1) <> 1
+       OR array_lower(traces, 1) <> 1
+       OR array_ndims(ids) <> 1 OR array_ndims(types) <> 1 OR array_ndims(versions) <> 1
+       OR array_ndims(subjects) <> 1 OR array_ndims(stripes) <> 1 OR array_ndims(envelopes) <> 1
+       OR array_ndims(hashes) <> 1 OR array_ndims(vias) <> 1 OR array_ndims(tokens) <> 1
+       OR array_ndims(traces) <> 1) THEN
+        refusal := 2;
+    END IF;
+    IF n = 1 AND refusal IS NULL THEN
+        -- One event's checks, without unnest: the same as below.
+        SELECT p.app, c.declared, c.refusal, c.fine, c.keep
+          INTO me, declared, refusal, fine, keep
+          FROM publisher_roles p
+          JOIN apps a ON a.id = p.app AND a.removed_at IS NULL
+         CROSS JOIN LATERAL (
+            SELECT d.declared,
+                   CASE WHEN NOT d.declared THEN NULL
+                        WHEN envelopes[1] IS NULL OR octet_length(envelopes[1]) > 262144 THEN 3
+                        WHEN (SELECT jsonb_typeof(b.j) <> 'object'
+                                     OR (b.j->>'id') IS DISTINCT FROM ids[1]::text
+                                     OR (b.j->>'source') IS DISTINCT FROM 'app:' || p.app
+                                     OR (b.j->>'type') IS DISTINCT FROM types[1]
+                                     OR (b.j->>'subject') IS DISTINCT FROM subjects[1]
+                                     OR (b.j->'dataversion') IS DISTINCT FROM to_jsonb(versions[1])
+                                FROM (SELECT convert_from(envelopes[1], 'UTF8')::jsonb AS j) b) THEN 4
+                        WHEN stripes[1] IS NULL OR stripes[1] < 0 OR stripes[1] > 4351 THEN 5
+                   END AS refusal,
+                   stripes[1] >= 256 AS fine,
+                   (SELECT k.coarse FROM key_stripe_scheme k) AS keep
+              FROM (SELECT EXISTS (SELECT 1 FROM declarations d
+                                    WHERE d.type = types[1] AND d.version = versions[1] AND d.app = p.app
+                                      AND d.retired_at IS NULL) AS declared) d
+         ) c
+         WHERE p.role = session_user;
+    ELSE
+        -- Every check in one statement, each only when those before it passed.
+        SELECT p.app, c.declared, c.refusal, c.fine, c.keep
+          INTO me, declared, refusal, fine, keep
+          FROM publisher_roles p
+          JOIN apps a ON a.id = p.app AND a.removed_at IS NULL
+         CROSS JOIN LATERAL (
+            SELECT d.declared,
+                   CASE WHEN refusal IS NOT NULL OR NOT d.declared THEN refusal
+                        WHEN EXISTS (SELECT 1 FROM unnest(envelopes) AS e WHERE e IS NULL OR octet_length(e) > 262144) THEN 3
+                        WHEN EXISTS (SELECT 1 FROM unnest(ids, types, versions, subjects, envelopes) AS u(i, t, v, s, e),
+                                            LATERAL (SELECT convert_from(u.e, 'UTF8')::jsonb AS j) b
+                                      WHERE jsonb_typeof(b.j) <> 'object'
+                                         OR (b.j->>'id') IS DISTINCT FROM u.i::text
+                                         OR (b.j->>'source') IS DISTINCT FROM 'app:' || p.app
+                                         OR (b.j->>'type') IS DISTINCT FROM u.t
+                                         OR (b.j->>'subject') IS DISTINCT FROM u.s
+                                         OR (b.j->'dataversion') IS DISTINCT FROM to_jsonb(u.v)) THEN 4
+                        WHEN EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s IS NULL OR s < 0 OR s > 4351) THEN 5
+                        WHEN EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s >= 256)
+                             AND EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s < 256) THEN 6
+                   END AS refusal,
+                   EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s >= 256) AS fine,
+                   (SELECT k.coarse FROM key_stripe_scheme k) AS keep
+              FROM (SELECT refusal IS NULL AND NOT EXISTS (
+                             SELECT 1 FROM unnest(types, versions) AS u(t, v)
+                              WHERE NOT EXISTS (SELECT 1 FROM declarations d
+                                                 WHERE d.type = u.t AND d.version = u.v AND d.app = p.app
+                                                   AND d.retired_at IS NULL)) AS declared) d
+         ) c
+         WHERE p.role = session_user;
+    END IF;
+    IF me IS NULL THEN
+        RAISE EXCEPTION 'role % publishes for no live app', session_user USING ERRCODE = 'insufficient_privilege';
+    ELSIF refusal = 1 THEN
+        RAISE EXCEPTION 'herald_publish: arrays of different lengths' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF refusal = 2 THEN
+        RAISE EXCEPTION 'herald_publish: arrays must be lists counting from 1' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF NOT declared THEN
+        RAISE EXCEPTION 'role % publishes for app %, which does not declare every type given', session_user, me
+            USING ERRCODE = 'insufficient_privilege';
+    ELSIF refusal = 3 THEN
+        RAISE EXCEPTION 'herald_publish: an event body is missing or over 262144 bytes'
+            USING ERRCODE = 'program_limit_exceeded';
+    ELSIF refusal = 4 THEN
+        RAISE EXCEPTION 'role % publishes for app %: an event body does not name its own id, source app:%, type, version and subject',
+            session_user, me, me USING ERRCODE = 'insufficient_privilege';
+    ELSIF refusal = 5 THEN
+        RAISE EXCEPTION 'herald_publish: stripe out of range' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF refusal = 6 THEN
+        RAISE EXCEPTION 'herald_publish: coarse and fine stripes in one call' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One event whose key has one row to lock: the lock and the insert in
+    -- one statement. The insert reads the locked row, so nothing is
+    -- inserted when the row is missing or the id taken; either way the
+    -- general path below tells which.
+    IF n = 1 AND NOT (fine AND keep) THEN
+        WITH locked AS MATERIALIZED (
+            SELECT 1 FROM key_stripes k
+             WHERE k.type = types[1] AND k.version = versions[1] AND k.stripe = stripes[1]
+               FOR NO KEY UPDATE)
+        INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
+                            published_via, published_token, trace_context)
+        SELECT ids[1], me, types[1], versions[1], subjects[1], envelopes[1], hashes[1], 'accepted',
+               'library', NULL, traces[1]
+          FROM locked
+        ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
+        RETURNING seq INTO got;
+        IF got IS NOT NULL THEN
+            out_seq := got; out_duplicate := false; out_conflict := false;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    IF n = 1 THEN
+        IF fine AND keep THEN
+            lt := ARRAY[types[1], types[1]];
+            lv := ARRAY[versions[1], versions[1]];
+            ls := ARRAY[(stripes[1] - 256) % 256, stripes[1]];
+        ELSE
+            lt := ARRAY[types[1]]; lv := ARRAY[versions[1]]; ls := ARRAY[stripes[1]];
+        END IF;
+    ELSE
+        SELECT array_agg(x.t ORDER BY x.t COLLATE "C", x.v, x.s), array_agg(x.v ORDER BY x.t COLLATE "C", x.v, x.s),
+               array_agg(x.s ORDER BY x.t COLLATE "C", x.v, x.s)
+          INTO lt, lv, ls
+          FROM (SELECT u.t, u.v, u.s FROM unnest(types, versions, stripes) AS u(t, v, s)
+                UNION
+                SELECT u.t, u.v, (u.s - 256) % 256 FROM unnest(types, versions, stripes) AS u(t, v, s)
+                 WHERE fine AND keep) AS x;
+    END IF;
+    FOR j IN 1 .. coalesce(array_length(ls, 1), 0) LOOP
+        PERFORM 1 FROM key_stripes k WHERE k.type = lt[j] AND k.version = lv[j] AND k.stripe = ls[j] FOR NO KEY UPDATE;
+        IF NOT FOUND AND (ls[j] >= 256 OR NOT fine) THEN
+            IF NOT fine AND NOT keep THEN
+                RAISE EXCEPTION 'herald_publish: this publisher locks the 256 stripes a type of releases before migration 0032, which this database no longer keeps (starter db key-stripes --fine-only): upgrade the app''s Herald library'
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
+            RAISE EXCEPTION 'herald_publish: ordering-key stripe row % missing for %@%', ls[j], lt[j], lv[j]
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. n LOOP
+        got := NULL;
+        INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state,
+                            published_via, published_token, trace_context)
+        VALUES (ids[i], me, types[i], versions[i], subjects[i], envelopes[i], hashes[i], 'accepted',
+                'library', NULL, traces[i])
+        ON CONFLICT (id, source_app) WHERE state <> 'rejected' DO NOTHING
+        RETURNING seq INTO got;
+        IF got IS NOT NULL THEN
+            out_seq := got; out_duplicate := false; out_conflict := false;
+        ELSE
+            SELECT e.seq, e.content_hash INTO old_seq, old_hash
+              FROM events e WHERE e.id = ids[i] AND e.source_app = me AND e.state <> 'rejected';
+            IF old_hash = hashes[i] THEN
+                out_seq := old_seq; out_duplicate := true; out_conflict := false;
+            ELSE
+                out_seq := NULL; out_duplicate := false; out_conflict := true;
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION herald_publish(uuid[], text[], integer[], text[], integer[], bytea[], text[], text[], text[], jsonb[]) SET search_path = %I, pg_temp',
+                   current_schema());
+END
+$$;
