@@ -510,20 +510,20 @@ func TestPublishTxDatabaseError(t *testing.T) {
 
 // TestPublishTxRefusedID: an event whose id is taken, refused
 // (id_conflict) or a duplicate, writes nothing and leaves the caller's
-// transaction usable. One event takes no savepoint, so it keeps the key's
+// transaction usable, in Herald's role and in a publisher role's. One event
+// writes nothing that a savepoint would take back, so it keeps the key's
 // lock until the transaction ends, as an accepted event would
 // (docs/publishing.md): another publisher of the key waits. Several events
 // give it back with their savepoint.
 func TestPublishTxRefusedID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	p := e.publisher(publish.Options{})
 	taken := person("elsewhere", "Ada")
 	taken.ID = uuid.NewString()
-	if _, err := p.Publish(e.ctx, taken); err != nil {
+	if _, err := e.publisher(publish.Options{}).Publish(e.ctx, taken); err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range []struct {
+	cases := []struct {
 		name     string
 		rs       func(key string) []publish.Request
 		code     string // "" for a duplicate
@@ -540,45 +540,66 @@ func TestPublishTxRefusedID(t *testing.T) {
 			r.ID = taken.ID
 			return []publish.Request{person(key+"-free", "Free"), r}
 		}, publish.CodeIDConflict, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			key := fmt.Sprintf("locked-%d", i)
-			if c.code == "" {
-				key = taken.Subject
-			}
-			before := e.countRows(`SELECT count(*) FROM events WHERE subject LIKE $1 || '%' AND state <> 'rejected'`, key)
-			tx := e.begin()
-			defer tx.Rollback(context.Background())
-			res, err := p.PublishTx(e.ctx, tx, c.rs(key)...)
-			if c.code != "" {
-				if rej, ok := publish.IsRejection(err); !ok || rej.Code != c.code {
-					t.Fatalf("PublishTx = %+v, %v; want %s", res, err, c.code)
+	}
+	for _, as := range []struct {
+		name  string
+		store *store.Store
+	}{{"herald", e.store}, {"publisher role", e.publisherRoleStore(t)}} {
+		p := publish.New(as.store, publish.Options{})
+		for i, c := range cases {
+			t.Run(as.name+", "+c.name, func(t *testing.T) {
+				key := fmt.Sprintf("locked-%s-%d", as.name, i)
+				if c.code == "" {
+					key = taken.Subject
 				}
-			} else if err != nil || !res[0].Duplicate {
-				t.Fatalf("PublishTx = %+v, %v; want a duplicate", res, err)
-			}
-			var n int
-			if err := tx.QueryRow(e.ctx, `SELECT count(*) FROM events WHERE subject LIKE $1 || '%' AND state <> 'rejected'`, key).Scan(&n); err != nil {
-				t.Fatalf("the transaction after the refusal: %v", err)
-			}
-			if n != before {
-				t.Errorf("%d events of the key in the transaction after the refusal, %d before", n, before)
-			}
+				count := `SELECT count(*) FROM events WHERE subject LIKE $1 || '%' AND state <> 'rejected'`
+				before := e.countRows(count, key)
+				tx, err := as.store.Pool.Begin(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.Background())
+				res, err := p.PublishTx(e.ctx, tx, c.rs(key)...)
+				if c.code != "" {
+					if rej, ok := publish.IsRejection(err); !ok || rej.Code != c.code {
+						t.Fatalf("PublishTx = %+v, %v; want %s", res, err, c.code)
+					}
+				} else if err != nil || !res[0].Duplicate {
+					t.Fatalf("PublishTx = %+v, %v; want a duplicate", res, err)
+				}
+				if _, err := tx.Exec(e.ctx, `SELECT 1`); err != nil {
+					t.Fatalf("the transaction after the refusal: %v", err)
+				}
 
-			other := e.begin()
-			defer other.Rollback(context.Background())
-			if _, err := other.Exec(e.ctx, `SET LOCAL lock_timeout = '300ms'`); err != nil {
-				t.Fatal(err)
-			}
-			_, err = p.PublishTx(e.ctx, other, person(key, "Next"))
-			var pgErr *pgconn.PgError
-			switch {
-			case c.keepLock && (!errors.As(err, &pgErr) || pgErr.Code != "55P03"):
-				t.Errorf("a publisher of the key while the refused call's transaction is open: %v; want it to wait for the key's lock (55P03), as documented", err)
-			case !c.keepLock && err != nil:
-				t.Errorf("a publisher of the key while the refused call's transaction is open: %v; want the savepoint to have given the lock back", err)
-			}
-		})
+				other, err := as.store.Pool.Begin(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Rollback(context.Background())
+				if _, err := other.Exec(e.ctx, `SET LOCAL lock_timeout = '300ms'`); err != nil {
+					t.Fatal(err)
+				}
+				_, err = p.PublishTx(e.ctx, other, person(key, "Next"))
+				var pgErr *pgconn.PgError
+				switch {
+				case c.keepLock && (!errors.As(err, &pgErr) || pgErr.Code != "55P03"):
+					t.Errorf("a publisher of the key while the refused call's transaction is open: %v; want it to wait for the key's lock (55P03), as documented", err)
+				case !c.keepLock && err != nil:
+					t.Errorf("a publisher of the key while the refused call's transaction is open: %v; want the savepoint to have given the lock back", err)
+				}
+				if err := other.Rollback(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+				// What the refused call's transaction commits holds none
+				// of its events.
+				if err := tx.Commit(e.ctx); err != nil {
+					t.Fatalf("commit after the refusal: %v", err)
+				}
+				if n := e.countRows(count, key); n != before {
+					t.Errorf("%d events of the key committed after the refusal, %d before", n, before)
+				}
+			})
+		}
 	}
 }
 

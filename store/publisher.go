@@ -186,8 +186,12 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 		return nil, err
 	}
 	var out []InsertedEvent
+	stmt := stmtPublishChecked
+	if len(evs) == 1 {
+		stmt = stmtPublishOne
+	}
 	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
-		b.Queue(ref(stmtPublishChecked), a.publishArgs()...)
+		b.Queue(ref(stmt), a.publishArgs()...)
 	}
 	err = underSavepoint(ctx, tx, roleStatements, queue, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
@@ -212,7 +216,13 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 // one round trip once the connection has it prepared (underSavepoint): it
 // raises notAllInserted when any event was not inserted, so that the
 // savepoint takes back the others, and the call runs heraldPublish under a
-// savepoint of its own to say which (publishSlowly).
+// savepoint of its own to say which (publishSlowly). One event sends
+// heraldPublish itself in that round trip: a taken id inserted nothing, so
+// nothing is to be taken back and its row says which, and the key's lock
+// is kept until the transaction ends, as for one event in Herald's role.
+// That cost about 40 µs less of the backend's CPU a transaction than
+// heraldPublishChecked (of about 310; one connection, alternating, at
+// d3d75fd).
 const (
 	// publishCall is the call, with eventArrays.publishArgs.
 	publishCall   = `herald_publish($1::uuid[], $2, $3, $4, $5, $6, $7, $8, $9, $10::text[]::jsonb[])`

@@ -35,6 +35,7 @@ var (
 	stmtLockStripes      = namedStatement{"herald_lock_stripes", lockStripes}
 	stmtInsertOrRaise    = namedStatement{"herald_insert_or_raise", insertOrRaise}
 	stmtPublishChecked   = namedStatement{"herald_publish_checked", heraldPublishChecked}
+	stmtPublishOne       = namedStatement{"herald_publish_one", heraldPublish}
 )
 
 // statementSet is the statements one kind of publisher prepares on its
@@ -50,7 +51,7 @@ type statementSet struct {
 
 var (
 	heraldStatements = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
-	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked}}
+	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked, stmtPublishOne}}
 )
 
 // preparedOn reports whether set is prepared on pc.
