@@ -642,11 +642,12 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 
 	// call is one herald_publish argument set, one element an event.
 	type call struct {
-		ids, types, subjects, hashes, vias, tokens []string
-		versions                                   []int32
-		stripes                                    []*int32
-		envelopes                                  [][]byte
-		traces                                     []*string
+		ids, subjects               []*string
+		types, hashes, vias, tokens []string
+		versions                    []int32
+		stripes                     []*int32
+		envelopes                   [][]byte
+		traces                      []*string
 	}
 	body := func(id, source, typ, subject string, version int) []byte {
 		return fmt.Appendf(nil, `{"id":%q,"source":%q,"type":%q,"subject":%q,"dataversion":%d,"data":{}}`,
@@ -656,10 +657,10 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	event := func(c *call, subject string) int {
 		id := uuid.NewString()
 		stripe := 256 + int32(keyHash(subject)%4096)
-		c.ids = append(c.ids, id)
+		c.ids = append(c.ids, &id)
 		c.types = append(c.types, "contacts.person.updated")
 		c.versions = append(c.versions, 1)
-		c.subjects = append(c.subjects, subject)
+		c.subjects = append(c.subjects, &subject)
 		c.stripes = append(c.stripes, &stripe)
 		c.envelopes = append(c.envelopes, body(id, "app:contacts", "contacts.person.updated", subject, 1))
 		c.hashes = append(c.hashes, "h-"+id)
@@ -681,8 +682,9 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		c.envelopes[i] = append(c.envelopes[i][:len(c.envelopes[i])-1], `,"x":"`+strings.Repeat("x", 300<<10)+`"}`...)
 	}
 	source := func(c *call, i int) {
-		c.envelopes[i] = body(c.ids[i], "app:billing", c.types[i], c.subjects[i], 1)
+		c.envelopes[i] = body(*c.ids[i], "app:billing", c.types[i], *c.subjects[i], 1)
 	}
+	trace := func(json string) func(c *call, i int) { return func(c *call, i int) { c.traces[i] = &json } }
 	stripe := func(s int32) func(c *call, i int) { return func(c *call, i int) { c.stripes[i] = &s } }
 	cases := []struct {
 		name  string
@@ -691,20 +693,20 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	}{
 		{"another app's type", func(c *call, i int) {
 			c.types[i] = "billing.invoice.paid"
-			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], c.subjects[i], 1)
+			c.envelopes[i] = body(*c.ids[i], "app:contacts", c.types[i], *c.subjects[i], 1)
 		}, "42501"},
 		{"a body naming another source", source, "42501"},
 		{"a body naming another id", func(c *call, i int) {
-			c.envelopes[i] = body(uuid.NewString(), "app:contacts", c.types[i], c.subjects[i], 1)
+			c.envelopes[i] = body(uuid.NewString(), "app:contacts", c.types[i], *c.subjects[i], 1)
 		}, "42501"},
 		{"a body naming another type", func(c *call, i int) {
-			c.envelopes[i] = body(c.ids[i], "app:contacts", "contacts.person.removed", c.subjects[i], 1)
+			c.envelopes[i] = body(*c.ids[i], "app:contacts", "contacts.person.removed", *c.subjects[i], 1)
 		}, "42501"},
 		{"a body naming another subject", func(c *call, i int) {
-			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], "someone-else", 1)
+			c.envelopes[i] = body(*c.ids[i], "app:contacts", c.types[i], "someone-else", 1)
 		}, "42501"},
 		{"a body naming another version", func(c *call, i int) {
-			c.envelopes[i] = body(c.ids[i], "app:contacts", c.types[i], c.subjects[i], 2)
+			c.envelopes[i] = body(*c.ids[i], "app:contacts", c.types[i], *c.subjects[i], 2)
 		}, "42501"},
 		{"a body that is not an object", func(c *call, i int) { c.envelopes[i] = []byte(`[1]`) }, "42501"},
 		{"a body that is not JSON", func(c *call, i int) { c.envelopes[i] = []byte(`{"id":`) }, "22P02"},
@@ -714,14 +716,31 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		{"a negative stripe", stripe(-1), "22023"},
 		{"no stripe", func(c *call, i int) { c.stripes[i] = nil }, "22023"},
 		{"one hash too few", func(c *call, i int) { c.hashes = c.hashes[:len(c.hashes)-1] }, "22023"},
+		// Rows the relay could not read (migration 0034): no id or no
+		// subject, with a body naming none either; a trace context not an
+		// object of strings, or too large.
+		{"no id", func(c *call, i int) {
+			c.envelopes[i] = []byte(`{"source":"app:contacts","type":"contacts.person.updated","subject":"` + *c.subjects[i] + `","dataversion":1}`)
+			c.ids[i] = nil
+		}, "22023"},
+		{"no subject", func(c *call, i int) {
+			c.envelopes[i] = []byte(`{"id":"` + *c.ids[i] + `","source":"app:contacts","type":"contacts.person.updated","dataversion":1}`)
+			c.subjects[i] = nil
+		}, "22023"},
+		{"a trace context of a number", trace(`{"traceparent":1}`), "22023"},
+		{"a trace context that is not an object", trace(`["00-x"]`), "22023"},
+		{"a trace context of JSON null", trace(`null`), "22023"},
+		{"a trace context over 32 KiB", trace(`{"tracestate":"` + strings.Repeat("x", 32<<10) + `"}`), "22023"},
 		// Which refusal wins: the declarations, then the bodies' sizes,
 		// then their contents, then the stripes.
 		{"another app's type in an oversized body", func(c *call, i int) { c.types[i] = "billing.invoice.paid"; big(c, i) }, "42501"},
 		{"an oversized body naming another source", func(c *call, i int) { source(c, i); big(c, i) }, "54000"},
 		{"a body naming another source, stripe out of range", func(c *call, i int) { source(c, i); stripe(5000)(c, i) }, "42501"},
+		{"a stripe out of range, a trace context of a number", func(c *call, i int) { stripe(5000)(c, i); trace(`{"a":1}`)(c, i) }, "22023"},
+		{"no id, another app's type", func(c *call, i int) { c.ids[i] = nil; c.types[i] = "billing.invoice.paid" }, "22023"},
 	}
 	written := func(c call) int {
-		return e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[])`, c.ids)
+		return e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[]) OR subject = ANY($2)`, c.ids, c.subjects)
 	}
 	for n, tc := range cases {
 		for _, several := range []bool{false, true} {
@@ -740,11 +759,35 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 			}
 		}
 	}
-	// The same calls unspoiled publish: one event, and two.
+	// A role whose app was removed is refused first, whatever the body
+	// (here not JSON), also where the removed app's declaration is live.
+	u, err := url.Parse(st.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE publisher_roles SET app = 'gone' WHERE role = $1`, u.User.Username())
+	for _, several := range []bool{false, true} {
+		var c call
+		if several {
+			event(&c, "gone-good")
+		}
+		i := event(&c, "gone-bad")
+		c.types[i] = "gone.thing.happened"
+		c.envelopes[i] = []byte(`{"id":`)
+		err := publishCall(c)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(pgErr.Message, "no live app") {
+			t.Errorf("a removed app's role (several: %v): %v, want 42501 for no live app", several, err)
+		}
+	}
+	e.exec(`UPDATE publisher_roles SET app = 'contacts' WHERE role = $1`, u.User.Username())
+	// The same calls unspoiled publish: one event, and two, with a trace
+	// context.
 	for _, count := range []int{1, 2} {
 		var c call
 		for i := range count {
 			event(&c, fmt.Sprintf("fine-%d-%d", count, i))
+			trace(`{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}`)(&c, i)
 		}
 		if err := publishCall(c); err != nil {
 			t.Fatalf("%d well-formed events: %v", count, err)

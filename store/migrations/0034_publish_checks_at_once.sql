@@ -13,6 +13,16 @@
 -- only when those before it passed, and the locks and inserts follow as in
 -- 0033. So what is refused, with which error and in which order, is
 -- 0033's; the first statement only has to be as strict.
+--
+-- Two refusals are new (SQLSTATE 22023). 0033 accepted an event with no id
+-- or no subject when its body named none, and a trace context that was not
+-- a JSON object of strings, or of any size: the relay then failed to read
+-- the event log at that event, every round, holding up every app's events
+-- behind it in its partition. An event's id and subject are now required
+-- (after the arrays' shape, before the declarations), and a trace context
+-- must be NULL or an object of strings within 32768 bytes (after the
+-- stripes; OpenTelemetry's own bounds on a tracestate keep it under about
+-- 16 KiB).
 CREATE OR REPLACE FUNCTION herald_publish(ids uuid[], types text[], versions integer[], subjects text[], stripes integer[],
                                envelopes bytea[], hashes text[], vias text[], tokens text[], traces jsonb[])
 RETURNS TABLE (out_seq bigint, out_duplicate boolean, out_conflict boolean)
@@ -46,25 +56,33 @@ BEGIN
        OR array_ndims(hashes) <> 1 OR array_ndims(vias) <> 1 OR array_ndims(tokens) <> 1
        OR array_ndims(traces) <> 1) THEN
         refusal := 2;
+    ELSIF array_position(ids, NULL) IS NOT NULL OR array_position(subjects, NULL) IS NOT NULL THEN
+        refusal := 7;
     END IF;
     -- One event of a role whose checks all pass, whose key has one row
     -- to lock: the checks, the lock and the insert in one statement. The
-    -- CASE parses the body last, only where the checks below would parse
-    -- it too (declared, within the size), so a body that is not JSON
-    -- fails here as it would there; the key's row is locked only when
-    -- every check passed.
+    -- CASE runs after the join (it reads the app's row) and parses the body
+    -- last, only where the checks below would parse it too (a live app,
+    -- declared, within the size), so a body that is not JSON fails here as
+    -- it would there; the key's row is locked only when every check passed.
+    -- A taken id draws a sequence number here and another below.
     IF n = 1 AND refusal IS NULL THEN
         WITH me AS MATERIALIZED (
             SELECT p.app
               FROM publisher_roles p
               JOIN apps a ON a.id = p.app AND a.removed_at IS NULL
              WHERE p.role = session_user
-               AND CASE WHEN NOT EXISTS (SELECT 1 FROM declarations d
+               AND CASE WHEN a.removed_at IS NOT NULL THEN false
+                        WHEN NOT EXISTS (SELECT 1 FROM declarations d
                                           WHERE d.type = types[1] AND d.version = versions[1] AND d.app = p.app
                                             AND d.retired_at IS NULL) THEN false
                         WHEN envelopes[1] IS NULL OR octet_length(envelopes[1]) > 262144 THEN false
                         WHEN stripes[1] IS NULL OR stripes[1] < 256 OR stripes[1] > 4351 THEN false
                         WHEN (SELECT k.coarse FROM key_stripe_scheme k) THEN false
+                        WHEN NOT CASE WHEN traces[1] IS NULL THEN true
+                                      WHEN jsonb_typeof(traces[1]) <> 'object' OR octet_length(traces[1]::text) > 32768 THEN false
+                                      ELSE NOT EXISTS (SELECT 1 FROM jsonb_each(traces[1]) AS x WHERE jsonb_typeof(x.value) <> 'string')
+                                 END THEN false
                         ELSE (SELECT jsonb_typeof(b.j) = 'object'
                                      AND (b.j->>'id') = ids[1]::text
                                      AND (b.j->>'source') = 'app:' || p.app
@@ -111,6 +129,11 @@ BEGIN
                     WHEN EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s IS NULL OR s < 0 OR s > 4351) THEN 5
                     WHEN EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s >= 256)
                          AND EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s < 256) THEN 6
+                    WHEN EXISTS (SELECT 1 FROM unnest(traces) AS t
+                                  WHERE CASE WHEN t IS NULL THEN false
+                                             WHEN jsonb_typeof(t) <> 'object' OR octet_length(t::text) > 32768 THEN true
+                                             ELSE EXISTS (SELECT 1 FROM jsonb_each(t) AS x WHERE jsonb_typeof(x.value) <> 'string')
+                                        END) THEN 8
                END AS refusal,
                EXISTS (SELECT 1 FROM unnest(stripes) AS s WHERE s >= 256) AS fine,
                (SELECT k.coarse FROM key_stripe_scheme k) AS keep
@@ -127,6 +150,8 @@ BEGIN
         RAISE EXCEPTION 'herald_publish: arrays of different lengths' USING ERRCODE = 'invalid_parameter_value';
     ELSIF refusal = 2 THEN
         RAISE EXCEPTION 'herald_publish: arrays must be lists counting from 1' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF refusal = 7 THEN
+        RAISE EXCEPTION 'herald_publish: an event has no id or no subject' USING ERRCODE = 'invalid_parameter_value';
     ELSIF NOT declared THEN
         RAISE EXCEPTION 'role % publishes for app %, which does not declare every type given', session_user, me
             USING ERRCODE = 'insufficient_privilege';
@@ -140,6 +165,9 @@ BEGIN
         RAISE EXCEPTION 'herald_publish: stripe out of range' USING ERRCODE = 'invalid_parameter_value';
     ELSIF refusal = 6 THEN
         RAISE EXCEPTION 'herald_publish: coarse and fine stripes in one call' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF refusal = 8 THEN
+        RAISE EXCEPTION 'herald_publish: a trace context must be a JSON object of strings within 32768 bytes'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF n = 1 THEN
         IF fine AND keep THEN
