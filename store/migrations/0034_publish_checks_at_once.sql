@@ -226,3 +226,20 @@ BEGIN
                    current_schema());
 END
 $$;
+
+-- Rows 0033 and before let a publisher role write that the relay cannot
+-- read (its read fails at them at every round): accepted events with no
+-- id, subject or version are refused now, as a publish of them would be;
+-- a trace context that is not a JSON object of strings within 32768 bytes
+-- is dropped (the event is delivered without it).
+UPDATE events
+   SET state = 'rejected',
+       code = CASE WHEN id IS NULL THEN 'id_invalid' WHEN subject IS NULL THEN 'subject_invalid' ELSE 'event_not_declared' END,
+       reason = 'accepted without an id, a subject or a version, which the relay cannot read: refused by migration 0034'
+ WHERE state = 'accepted' AND (id IS NULL OR subject IS NULL OR version IS NULL);
+UPDATE events
+   SET trace_context = NULL
+ WHERE state = 'accepted' AND trace_context IS NOT NULL
+   AND CASE WHEN jsonb_typeof(trace_context) <> 'object' OR octet_length(trace_context::text) > 32768 THEN true
+            ELSE EXISTS (SELECT 1 FROM jsonb_each(trace_context) AS x WHERE jsonb_typeof(x.value) <> 'string')
+       END;
