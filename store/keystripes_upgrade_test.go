@@ -11,25 +11,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"herald/internal/testenv"
 	"herald/store"
 )
 
-// openStoreAt31 is a store of a new schema migrated up to 0031, the last
-// migration with 256 stripes a type.
-func openStoreAt31(t *testing.T) *store.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.MigrateTo(ctx, 31); err != nil {
-		t.Fatalf("migrate to 0031: %v", err)
-	}
-	return s
-}
+// coarseOnly is the last migration with 256 stripes a type (0031).
+const coarseOnly = 31
 
 // olderPublisherHolds publishes key's event as a publisher of a release
 // before 0032 does, in a transaction it leaves open (rolled back at the
@@ -56,7 +42,7 @@ func olderPublisherHolds(t *testing.T, s *store.Store, key string) pgx.Tx {
 func openStoreBeforeFineStripes(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	s := openStoreAt31(t)
+	s := openStoreAt(t, coarseOnly)
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
 	if ok, err := store.OlderLockAndInsertOne(ctx, s.Pool, newEvent("contacts.person.updated", "before", "h")); err != nil || !ok {
 		t.Fatalf("an older publisher's publish before the upgrade: inserted %v, %v", ok, err)
@@ -331,7 +317,7 @@ func TestMigrationBesideADeclaration(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := openStoreAt31(t)
+	s := openStoreAt(t, coarseOnly)
 	apply := declareInOpenTx(t, s, "contacts.person.updated", true)
 	migrated := make(chan error, 1)
 	go func() { _, err := s.Migrate(ctx); migrated <- err }()
@@ -413,7 +399,7 @@ func TestRetirementGivesWayToATransactionPublishingTwice(t *testing.T) {
 func TestSchemeReadInACallersTransactionSaysWhatFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStoreAt31(t)
+	s := openStoreAt(t, coarseOnly)
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		_, err := store.InsertEventsTx(ctx, tx, []store.NewEvent{newEvent("contacts.person.updated", "k", "h")})
 		return err

@@ -15,14 +15,27 @@ import (
 // openSyncStore returns a migrated store in a fresh schema.
 func openSyncStore(t testing.TB) *store.Store {
 	t.Helper()
+	return openStoreAt(t, 0)
+}
+
+// openStoreAt is a store of a new schema, closed at the test's end,
+// migrated up to migration last (every migration when 0): an upgrade test
+// writes what an older schema allowed, then migrates the rest.
+func openStoreAt(t testing.TB, last int) *store.Store {
+	t.Helper()
 	ctx := context.Background()
 	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(s.Close)
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
+	if last == 0 {
+		_, err = s.Migrate(ctx)
+	} else {
+		_, err = s.MigrateTo(ctx, last)
+	}
+	if err != nil {
+		t.Fatalf("migrate to %d: %v", last, err)
 	}
 	return s
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"herald/internal/testenv"
 	"herald/store"
 )
 
@@ -18,14 +17,7 @@ import (
 // upgrade, and the relay reads the log past them.
 func TestUpgradeHealsRowsTheRelayCannotRead(t *testing.T) {
 	ctx := context.Background()
-	s, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.MigrateTo(ctx, 33); err != nil {
-		t.Fatalf("migrate to 0033: %v", err)
-	}
+	s := openStoreAt(t, 33)
 	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
 	insert := func(id, subject, trace any) {
 		t.Helper()
