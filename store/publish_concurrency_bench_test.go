@@ -30,7 +30,7 @@ const (
 )
 
 // BenchmarkConcurrentPublish measures 64 publishers at once, each
-// committing transactions of one event with a key of its own, twelve ways on
+// committing transactions of one event with a key of its own, thirteen ways on
 // the same schema one after the other:
 //
 //   - publish-tx: as PublishTx writes one event inside a caller's
@@ -47,6 +47,11 @@ const (
 //     role (a publisher role: InsertPublisherEventsTx, herald_publish under
 //     a savepoint in one round trip), and the same with the savepoint in
 //     round trips of its own, as until 2026-12-04;
+//   - role-floor: the least a publisher role's publish through a function
+//     can cost: roleFloor, a function of herald_publish's kind that only
+//     finds the role's app, locks the key's stripe and inserts, with no
+//     check and no savepoint (so no way through herald_publish's kind of
+//     function can be faster);
 //   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
 //     same in a transaction of its own, for one event its one statement,
 //     then a wake-up of the relay after commit);
@@ -70,7 +75,7 @@ const (
 // PublishTx's and Publish's).
 //
 // It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the twelve ways take
+// as in production) and off. Every op is one event; the thirteen ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -133,6 +138,14 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		{"role", func(ctx context.Context, w int, i int64) error {
 			evs := []store.NewEvent{row(w, i)}
 			return roleStore.WithTx(ctx, func(tx pgx.Tx) error { _, err := store.InsertPublisherEventsTx(ctx, tx, evs); return err })
+		}, inTx},
+		{"role-floor", func(ctx context.Context, w int, i int64) error {
+			evs := []store.NewEvent{row(w, i)}
+			return roleStore.WithTx(ctx, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT herald_bench_publish_floor($1, $2, $3, $4, $5, $6, $7)`,
+					evs[0].ID, evs[0].Type, evs[0].Version, evs[0].Subject, store.KeyStripe(evs[0].Subject), evs[0].Envelope, evs[0].ContentHash)
+				return err
+			})
 		}, inTx},
 		{"role-apart", func(ctx context.Context, w int, i int64) error {
 			evs := []store.NewEvent{row(w, i)}
@@ -203,6 +216,13 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 		// publishes (herald_publish).
 		role, roleURL := newRuntimeRole(b, st)
 		if err := st.GrantPublisher(ctx, "contacts", role, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Pool.Exec(ctx, roleFloor); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Pool.Exec(ctx, `GRANT EXECUTE ON FUNCTION herald_bench_publish_floor(uuid, text, integer, text, integer, bytea, text) TO `+
+			pgx.Identifier{role}.Sanitize()); err != nil {
 			b.Fatal(err)
 		}
 		rs, err := store.Open(ctx, roleURL, store.Options{MaxConns: publishers})
@@ -316,3 +336,41 @@ func openConns(ctx context.Context, b *testing.B, st *store.Store) {
 		conns = append(conns, c)
 	}
 }
+
+// roleFloor creates the role-floor way's function: as herald_publish, a
+// PL/pgSQL function running as the owner with its search_path pinned, that
+// finds the session's app in publisher_roles; then only the key's stripe
+// lock and the insert, in one statement, as one event's fast path in
+// herald_publish (migration 0034) does once its checks pass.
+const roleFloor = `
+CREATE FUNCTION herald_bench_publish_floor(event_id uuid, event_type text, event_version integer, event_subject text,
+                                           event_stripe integer, event_envelope bytea, event_hash text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    got bigint;
+BEGIN
+    WITH me AS MATERIALIZED (
+        SELECT p.app FROM publisher_roles p JOIN apps a ON a.id = p.app AND a.removed_at IS NULL
+         WHERE p.role = session_user),
+    locked AS MATERIALIZED (
+        SELECT 1 FROM key_stripes k
+         WHERE (SELECT count(*) FROM me) > 0
+           AND k.type = event_type AND k.version = event_version AND k.stripe = event_stripe
+           FOR NO KEY UPDATE)
+    INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state, published_via)
+    SELECT event_id, me.app, event_type, event_version, event_subject, event_envelope, event_hash, 'accepted', 'library'
+      FROM me, locked
+    RETURNING seq INTO got;
+    IF got IS NULL THEN
+        RAISE EXCEPTION 'role-floor: nothing inserted';
+    END IF;
+    RETURN got;
+END
+$$;
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION herald_bench_publish_floor(uuid, text, integer, text, integer, bytea, text) SET search_path = %I, pg_temp',
+                   current_schema());
+END
+$$;
+REVOKE ALL ON FUNCTION herald_bench_publish_floor(uuid, text, integer, text, integer, bytea, text) FROM PUBLIC`
