@@ -2,10 +2,13 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"herald/store"
 )
@@ -62,5 +65,67 @@ func TestUpgradeHealsRowsTheRelayCannotRead(t *testing.T) {
 	}
 	if want := "no-id:id_invalid,:subject_invalid"; strings.Join(codes, ",") != want {
 		t.Errorf("refused on the upgrade: %v, want %s", codes, want)
+	}
+}
+
+// TestAcceptedEventsMustBeReadable: migration 0035's constraint refuses an
+// accepted event the relay could not read from any writer, here the owner
+// writing the table itself: no id, subject or version, or a trace context
+// that herald_publish (0034) refuses, which it judges alike, value by
+// value. Other states are not the relay's to read, and pass.
+func TestAcceptedEventsMustBeReadable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStoreAt(t, 0)
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	n := 0
+	insert := func(state string, id, subject, version, trace any) error {
+		n++
+		if id == "new" {
+			id = fmt.Sprintf("0b6e1f36-5f8d-4d7e-9a51-%012d", n)
+		}
+		_, err := s.Pool.Exec(ctx, `INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state, trace_context)
+			VALUES ($1, 'contacts', 'contacts.person.updated', $2, $3, '\x7b7d', 'h', $4, $5)`, id, version, subject, state, trace)
+		return err
+	}
+	refused := func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "events_accepted_readable"
+	}
+	for _, c := range []struct {
+		name                 string
+		id, subject, version any
+	}{{"no id", nil, "s", 1}, {"no subject", "new", nil, 1}, {"no version", "new", "s", nil}} {
+		if err := insert("accepted", c.id, c.subject, c.version, nil); !refused(err) {
+			t.Errorf("an accepted event with %s: %v, want the constraint's refusal", c.name, err)
+		}
+		if err := insert("rejected", c.id, c.subject, c.version, `{"traceparent":1}`); err != nil {
+			t.Errorf("a rejected event with %s: %v, want it written", c.name, err)
+		}
+	}
+	// herald_publish's judgement of a trace context (0034), in SQL.
+	const publishRefuses = `SELECT CASE WHEN jsonb_typeof(t) <> 'object' OR octet_length(t::text) > 32768 THEN true
+		ELSE EXISTS (SELECT 1 FROM jsonb_each(t) AS x WHERE jsonb_typeof(x.value) <> 'string') END FROM (SELECT $1::jsonb AS t) v`
+	for _, trace := range []string{
+		`{}`, `{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}`,
+		`{"a":""}`, `{"a":"x","b":"y","c":"z"}`, `{"tracestate":"` + strings.Repeat("x", 32<<10-20) + `"}`,
+		`{"a":1}`, `{"a":1.5}`, `{"a":true}`, `{"a":null}`, `{"a":["x"]}`, `{"a":[]}`, `{"a":{"b":"c"}}`, `{"a":{}}`,
+		`{"a":"x","b":2}`, `["x"]`, `[]`, `[{"a":"x"}]`, `"x"`, `1`, `null`, `true`,
+		`{"tracestate":"` + strings.Repeat("x", 32<<10) + `"}`,
+	} {
+		var want bool
+		if err := s.Pool.QueryRow(ctx, publishRefuses, trace).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		err := insert("accepted", "new", "s", 1, trace)
+		if got := refused(err); got != want || (err != nil && !got) {
+			t.Errorf("an accepted event with trace context %.40s: %v; herald_publish refuses it: %v", trace, err, want)
+		}
+	}
+	if err := insert("accepted", "new", "s", 1, nil); err != nil {
+		t.Errorf("an accepted event without a trace context: %v", err)
+	}
+	if _, err := s.Undispatched(ctx, 100, 0); err != nil {
+		t.Errorf("the relay's read of what the constraint let in: %v", err)
 	}
 }
