@@ -47,11 +47,10 @@ const (
 //     role (a publisher role: InsertPublisherEventsTx, herald_publish under
 //     a savepoint in one round trip), and the same with the savepoint in
 //     round trips of its own, as until 2026-12-04;
-//   - role-floor: the least a publisher role's publish through a function
-//     can cost: roleFloor, a function of herald_publish's kind that only
-//     finds the role's app, locks the key's stripe and inserts, with no
-//     check and no savepoint (so no way through herald_publish's kind of
-//     function can be faster);
+//   - role-floor: what a publisher role's publish through a PL/pgSQL
+//     function of herald_publish's kind costs with no work of its own
+//     beyond the write: roleFloor finds the role's app, locks the key's
+//     stripe and inserts, with no check, no savepoint and a scalar result;
 //   - own-tx: as the HTTP API and starter publish write (InsertEvents: the
 //     same in a transaction of its own, for one event its one statement,
 //     then a wake-up of the relay after commit);

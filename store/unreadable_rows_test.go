@@ -66,6 +66,10 @@ func TestUpgradeHealsRowsTheRelayCannotRead(t *testing.T) {
 	if want := "no-id:id_invalid,:subject_invalid"; strings.Join(codes, ",") != want {
 		t.Errorf("refused on the upgrade: %v, want %s", codes, want)
 	}
+	// 0035's constraint, added NOT VALID, holds for the healed rows too.
+	if _, err := s.Pool.Exec(ctx, `ALTER TABLE events VALIDATE CONSTRAINT events_accepted_readable`); err != nil {
+		t.Errorf("validate 0035's constraint after the heal: %v", err)
+	}
 }
 
 // TestAcceptedEventsMustBeReadable: migration 0035's constraint refuses an
@@ -99,19 +103,22 @@ func TestAcceptedEventsMustBeReadable(t *testing.T) {
 		if err := insert("accepted", c.id, c.subject, c.version, nil); !refused(err) {
 			t.Errorf("an accepted event with %s: %v, want the constraint's refusal", c.name, err)
 		}
-		if err := insert("rejected", c.id, c.subject, c.version, `{"traceparent":1}`); err != nil {
-			t.Errorf("a rejected event with %s: %v, want it written", c.name, err)
+		for _, state := range []string{"rejected", "dispatched"} {
+			if err := insert(state, c.id, c.subject, c.version, `{"traceparent":1}`); err != nil {
+				t.Errorf("a %s event with %s: %v, want it written", state, c.name, err)
+			}
 		}
 	}
-	// herald_publish's judgement of a trace context (0034), in SQL.
+	// herald_publish's judgement of a trace context: 0034's predicate, as
+	// its check and its heal of the old rows spell it.
 	const publishRefuses = `SELECT CASE WHEN jsonb_typeof(t) <> 'object' OR octet_length(t::text) > 32768 THEN true
 		ELSE EXISTS (SELECT 1 FROM jsonb_each(t) AS x WHERE jsonb_typeof(x.value) <> 'string') END FROM (SELECT $1::jsonb AS t) v`
 	for _, trace := range []string{
 		`{}`, `{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}`,
-		`{"a":""}`, `{"a":"x","b":"y","c":"z"}`, `{"tracestate":"` + strings.Repeat("x", 32<<10-20) + `"}`,
+		`{"a":""}`, `{"a":"x","b":"y","c":"z"}`, `{"tracestate":"` + strings.Repeat("x", 32<<10-18) + `"}`, // 32,768 bytes as jsonb's text
 		`{"a":1}`, `{"a":1.5}`, `{"a":true}`, `{"a":null}`, `{"a":["x"]}`, `{"a":[]}`, `{"a":{"b":"c"}}`, `{"a":{}}`,
 		`{"a":"x","b":2}`, `["x"]`, `[]`, `[{"a":"x"}]`, `"x"`, `1`, `null`, `true`,
-		`{"tracestate":"` + strings.Repeat("x", 32<<10) + `"}`,
+		`{"tracestate":"` + strings.Repeat("x", 32<<10-17) + `"}`, // one byte more
 	} {
 		var want bool
 		if err := s.Pool.QueryRow(ctx, publishRefuses, trace).Scan(&want); err != nil {
@@ -124,6 +131,11 @@ func TestAcceptedEventsMustBeReadable(t *testing.T) {
 	}
 	if err := insert("accepted", "new", "s", 1, nil); err != nil {
 		t.Errorf("an accepted event without a trace context: %v", err)
+	}
+	// An update is held to it too: that event given a bad trace context.
+	if _, err := s.Pool.Exec(ctx, `UPDATE events SET trace_context = '{"traceparent":1}' WHERE id = $1`,
+		fmt.Sprintf("0b6e1f36-5f8d-4d7e-9a51-%012d", n)); !refused(err) {
+		t.Errorf("an update giving an accepted event a trace context of a number: %v, want the constraint's refusal", err)
 	}
 	if _, err := s.Undispatched(ctx, 100, 0); err != nil {
 		t.Errorf("the relay's read of what the constraint let in: %v", err)
