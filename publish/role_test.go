@@ -506,7 +506,9 @@ func keyHash(subject string) uint64 {
 // TestPublisherRoleMissingStripeRow: herald_publish refuses a key whose
 // fine stripe row is missing, naming the row, and writes nothing, for one
 // event and for several across two types (whose rows it locks type by
-// type).
+// type). The transaction goes on, with what it published before: one
+// event, on a connection whose statements that publish prepared, is left
+// unwritten by herald_publish_fast and refused under the savepoint.
 func TestPublisherRoleMissingStripeRow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -526,9 +528,17 @@ func TestPublisherRoleMissingStripeRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		before := person("person-before", "Before")
+		before.ID = uuid.NewString()
+		if _, err := p.PublishTx(e.ctx, tx, before); err != nil {
+			t.Fatal(err)
+		}
 		_, err = p.PublishTx(e.ctx, tx, rs...)
 		if cerr := tx.Commit(e.ctx); cerr != nil {
 			t.Fatalf("commit after the refused publish: %v", cerr)
+		}
+		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, before.ID); n != 1 {
+			t.Errorf("the event published before the refused one in its transaction: %d written, want 1", n)
 		}
 		want := fmt.Sprintf("ordering-key stripe row %d missing for contacts.person.updated@1", gone)
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, want) {
@@ -742,6 +752,35 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	written := func(c call) int {
 		return e.countRows(`SELECT count(*) FROM events WHERE id = ANY($1::uuid[]) OR subject = ANY($2)`, c.ids, c.subjects)
 	}
+	// fastCall is the same call of one event to herald_publish_fast
+	// (migration 0036), in a transaction: the sequence number it answered
+	// (0 for NULL), the error it raised, and whether the transaction went
+	// on (after NULL, it must).
+	fastCall := func(c call) (seq int64, usable bool, err error) {
+		tx, err := st.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(e.ctx)
+		var got *int64
+		err = tx.QueryRow(e.ctx, `SELECT herald_publish_fast($1::uuid, $2, $3, $4, $5, $6, $7, $8::text::jsonb)`,
+			c.ids[0], c.types[0], c.versions[0], c.subjects[0], c.stripes[0], c.envelopes[0], c.hashes[0], c.traces[0]).Scan(&got)
+		var one int
+		usable = tx.QueryRow(e.ctx, `SELECT 1`).Scan(&one) == nil
+		if got != nil {
+			seq = *got
+		}
+		if err := tx.Commit(e.ctx); err != nil && usable {
+			t.Fatal(err)
+		}
+		return seq, usable, err
+	}
+	// oneEach reports whether every argument of c holds one event, as
+	// herald_publish_fast takes them.
+	oneEach := func(c call) bool {
+		return len(c.ids) == 1 && len(c.types) == 1 && len(c.versions) == 1 && len(c.subjects) == 1 && len(c.stripes) == 1 &&
+			len(c.envelopes) == 1 && len(c.hashes) == 1 && len(c.traces) == 1
+	}
 	for n, tc := range cases {
 		for _, several := range []bool{false, true} {
 			var c call
@@ -753,6 +792,19 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != tc.code {
 				t.Errorf("%s (several: %v): %v, want SQLSTATE %s", tc.name, several, err, tc.code)
+			}
+			// herald_publish_fast inserts nothing where herald_publish
+			// refuses, and leaves the transaction usable; a body that is
+			// not JSON fails its cast, raised as from herald_publish.
+			if !several && oneEach(c) {
+				seq, usable, ferr := fastCall(c)
+				if tc.code == "22P02" {
+					if !errors.As(ferr, &pgErr) || pgErr.Code != tc.code {
+						t.Errorf("%s: herald_publish_fast: %v, want SQLSTATE %s raised", tc.name, ferr, tc.code)
+					}
+				} else if ferr != nil || seq != 0 || !usable {
+					t.Errorf("%s: herald_publish_fast answered %d (%v), transaction usable %v; want NULL", tc.name, seq, ferr, usable)
+				}
 			}
 			if got := written(c); got != 0 {
 				t.Errorf("%s (several: %v): %d events written", tc.name, several, got)
@@ -779,6 +831,11 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(pgErr.Message, "no live app") {
 			t.Errorf("a removed app's role (several: %v): %v, want 42501 for no live app", several, err)
 		}
+		if !several {
+			if seq, usable, err := fastCall(c); err != nil || seq != 0 || !usable {
+				t.Errorf("a removed app's role: herald_publish_fast answered %d (%v), usable %v; want NULL", seq, err, usable)
+			}
+		}
 	}
 	e.exec(`UPDATE publisher_roles SET app = 'contacts' WHERE role = $1`, u.User.Username())
 	// The same calls unspoiled publish: one event, and two, with a trace
@@ -795,5 +852,16 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		if got := written(c); got != count {
 			t.Errorf("%d well-formed events: %d written", count, got)
 		}
+	}
+	// herald_publish_fast publishes one well-formed event, with its trace
+	// context, and answers NULL for its id taken.
+	var c call
+	event(&c, "fine-fast")
+	trace(`{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`)(&c, 0)
+	if seq, _, err := fastCall(c); err != nil || seq == 0 || written(c) != 1 {
+		t.Errorf("herald_publish_fast of a well-formed event: %d, %v, %d written; want it published", seq, err, written(c))
+	}
+	if seq, usable, err := fastCall(c); err != nil || seq != 0 || !usable || written(c) != 1 {
+		t.Errorf("herald_publish_fast of the same event again: %d, %v, usable %v, %d written; want NULL and nothing more", seq, err, usable, written(c))
 	}
 }

@@ -423,11 +423,12 @@ func TestPublishDeprecatedVersion(t *testing.T) {
 
 // TestPublishTxDatabaseError: a publish that fails in the database, not by
 // a rejection (here its key's lock is held past the caller's
-// lock_timeout), writes nothing. Under its savepoint (several events, or a
-// publisher role's: herald_publish) the caller's transaction goes on with
-// its earlier work; one event in Herald's own role takes no savepoint, and
-// the error leaves the transaction aborted, as the caller's own failed
-// statement would: its commit rolls back.
+// lock_timeout), writes nothing. Under its savepoint (several events) the
+// caller's transaction goes on with its earlier work; one event takes no
+// savepoint (in Herald's own role, and in a publisher role's on a
+// connection that has published before, as here), and the error leaves the
+// transaction aborted, as the caller's own failed statement would: its
+// commit rolls back.
 func TestPublishTxDatabaseError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -475,11 +476,11 @@ func TestPublishTxDatabaseError(t *testing.T) {
 				if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 					t.Fatalf("PublishTx on a held key = %+v, %v; want lock_not_available (55P03)", res, err)
 				}
-				aborted := as.name == "herald" && n == 1
+				aborted := n == 1
 				_, execErr := tx.Exec(e.ctx, `SELECT 1`)
 				if aborted {
 					if !errors.As(execErr, &pgErr) || pgErr.Code != "25P02" {
-						t.Fatalf("a statement after one event's failed publish in Herald's role: %v; want in_failed_sql_transaction (25P02)", execErr)
+						t.Fatalf("a statement after one event's failed publish: %v; want in_failed_sql_transaction (25P02)", execErr)
 					}
 					if err := tx.Commit(e.ctx); !errors.Is(err, pgx.ErrTxCommitRollback) {
 						t.Fatalf("commit after the failed publish: %v; want it rolled back", err)
@@ -605,9 +606,10 @@ func TestPublishTxRefusedID(t *testing.T) {
 
 // TestPublishTxInOneRoundTrip: once the publisher's look-ups are cached, a
 // publish in a caller's transaction sends one round trip, whatever it
-// publishes: one event in Herald's role one statement; several, or a
-// publisher role's, their statements and the savepoint that makes them all
-// or nothing in one batch, not a savepoint of their own before and after.
+// publishes: one event one statement (a publisher role's,
+// herald_publish_fast, with no savepoint); several their statements
+// and the savepoint that makes them all or nothing in one batch, not a
+// savepoint of their own before and after.
 func TestPublishTxInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -664,6 +666,9 @@ func TestPublishTxInOneRoundTrip(t *testing.T) {
 				statements, batches := counter.Reset()
 				if sent := len(statements) + batches; sent != 1 {
 					t.Errorf("PublishTx sent %d statements one by one %q and %d batches; want one round trip", len(statements), statements, batches)
+				}
+				if n == 1 && (len(statements) != 1 || as.store == roleStore && statements[0] != "herald_publish_fast") {
+					t.Errorf("PublishTx of one event sent %q and %d batches; want one statement (a publisher role's herald_publish_fast)", statements, batches)
 				}
 				if err := tx.Commit(e.ctx); err != nil {
 					t.Fatal(err)

@@ -14,10 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// A publish of several events in a caller's transaction, and any publisher
-// role's, is all or nothing under a savepoint, which leaves the caller's
-// transaction usable when the publish fails. Its statements go in one round
-// trip: SAVEPOINT, the publish's statements, RELEASE (underSavepoint).
+// A publish of several events in a caller's transaction, and a publisher
+// role's that herald_publish_fast did not insert (InsertPublisherEventsTx),
+// is all or nothing under a savepoint, which leaves the caller's
+// transaction usable when the publish fails. Its statements go in one
+// round trip: SAVEPOINT, the publish's statements, RELEASE
+// (underSavepoint).
 //
 // pgx prepares a statement it has not cached in a round trip of its own
 // before the batch runs, outside the savepoint: a failure there (a lock
@@ -26,16 +28,20 @@ import (
 // connection, under the first call's savepoint taken on its own, and a
 // batch names them (pgx then prepares nothing).
 
-// namedStatement is a statement prepared by name on a connection.
-type namedStatement struct{ name, sql string }
+// namedStatement is a statement prepared by name on a connection. One with
+// a function (a regprocedure's text) is prepared only where that function
+// exists and the session's role may run it: a migration adds it, and a
+// library may meet a database not yet migrated.
+type namedStatement struct{ name, sql, function string }
 
 var (
-	stmtTakeSavepoint    = namedStatement{"herald_take_savepoint", takeSavepoint}
-	stmtReleaseSavepoint = namedStatement{"herald_release_savepoint", releaseSavepoint}
-	stmtLockStripes      = namedStatement{"herald_lock_stripes", lockStripes}
-	stmtInsertOrRaise    = namedStatement{"herald_insert_or_raise", insertOrRaise}
-	stmtPublishChecked   = namedStatement{"herald_publish_checked", heraldPublishChecked}
-	stmtPublishOne       = namedStatement{"herald_publish_one", heraldPublish}
+	stmtTakeSavepoint    = namedStatement{name: "herald_take_savepoint", sql: takeSavepoint}
+	stmtReleaseSavepoint = namedStatement{name: "herald_release_savepoint", sql: releaseSavepoint}
+	stmtLockStripes      = namedStatement{name: "herald_lock_stripes", sql: lockStripes}
+	stmtInsertOrRaise    = namedStatement{name: "herald_insert_or_raise", sql: insertOrRaise}
+	stmtPublishChecked   = namedStatement{name: "herald_publish_checked", sql: heraldPublishChecked}
+	stmtPublishOne       = namedStatement{name: "herald_publish_one", sql: heraldPublish}
+	stmtPublishFast      = namedStatement{name: "herald_publish_fast", sql: heraldPublishFast, function: publishFastFunction}
 )
 
 // statementSet is the statements one kind of publisher prepares on its
@@ -46,12 +52,16 @@ var (
 // own statement cache too.
 type statementSet struct {
 	stmts    []namedStatement
-	prepared sync.Map // weak.Pointer[pgconn.PgConn] -> struct{}
+	prepared sync.Map // weak.Pointer[pgconn.PgConn] -> preparedStatements
 }
+
+// preparedStatements names the statements of a set with a function that
+// are prepared on a connection (every other one is).
+type preparedStatements map[string]bool
 
 var (
 	heraldStatements = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
-	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked, stmtPublishOne}}
+	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked, stmtPublishOne, stmtPublishFast}}
 )
 
 // preparedOn reports whether set is prepared on pc.
@@ -60,10 +70,18 @@ func (set *statementSet) preparedOn(pc *pgconn.PgConn) bool {
 	return ok
 }
 
-// notePrepared notes that set is prepared on pc.
-func (set *statementSet) notePrepared(pc *pgconn.PgConn) {
+// preparedWith reports whether set is prepared on pc with s, a statement
+// of set's that has a function.
+func (set *statementSet) preparedWith(pc *pgconn.PgConn, s namedStatement) bool {
+	v, ok := set.prepared.Load(weak.Make(pc))
+	return ok && v.(preparedStatements)[s.name]
+}
+
+// notePrepared notes that set is prepared on pc, with those of its
+// statements that have a function named in with.
+func (set *statementSet) notePrepared(pc *pgconn.PgConn, with preparedStatements) {
 	key := weak.Make(pc)
-	if _, loaded := set.prepared.LoadOrStore(key, struct{}{}); !loaded {
+	if _, loaded := set.prepared.LoadOrStore(key, with); !loaded {
 		runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { set.prepared.Delete(k) }, key)
 	}
 }
@@ -121,8 +139,9 @@ func underSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet, queue fun
 		if _, err = tx.Exec(ctx, takeSavepoint); err == nil {
 			saved = true
 			// Prepared statements outlive a rollback: noted at once.
-			if err = prepareSet(ctx, conn, set); err == nil {
-				set.notePrepared(conn.PgConn())
+			var with preparedStatements
+			if with, err = prepareSet(ctx, conn, set); err == nil {
+				set.notePrepared(conn.PgConn(), with)
 			}
 		}
 		if err == nil {
@@ -151,14 +170,29 @@ func underSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet, queue fun
 }
 
 // prepareSet prepares set's statements on conn by name (a no-op for one
-// already prepared there).
-func prepareSet(ctx context.Context, conn *pgx.Conn, set *statementSet) error {
+// already prepared there), and names those with a function it prepared:
+// one whose function is missing, or which the session's role may not run,
+// is left out (asked first, so that nothing fails).
+func prepareSet(ctx context.Context, conn *pgx.Conn, set *statementSet) (preparedStatements, error) {
+	with := preparedStatements{}
 	for _, s := range set.stmts {
+		if s.function != "" {
+			var runs bool
+			err := conn.QueryRow(ctx, `SELECT coalesce(has_function_privilege(to_regprocedure($1), 'EXECUTE'), false)`,
+				s.function).Scan(&runs)
+			if err != nil {
+				return nil, fmt.Errorf("look up %s: %w", s.function, err)
+			}
+			if !runs {
+				continue
+			}
+			with[s.name] = true
+		}
 		if _, err := conn.Prepare(ctx, s.name, s.sql); err != nil {
-			return fmt.Errorf("prepare %s: %w", s.name, err)
+			return nil, fmt.Errorf("prepare %s: %w", s.name, err)
 		}
 	}
-	return nil
+	return with, nil
 }
 
 // underOwnSavepoint runs insert under a savepoint of pgx's, taken and

@@ -1,0 +1,93 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"herald/envelope"
+	"herald/internal/testkit"
+	"herald/store"
+)
+
+// TestPublishFastAfterUpgrade: a publisher role granted before migration
+// 0036 publishes one event under a savepoint while the database has no
+// herald_publish_fast, and through it, with no savepoint, once migrated
+// (0036 grants it to the roles granted before). Either way a refusal
+// leaves the transaction usable.
+func TestPublishFastAfterUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := openStoreAt(t, 35)
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := st.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	// The grants of a release before 0036: the new function is not there
+	// to grant.
+	role, roleURL := newRuntimeRole(t, st)
+	for _, stmt := range store.PublisherGrants(schema, "contacts", role) {
+		if strings.Contains(stmt, "herald_publish_fast") {
+			continue
+		}
+		if _, err := st.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	event := func(typ, subject string) store.NewEvent {
+		id := uuid.NewString()
+		data := []byte(`{}`)
+		return store.NewEvent{ID: id, SourceApp: "contacts", Type: typ, Version: 1, Subject: subject,
+			Envelope: envelope.Envelope{ID: id, App: "contacts", Type: typ, Subject: subject, Time: time.Now(),
+				Version: 1, Data: data}.Encode(),
+			ContentHash: envelope.ContentHash("contacts", typ, 1, subject, data)}
+	}
+	// publish publishes one event twice on a new connection (the first
+	// prepares its statements), then one its app does not declare, and
+	// commits; it returns what the second publish sent.
+	publish := func(round string) (statements []string, batches int) {
+		counter := &testkit.Sent{}
+		tx := connTx(ctx, t, roleURL, func(cfg *pgx.ConnConfig) { cfg.Tracer = counter })
+		first, second := event("contacts.person.updated", round+"-1"), event("contacts.person.updated", round+"-2")
+		if _, err := store.InsertPublisherEventsTx(ctx, tx, []store.NewEvent{first}); err != nil {
+			t.Fatalf("%s: the first publish: %v", round, err)
+		}
+		counter.Reset()
+		if out, err := store.InsertPublisherEventsTx(ctx, tx, []store.NewEvent{second}); err != nil || len(out) != 1 || out[0].Seq == 0 {
+			t.Fatalf("%s: the second publish: %+v, %v", round, out, err)
+		}
+		statements, batches = counter.Reset()
+		_, err := store.InsertPublisherEventsTx(ctx, tx, []store.NewEvent{event("contacts.person.removed", round+"-3")})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(pgErr.Message, "does not declare every type given") {
+			t.Errorf("%s: an undeclared type: %v; want 42501, not declared", round, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("%s: commit after the refusal: %v", round, err)
+		}
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE subject LIKE $1 || '-%'`, round).Scan(&n); err != nil || n != 2 {
+			t.Errorf("%s: %d events written (%v), want the two accepted", round, n, err)
+		}
+		return statements, batches
+	}
+	if statements, batches := publish("before"); len(statements) != 0 || batches != 1 {
+		t.Errorf("before 0036 the second publish sent %q and %d batches; want its savepoint's batch", statements, batches)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if statements, batches := publish("after"); len(statements) != 1 || statements[0] != "herald_publish_fast" || batches != 0 {
+		t.Errorf("after 0036 the second publish sent %q and %d batches; want herald_publish_fast alone", statements, batches)
+	}
+}
