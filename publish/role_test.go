@@ -554,6 +554,42 @@ func TestPublisherRoleMissingStripeRow(t *testing.T) {
 	}
 }
 
+// TestPublisherRoleBodyJSONBRefuses: data the publisher accepts but
+// PostgreSQL's jsonb refuses (the escape \u0000, a lone surrogate) is
+// refused by herald_publish under the savepoint, on a connection that has
+// published before too (where one event otherwise takes no savepoint), so
+// the transaction goes on with what it published before.
+func TestPublisherRoleBodyJSONBRefuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	roleStore := e.publisherRoleStore(t)
+	p := publish.New(roleStore, publish.Options{})
+	for i, data := range []string{`{"name":"nul\u0000"}`, `{"name":"half \ud800"}`} {
+		tx, err := roleStore.Pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := person(fmt.Sprintf("person-before-%d", i), "Before")
+		before.ID = uuid.NewString()
+		if _, err := p.PublishTx(e.ctx, tx, before); err != nil {
+			t.Fatal(err)
+		}
+		r := person(fmt.Sprintf("person-odd-%d", i), "")
+		r.Data = []byte(data)
+		_, err = p.PublishTx(e.ctx, tx, r)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "22P05" && pgErr.Code != "22P02") {
+			t.Errorf("data %s: %v; want PostgreSQL's jsonb refusal", data, err)
+		}
+		if err := tx.Commit(e.ctx); err != nil {
+			t.Fatalf("data %s: commit after the refusal: %v", data, err)
+		}
+		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, before.ID); n != 1 {
+			t.Errorf("data %s: the event published before it: %d written, want 1", data, n)
+		}
+	}
+}
+
 // publisherRoleStore opens a store, closed at the end of the test, that
 // connects as a new publisher role of contacts with the documented grants.
 func (e *env) publisherRoleStore(t *testing.T) *store.Store {
@@ -853,6 +889,16 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 			t.Errorf("%d well-formed events: %d written", count, got)
 		}
 	}
+	// With the coarse stripes kept (a publisher of an older release may
+	// hold a key's coarse row), it writes nothing and locks nothing: the
+	// slow way locks both rows.
+	e.exec(`UPDATE key_stripe_scheme SET coarse = true`)
+	var kept call
+	event(&kept, "fine-coarse-kept")
+	if seq, usable, err := fastCall(kept); err != nil || seq != 0 || !usable || written(kept) != 0 {
+		t.Errorf("herald_publish_fast with coarse stripes kept: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(kept))
+	}
+	e.exec(`UPDATE key_stripe_scheme SET coarse = false`)
 	// herald_publish_fast publishes one well-formed event, with its trace
 	// context, and answers NULL for its id taken.
 	var c call

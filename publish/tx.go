@@ -32,15 +32,18 @@ import (
 // stay visible to operators whatever becomes of tx (best effort: waiting at
 // most recordWait for a free connection). After a refusal tx is as it was
 // before the call, and the caller may still commit its other work, or roll
-// back: nothing was written (several events, and a publisher role's, are
-// inserted under a savepoint, which the refusal rolls back; one event whose
-// id is taken keeps its key's lock until tx ends, as an accepted one would).
+// back: nothing was written (several events are inserted under a
+// savepoint, which the refusal rolls back, and so is a publisher role's
+// event that herald_publish_fast did not insert; one event whose id is
+// taken keeps its key's lock until tx ends, as an accepted one would).
 // A database error (the key's lock not granted within the caller's
 // lock_timeout, a deadlock, a serialization failure at REPEATABLE READ or
 // SERIALIZABLE, such as the same id committed by another transaction after
 // tx's snapshot, a lost connection) leaves tx aborted, as a failed statement
-// of the caller's own would, when the call was one event in Herald's role;
-// under the savepoint, tx goes on without the call's events. The look-ups
+// of the caller's own would, when the call was one event with no savepoint:
+// in Herald's role, and in a publisher role's on a connection that has
+// published before (store.InsertPublisherEventsTx); under the savepoint, tx
+// goes on without the call's events. The look-ups
 // before the inserts (the role, the app, the declaration, each kept for the
 // cache TTL) run in tx unprotected: their failure, such as a role without the
 // grants, leaves tx aborted.
@@ -109,11 +112,12 @@ func (p *Publisher) PublishTx(ctx context.Context, tx pgx.Tx, rs ...Request) (_ 
 		return nil, errors.Join(refused...)
 	}
 
-	// Several events, or a publisher role's (whose function refuses by
-	// raising an error), are all or nothing under a savepoint the store
-	// sends in the round trip that writes them: a refusal has written
-	// nothing. One event in Herald's role needs none: its statement writes
-	// nothing when it refuses (store.InsertEventsTx).
+	// Several events are all or nothing under a savepoint the store sends
+	// in the round trip that writes them: a refusal has written nothing.
+	// One event needs none: its statement writes nothing when it refuses
+	// (store.InsertEventsTx), and a publisher role's herald_publish_fast
+	// inserts it or writes nothing, the savepoint then following
+	// (store.InsertPublisherEventsTx).
 	insert := store.InsertEventsTx
 	if role != nil {
 		insert = store.InsertPublisherEventsTx

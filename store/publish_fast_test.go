@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,42 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 	}
 	if statements, batches := publish("after"); len(statements) != 1 || statements[0] != "herald_publish_fast" || batches != 0 {
 		t.Errorf("after 0036 the second publish sent %q and %d batches; want herald_publish_fast alone", statements, batches)
+	}
+
+	// The function's EXECUTE revoked from a connection that prepared it: the
+	// publish fails there (its transaction aborted, as for any database
+	// error), and the next one on the connection asks again and goes the
+	// savepoint's way.
+	conn, err := pgx.Connect(ctx, roleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	inTx := func(ev store.NewEvent) error {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := store.InsertPublisherEventsTx(ctx, tx, []store.NewEvent{ev}); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	for i := range 2 {
+		if err := inTx(event("contacts.person.updated", fmt.Sprintf("revoked-%d", i))); err != nil {
+			t.Fatalf("publish %d before the revoke: %v", i, err)
+		}
+	}
+	if _, err := st.Pool.Exec(ctx, `REVOKE EXECUTE ON FUNCTION herald_publish_fast(uuid, text, integer, text, integer, bytea, text, jsonb) FROM `+
+		pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var pgErr *pgconn.PgError
+	if err := inTx(event("contacts.person.updated", "revoked-2")); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("the publish after the revoke: %v; want 42501", err)
+	}
+	if err := inTx(event("contacts.person.updated", "revoked-3")); err != nil {
+		t.Errorf("the next publish on the connection: %v; want it published the savepoint's way", err)
 	}
 }

@@ -1,12 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A publisher role is the PostgreSQL role an app's own database code logs in
@@ -184,8 +189,9 @@ func LookupPublisherDeclarationIn(ctx context.Context, q Querier, typ string, ve
 // 0036), is first sent to that function alone, with no savepoint: it
 // inserts the event when herald_publish would have at once, and otherwise
 // writes nothing, and the call goes on as above. A database error there (a
-// lock not granted, a body that is not JSON) aborts tx, as it does for one
-// event in Herald's role.
+// lock not granted, a deadlock) aborts tx, as it does for one event in
+// Herald's role; a body jsonb may refuse goes the savepoint's way
+// (jsonbMayRefuse).
 func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]InsertedEvent, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -194,9 +200,14 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 	if err != nil {
 		return nil, err
 	}
-	if len(evs) == 1 && roleStatements.preparedWith(tx.Conn().PgConn(), stmtPublishFast) {
+	pc := tx.Conn().PgConn()
+	if len(evs) == 1 && roleStatements.preparedWith(pc, stmtPublishFast) && !jsonbMayRefuse(a.envelopes[0]) {
 		var seq *int64
 		if err := tx.QueryRow(ctx, stmtPublishFast.name, a.publishFastArgs()...).Scan(&seq); err != nil {
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && slices.Contains(fastGone, pgErr.Code) {
+				// The next publish on this connection asks again.
+				roleStatements.forget(pc)
+			}
 			return nil, fmt.Errorf("insert events: %w", err)
 		}
 		if seq != nil {
@@ -260,6 +271,34 @@ const (
 		          FROM r) = 0
 		 ORDER BY n`
 )
+
+// fastGone are the SQLSTATEs with which herald_publish_fast fails when it
+// is no longer there to run as prepared: its EXECUTE revoked (42501), the
+// function gone (42883), the statement deallocated (26000).
+var fastGone = []string{"42501", "42883", "26000"}
+
+// jsonbMayRefuse reports whether body may be refused by PostgreSQL's jsonb
+// although the publisher accepted it: bytes that are not UTF-8, the escape
+// \u0000, or a surrogate's escape (a valid pair is counted too).
+// herald_publish_fast casts the body to jsonb outside any savepoint, where
+// that refusal would abort the caller's transaction; such a body goes the
+// savepoint's way, where herald_publish refuses it as before.
+func jsonbMayRefuse(body []byte) bool {
+	if !utf8.Valid(body) {
+		return true
+	}
+	for rest := body; ; {
+		i := bytes.Index(rest, []byte(`\u`))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+2:]
+		if len(rest) >= 4 && (string(rest[:4]) == "0000" ||
+			rest[0]|0x20 == 'd' && strings.IndexByte("89abcdefABCDEF", rest[1]) >= 0) {
+			return true
+		}
+	}
+}
 
 // publishFastFunction is herald_publish_fast (migration 0036), as GRANT
 // and to_regprocedure name it.

@@ -77,6 +77,12 @@ func (set *statementSet) preparedWith(pc *pgconn.PgConn, s namedStatement) bool 
 	return ok && v.(preparedStatements)[s.name]
 }
 
+// forget forgets what set knows of pc: its next publish prepares set again,
+// asking again which statements with a function it may run.
+func (set *statementSet) forget(pc *pgconn.PgConn) {
+	set.prepared.Delete(weak.Make(pc))
+}
+
 // notePrepared notes that set is prepared on pc, with those of its
 // statements that have a function named in with.
 func (set *statementSet) notePrepared(pc *pgconn.PgConn, with preparedStatements) {
