@@ -20,8 +20,9 @@ import (
 // TestPublishFastAfterUpgrade: a publisher role granted before migration
 // 0036 publishes one event under a savepoint while the database has no
 // herald_publish_fast, and through it, with no savepoint, once migrated
-// (0036 grants it to the roles granted before). Either way a refusal
-// leaves the transaction usable.
+// (0036 grants it to the roles granted before, a name that needs quoting
+// too, past a role dropped since). Either way a refusal leaves the
+// transaction usable.
 func TestPublishFastAfterUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -44,6 +45,25 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 		if _, err := st.Pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
+	}
+	// Two more rows of publisher_roles the upgrade's grants must get past:
+	// a role whose name needs quoting, and one dropped since its grant.
+	quoted := "Herald Quoted-" + uuid.NewString()[:8]
+	for _, sql := range []string{"CREATE ROLE %s", "GRANT %s TO current_user"} {
+		if _, err := st.Pool.Exec(ctx, fmt.Sprintf(sql, pgx.Identifier{quoted}.Sanitize())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, sql := range []string{"DROP OWNED BY ", "DROP ROLE "} {
+			if _, err := st.Pool.Exec(context.Background(), sql+pgx.Identifier{quoted}.Sanitize()); err != nil {
+				t.Errorf("%s%s: %v", sql, quoted, err)
+			}
+		}
+	})
+	if _, err := st.Pool.Exec(ctx, `INSERT INTO publisher_roles (role, app) VALUES ($1, 'contacts'), ('herald_dropped_'||$2, 'contacts')`,
+		quoted, uuid.NewString()[:8]); err != nil {
+		t.Fatal(err)
 	}
 	event := func(typ, subject string) store.NewEvent {
 		id := uuid.NewString()
@@ -87,6 +107,11 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 	}
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
+	}
+	var quotedRuns bool
+	if err := st.Pool.QueryRow(ctx, `SELECT has_function_privilege($1, 'herald_publish_fast(uuid, text, integer, text, integer, bytea, text, jsonb)', 'EXECUTE')`,
+		quoted).Scan(&quotedRuns); err != nil || !quotedRuns {
+		t.Errorf("after 0036 the role %q may run herald_publish_fast: %v (%v); want it granted", quoted, quotedRuns, err)
 	}
 	if statements, batches := publish("after"); len(statements) != 1 || statements[0] != "herald_publish_fast" || batches != 0 {
 		t.Errorf("after 0036 the second publish sent %q and %d batches; want herald_publish_fast alone", statements, batches)
