@@ -524,22 +524,7 @@ func TestPublisherRoleMissingStripeRow(t *testing.T) {
 		for i := range rs {
 			rs[i].ID = uuid.NewString()
 		}
-		tx, err := roleStore.Pool.Begin(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := person("person-before", "Before")
-		before.ID = uuid.NewString()
-		if _, err := p.PublishTx(e.ctx, tx, before); err != nil {
-			t.Fatal(err)
-		}
-		_, err = p.PublishTx(e.ctx, tx, rs...)
-		if cerr := tx.Commit(e.ctx); cerr != nil {
-			t.Fatalf("commit after the refused publish: %v", cerr)
-		}
-		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, before.ID); n != 1 {
-			t.Errorf("the event published before the refused one in its transaction: %d written, want 1", n)
-		}
+		err := e.publishAfterAnother(roleStore, p, rs...)
 		want := fmt.Sprintf("ordering-key stripe row %d missing for contacts.person.updated@1", gone)
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" || !strings.Contains(pgErr.Message, want) {
 			t.Errorf("publish of %d events, one to a key without its stripe row: %v; want 55000 saying %q", len(rs), err, want)
@@ -565,29 +550,39 @@ func TestPublisherRoleBodyJSONBRefuses(t *testing.T) {
 	roleStore := e.publisherRoleStore(t)
 	p := publish.New(roleStore, publish.Options{})
 	for i, data := range []string{`{"name":"nul\u0000"}`, `{"name":"half \ud800"}`} {
-		tx, err := roleStore.Pool.Begin(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := person(fmt.Sprintf("person-before-%d", i), "Before")
-		before.ID = uuid.NewString()
-		if _, err := p.PublishTx(e.ctx, tx, before); err != nil {
-			t.Fatal(err)
-		}
 		r := person(fmt.Sprintf("person-odd-%d", i), "")
 		r.Data = []byte(data)
-		_, err = p.PublishTx(e.ctx, tx, r)
+		err := e.publishAfterAnother(roleStore, p, r)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || (pgErr.Code != "22P05" && pgErr.Code != "22P02") {
 			t.Errorf("data %s: %v; want PostgreSQL's jsonb refusal", data, err)
 		}
-		if err := tx.Commit(e.ctx); err != nil {
-			t.Fatalf("data %s: commit after the refusal: %v", data, err)
-		}
-		if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, before.ID); n != 1 {
-			t.Errorf("data %s: the event published before it: %d written, want 1", data, n)
-		}
 	}
+}
+
+// publishAfterAnother publishes, in one transaction of st's, a well-formed
+// event (which prepares the connection's statements when it is new), then
+// rs, and commits; it returns rs's publish's error. The transaction must
+// commit with the first event whatever became of rs.
+func (e *env) publishAfterAnother(st *store.Store, p *publish.Publisher, rs ...publish.Request) error {
+	e.t.Helper()
+	tx, err := st.Pool.Begin(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	before := person("person-before", "Before")
+	before.ID = uuid.NewString()
+	if _, err := p.PublishTx(e.ctx, tx, before); err != nil {
+		e.t.Fatal(err)
+	}
+	_, err = p.PublishTx(e.ctx, tx, rs...)
+	if cerr := tx.Commit(e.ctx); cerr != nil {
+		e.t.Fatalf("commit after the publish: %v (its error: %v)", cerr, err)
+	}
+	if n := e.countRows(`SELECT count(*) FROM events WHERE id = $1`, before.ID); n != 1 {
+		e.t.Errorf("the event published before in the transaction: %d written, want 1", n)
+	}
+	return err
 }
 
 // publisherRoleStore opens a store, closed at the end of the test, that

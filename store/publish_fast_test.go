@@ -49,18 +49,7 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 	// Two more rows of publisher_roles the upgrade's grants must get past:
 	// a role whose name needs quoting, and one dropped since its grant.
 	quoted := "Herald Quoted-" + uuid.NewString()[:8]
-	for _, sql := range []string{"CREATE ROLE %s", "GRANT %s TO current_user"} {
-		if _, err := st.Pool.Exec(ctx, fmt.Sprintf(sql, pgx.Identifier{quoted}.Sanitize())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, sql := range []string{"DROP OWNED BY ", "DROP ROLE "} {
-			if _, err := st.Pool.Exec(context.Background(), sql+pgx.Identifier{quoted}.Sanitize()); err != nil {
-				t.Errorf("%s%s: %v", sql, quoted, err)
-			}
-		}
-	})
+	createRole(t, st, quoted, "")
 	if _, err := st.Pool.Exec(ctx, `INSERT INTO publisher_roles (role, app) VALUES ($1, 'contacts'), ('herald_dropped_'||$2, 'contacts')`,
 		quoted, uuid.NewString()[:8]); err != nil {
 		t.Fatal(err)

@@ -21,12 +21,26 @@ import (
 // it). The role and its privileges are removed afterwards.
 func newRuntimeRole(t testing.TB, owner *store.Store) (string, string) {
 	t.Helper()
-	ctx := context.Background()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	role, password := "herald_rt_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
+	createRole(t, owner, role, "LOGIN PASSWORD '"+password+"'")
+	u, err := url.Parse(owner.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
+}
+
+// createRole creates role, with options (CREATE ROLE's), for one test; the
+// role and its privileges are removed afterwards. The test database's role
+// needs CREATEROLE (the clusters of scripts/pg.sh have it).
+func createRole(t testing.TB, owner *store.Store, role, options string) {
+	t.Helper()
+	ctx := context.Background()
 	ident := pgx.Identifier{role}.Sanitize()
-	if _, err := owner.Pool.Exec(ctx, "CREATE ROLE "+ident+" LOGIN PASSWORD '"+password+"'"); err != nil {
+	if _, err := owner.Pool.Exec(ctx, "CREATE ROLE "+ident+" "+options); err != nil {
 		t.Fatalf("create role (the test database's role needs CREATEROLE): %v", err)
 	}
 	// Membership lets the owner drop what was granted to the role afterwards;
@@ -41,12 +55,6 @@ func newRuntimeRole(t testing.TB, owner *store.Store) (string, string) {
 			}
 		}
 	})
-	u, err := url.Parse(owner.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return role, u.String()
 }
 
 // wantRefused checks that err is PostgreSQL's insufficient_privilege.
