@@ -360,33 +360,46 @@ func (r *run) resetKey(name string) {
 		r.rec.setRule(name+"/slow", slow)
 		defer r.rec.clearRule(name + "/slow")
 		time.Sleep(2 * time.Second)
-		var sk subKey
+		// A run can be reset to its first completed workflow task only: a
+		// run that ends quiet (the default) posts in its first task, so a
+		// key whose run has none yet is passed over.
+		resettable := func(sk subKey) (run string, first int64, ok bool) {
+			id := workflows.DeliveryID(sk.Sub, sk.Key)
+			run, err := runID(c, id)
+			if err != nil {
+				return "", 0, false
+			}
+			first, err = firstTaskCompleted(c, id, run)
+			return run, first, err == nil
+		}
+		var (
+			sk    subKey
+			run   string
+			first int64
+		)
 		seen := "as busy: a POST under way"
 		for deadline := time.Now().Add(5 * time.Second); sk.Sub == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			for k := range r.posting() {
-				sk = k
-				break
+				if rn, f, ok := resettable(k); ok {
+					sk, run, first = k, rn, f
+					break
+				}
 			}
 		}
 		if sk.Sub == "" {
-			kws := pick(r.keyWorkflows(c), 1, func(keyWorkflow) bool { return true })
-			if len(kws) == 0 {
-				r.t.Errorf("%s: no running key workflow", name)
+			kws := r.keyWorkflows(c)
+			for _, kw := range pick(kws, len(kws), func(keyWorkflow) bool { return true }) {
+				if rn, f, ok := resettable(subKey{kw.Sub, kw.Key}); ok {
+					sk, run, first, seen = subKey{kw.Sub, kw.Key}, rn, f, "at random: no POST under way"
+					break
+				}
+			}
+			if sk.Sub == "" {
+				r.t.Errorf("%s: no running key workflow with a completed workflow task", name)
 				return ""
 			}
-			sk, seen = subKey{kws[0].Sub, kws[0].Key}, "at random: no POST under way"
 		}
 		id := workflows.DeliveryID(sk.Sub, sk.Key)
-		run, err := runID(c, id)
-		if err != nil {
-			r.t.Errorf("%s: %v", name, err)
-			return ""
-		}
-		first, err := firstTaskCompleted(c, id, run)
-		if err != nil {
-			r.t.Errorf("%s: %v", name, err)
-			return ""
-		}
 		posting := r.posting()[sk]
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
