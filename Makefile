@@ -35,7 +35,7 @@ bench:
 ## chaos: fault-injection suite (issue 7): kills, restarts and a flapping subscriber while events flow; ~5 min.
 ##        Its own Temporal dev server runs with default settings; HERALD_CHAOS_EAGER=1 make chaos turns eager activity execution on
 ##        It also terminates, resets and forges signals to key workflows; HERALD_CHAOS_WORKFLOW_FAULTS=0 leaves that out
-##        HERALD_CHAOS_END_QUIET_KEYS=0 runs the workers with HERALD_END_QUIET_KEYS=false (runs wait their idle timeout)
+##        HERALD_CHAOS_END_QUIET_KEYS=1 runs the workers with HERALD_END_QUIET_KEYS=true
 chaos:
 	scripts/temporal.sh install >/dev/null
 	$(GO) test -tags chaos -count=1 -v -timeout 30m ./chaos/

@@ -36,9 +36,7 @@ type consoleFixture struct {
 
 func startConsole(t *testing.T) *consoleFixture {
 	t.Helper()
-	// Keys' runs wait idle after delivering, so the pages show and link a
-	// live workflow (by default a run that took no signal ends at once).
-	s := startServer(t, system.Config(func(c *config.Worker) { c.TemporalUIURL = temporalUI + "/" }), system.KeepQuietKeys())
+	s := startServer(t, system.Config(func(c *config.Worker) { c.TemporalUIURL = temporalUI + "/" }))
 	s.Sub.SetReject(func(app, subject string, n int) error {
 		if app == "billing" && subject == "person-bad" {
 			return subscriber.Reject(errors.New("unknown customer"))

@@ -204,7 +204,7 @@ func checkAnswer(t *testing.T, method, path string, status int, contentType stri
 // checkAnswer.
 func TestOpenAPIMatchesServer(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, system.KeepQuietKeys())
+	s := startServer(t)
 	loadOpenAPI(t)
 	token := s.token("contacts", "crm")
 	id := "0193f1d2-6f4e-7c6b-9a10-1b2c3d4e5f60"

@@ -91,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.workerEnv, "worker-env", "", "extra settings of Herald's worker process, KEY=VALUE separated by commas (HERALD_IDLE_TIMEOUT=1s), after the bench's own")
 	fs.BoolVar(&o.heraldOnly, "herald-only", false, "skip the ceilings: Herald's figures alone, without ratios")
 	fs.BoolVar(&o.batched, "batched", true, "also measure the batched ceiling: the bare shape with one activity per drained batch of a key")
-	fs.BoolVar(&o.shapedFloor, "shaped-floor", false, "on the floor's shapes, also measure the shaped floor: the floor writing the history of a Herald key the relay starts for one event with the default settings (the relay's input, search attributes and summary, the start read's and the delivery's results in two local activities, then completion, as a quiet key's run ends), so Herald's ratio to it leaves out what Temporal charges for Herald's history; not with -worker-env settings that change that history")
+	fs.BoolVar(&o.shapedFloor, "shaped-floor", false, "on the floor's shapes, also measure the shaped floor: the floor writing the history of a Herald key the relay starts for one event with the default settings (the relay's input, search attributes and summary, the start read's and the delivery's results in two local activities, a timer), so Herald's ratio to it leaves out what Temporal charges for Herald's history; not with -worker-env settings that change that history")
 	fs.IntVar(&o.sample, "sample", 10, "key workflows per measurement whose histories are read to count Temporal actions")
 	fs.IntVar(&o.batch, "batch", 100, "events per PublishBatch call in bursts")
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")

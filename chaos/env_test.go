@@ -283,15 +283,14 @@ func (e *env) workerEnv(addr string, extra ...string) []string {
 	}, extra...)
 }
 
-// endQuietEnv set to 0 runs the workers with HERALD_END_QUIET_KEYS=false:
-// every run waits its idle timeout. Unset or 1 is Herald's default, true:
-// one-off keys' runs end as soon as they owe nothing, so faults meet runs
-// that end and start again much more often.
+// endQuietEnv runs the workers with HERALD_END_QUIET_KEYS=true: one-off
+// keys' runs end as soon as they owe nothing, so faults meet runs that end
+// and start again much more often.
 const endQuietEnv = "HERALD_CHAOS_END_QUIET_KEYS"
 
 func endQuietKeys() bool {
-	v, err := strconv.ParseBool(os.Getenv(endQuietEnv))
-	return err != nil || v
+	v, _ := strconv.ParseBool(os.Getenv(endQuietEnv))
+	return v
 }
 
 // startWorker starts a new worker process and waits until it is ready.

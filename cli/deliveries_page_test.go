@@ -38,7 +38,7 @@ func (h *herald) addDeletedType() {
 // the last page without a token.
 func TestDeliveriesTypeAndPaging(t *testing.T) {
 	t.Parallel()
-	h := startHerald(t, keepQuietKeys)
+	h := startHerald(t)
 	h.addDeletedType()
 	updated := []string{"p-1", "p-2", "p-3", "p-4", "p-5"}
 	h.publish(updated, 1)

@@ -51,11 +51,6 @@ func startHerald(t *testing.T, options ...func(*config.Worker)) *herald {
 	return h
 }
 
-// keepQuietKeys runs the worker with HERALD_END_QUIET_KEYS=false, for a
-// test that acts on or lists the live workflows of keys with nothing queued
-// (by default a run that took no signal completes once it owes nothing).
-func keepQuietKeys(c *config.Worker) { c.KeepQuietKeys = true }
-
 // rejectIf makes the subscriber refuse (422, not retried) the events
 // reject says; nil accepts everything.
 func (h *herald) rejectIf(reject func(app, subject string, n int) bool) {

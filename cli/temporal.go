@@ -84,7 +84,7 @@ func isNotFound(err error) bool {
 // noWorkflowError is the exit-2 answer for a delivery workflow that is not
 // there.
 func noWorkflowError(id string) error {
-	return invalidf("no delivery workflow %s (it completes once the key owes nothing, or after being idle; "+
+	return invalidf("no delivery workflow %s (it may have completed after being idle; "+
 		"a key's workflow starts again with its next event)", id)
 }
 

@@ -112,7 +112,7 @@ func TestOperatorUpdatesAnswer(t *testing.T) {
 // queued; resume delivers both in order.
 func TestRedeliverEventRunningKey(t *testing.T) {
 	t.Parallel()
-	h := startHerald(t, keepQuietKeys)
+	h := startHerald(t)
 	h.publish([]string{"k-e"}, 1)
 	h.waitArrivals("billing", "k-e", 1)
 	key := []string{"--subscription", billingSub, "--subject", "k-e"}

@@ -54,14 +54,10 @@ type Worker struct {
 	RearmCooldown   time.Duration `env:"HERALD_REARM_COOLDOWN"`
 	MaxRearms       int           `env:"HERALD_MAX_REARMS"`
 	IdleTimeout     time.Duration `env:"HERALD_IDLE_TIMEOUT"`
-	// EndQuietKeys is "true" (default) or "false": whether a key's run that
-	// took no event signal completes as soon as its rows say it owes
-	// nothing, without waiting IdleTimeout.
-	EndQuietKeys string `env:"HERALD_END_QUIET_KEYS"`
-	// KeepQuietKeys is HERALD_END_QUIET_KEYS=false: every run waits
-	// IdleTimeout with nothing queued before it completes. The zero value
-	// is the default, so a Worker built in code ends quiet keys too.
-	KeepQuietKeys bool
+	// EndQuietKeys: a key's run that took no event signal completes as soon
+	// as its rows say it owes nothing, without waiting IdleTimeout (default
+	// false).
+	EndQuietKeys bool `env:"HERALD_END_QUIET_KEYS"`
 	// HoldExpiry cancels (retention_expired) an event a key has held longer (default 720h).
 	HoldExpiry time.Duration `env:"HERALD_HOLD_EXPIRY"`
 	DBMaxConns int           `env:"HERALD_DB_MAX_CONNS"`
@@ -166,13 +162,6 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	default:
 		return w, fmt.Errorf("HERALD_SIGN_V1A: %q: want on or off", w.SignV1A)
 	}
-	if raw := strings.TrimSpace(w.EndQuietKeys); raw != "" {
-		end, err := strconv.ParseBool(raw)
-		if err != nil {
-			return w, fmt.Errorf("HERALD_END_QUIET_KEYS: %q: want true or false", w.EndQuietKeys)
-		}
-		w.KeepQuietKeys = !end
-	}
 	if w.TemporalUIURL != "" {
 		u, err := url.Parse(w.TemporalUIURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -259,7 +248,7 @@ func (w Worker) DeliveryParams() workflows.Params {
 		MaxRearms:       w.MaxRearms,
 		IdleTimeout:     w.IdleTimeout,
 		HoldExpiry:      w.HoldExpiry,
-		EndQuietKeys:    !w.KeepQuietKeys,
+		EndQuietKeys:    w.EndQuietKeys,
 	}.WithDefaults()
 	return p
 }

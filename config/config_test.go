@@ -1,7 +1,6 @@
 package config
 
 import (
-	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,20 +25,6 @@ func TestLoadWorker(t *testing.T) {
 		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 ||
 		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.RelayPollInterval != 100*time.Millisecond {
 		t.Fatalf("defaults: %+v", w)
-	}
-	if !w.DeliveryParams().EndQuietKeys {
-		t.Fatal("quiet keys are kept by default; want them ended (HERALD_END_QUIET_KEYS defaults to true)")
-	}
-	for raw, end := range map[string]bool{"false": false, "0": false, "FALSE": false, "true": true, " 1 ": true} {
-		quiet := maps.Clone(base)
-		quiet["HERALD_END_QUIET_KEYS"] = raw
-		w, err := LoadWorker(env(quiet))
-		if err != nil {
-			t.Fatalf("HERALD_END_QUIET_KEYS=%q: %v", raw, err)
-		}
-		if got := w.DeliveryParams().EndQuietKeys; got != end {
-			t.Errorf("HERALD_END_QUIET_KEYS=%q: runs end quiet %v, want %v", raw, got, end)
-		}
 	}
 	set := map[string]string{
 		"HERALD_DATABASE_URL": "postgres://x", "HERALD_SIGNING_KEY": "/keys", "HERALD_SECRET_KEY": "@/keys/secret.key",
@@ -70,7 +55,6 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x"}, "HERALD_SIGNING_KEY is required"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k"}, "HERALD_SECRET_KEY is required"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_SIGN_V1A": "maybe"}, "HERALD_SIGN_V1A"},
-		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_END_QUIET_KEYS": "yes"}, `HERALD_END_QUIET_KEYS: "yes": want true or false`},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_EGRESS_PROXY": "socks5://p:1080"}, "HERALD_EGRESS_PROXY"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,soon"}, `"soon" is not a duration`},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RETRY_SCHEDULE": "1s,-2s"}, "must be positive"},

@@ -10,11 +10,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"herald/config"
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
 )
 
-// TestQuietKeyEndsAtOnce: by default (HERALD_END_QUIET_KEYS) a new key's run, which
+// TestQuietKeyEndsAtOnce: with HERALD_END_QUIET_KEYS a new key's run, which
 // the relay starts eagerly and never signals, completes in the workflow task
 // that delivered its event: no idle timer, one workflow task, and 7 history
 // events, the floor's 6 and one more local activity marker: the start's read
@@ -28,7 +29,7 @@ import (
 //	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-end-quiet-read-in-delivery.json go test ./e2e -run QuietKeyEndsAtOnce
 func TestQuietKeyEndsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t)
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
 	const subject = "quiet-key"
 	c, id := oneEventKey(t, s, subject)
 	first := testkit.EventuallyValue(t, 30*time.Second, "the key's run to complete", func() (string, bool) {

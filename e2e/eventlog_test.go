@@ -78,7 +78,7 @@ func TestReSendAfterCompletionIsNotDelivered(t *testing.T) {
 // subscription_removed, and the keys' workflows end.
 func TestRemovalCancelsHeldKeys(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t, system.KeepQuietKeys())
+	s := system.Start(t)
 	s.Apply()
 	c := s.Dial()
 	ctx := context.Background()

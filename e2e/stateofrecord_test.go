@@ -157,7 +157,7 @@ func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
 	t.Parallel()
 	const subject = "person-paused"
 	id := workflows.DeliveryID(system.BillingSub, subject)
-	s := system.Start(t, system.KeepQuietKeys())
+	s := system.Start(t)
 	s.Apply()
 	c := s.Dial()
 	s.Publish(subject, 1)
@@ -320,7 +320,7 @@ func keyPausedRow(t *testing.T, s *system.System, subject string) bool {
 // its queue, and is audited as one rejected signal, not 5,000 rows.
 func TestForgedEventSignalLosesNothing(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t, system.KeepQuietKeys())
+	s := system.Start(t)
 	s.Apply()
 	c := s.Dial()
 	ctx := context.Background()
@@ -420,7 +420,7 @@ func TestHandStartedWorkflowUsesWorkerSettings(t *testing.T) {
 // writes nothing and changes nothing, and the workflow keeps running.
 func TestInvalidSignalWritesNothing(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t, system.KeepQuietKeys())
+	s := system.Start(t)
 	s.Apply()
 	c := s.Dial()
 	ctx := context.Background()

@@ -58,12 +58,6 @@ func Config(fn func(*config.Worker)) Option { return func(s *System) { fn(&s.Cfg
 // a Restart listens on a new one).
 func API() Option { return func(s *System) { s.Cfg.APIAddr = "127.0.0.1:0" } }
 
-// KeepQuietKeys runs the worker with HERALD_END_QUIET_KEYS=false: a key's
-// run waits its idle timeout after delivering, as a run that took a signal
-// does, for a test that acts on the live workflow of a key with nothing
-// queued (by default such a run completes at once).
-func KeepQuietKeys() Option { return func(s *System) { s.Cfg.KeepQuietKeys = true } }
-
 // Schedule sets the worker's retry schedule (testenv's default is two
 // retries of 200 ms).
 func Schedule(d ...time.Duration) Option { return func(s *System) { s.Cfg.Schedule = d } }
