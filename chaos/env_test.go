@@ -289,7 +289,14 @@ func (e *env) workerEnv(addr string, extra ...string) []string {
 const endQuietEnv = "HERALD_CHAOS_END_QUIET_KEYS"
 
 func endQuietKeys() bool {
-	v, _ := strconv.ParseBool(os.Getenv(endQuietEnv))
+	raw := os.Getenv(endQuietEnv)
+	if raw == "" {
+		return false
+	}
+	v, err := strconv.ParseBool(raw)
+	if err != nil {
+		panic(fmt.Sprintf("%s=%q: want 0 or 1", endQuietEnv, raw))
+	}
 	return v
 }
 
