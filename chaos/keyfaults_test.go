@@ -202,13 +202,8 @@ func currentRun(c client.Client, id string) (string, bool, error) {
 
 // runID returns the id of a workflow's current run.
 func runID(c client.Client, id string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	desc, err := c.DescribeWorkflow(ctx, id, "")
-	if err != nil {
-		return "", fmt.Errorf("describe %s: %w", id, err)
-	}
-	return desc.WorkflowExecution.RunID, nil
+	run, _, err := currentRun(c, id)
+	return run, err
 }
 
 // posting returns, per key workflow, the events the subscriber is being
@@ -373,8 +368,9 @@ func (r *run) resetKey(name string) {
 		defer r.rec.clearRule(name + "/slow")
 		time.Sleep(2 * time.Second)
 		// A run can be reset to its first completed workflow task only: a
-		// run that ends quiet (the default) posts in its first task, so a
-		// key whose run has none yet is passed over.
+		// run that ends quiet (HERALD_END_QUIET_KEYS) posts in its first
+		// task, so a key whose run has none yet, or has ended, is passed
+		// over.
 		resettable := func(sk subKey) (run string, first int64, ok bool) {
 			id := workflows.DeliveryID(sk.Sub, sk.Key)
 			run, running, err := currentRun(c, id)
