@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"herald/envelope"
 	"herald/internal/testenv"
 	"herald/internal/testkit"
 	"herald/store"
@@ -32,6 +33,16 @@ func openEventsStore(t *testing.T) (*store.Store, string) {
 		t.Fatalf("migrate: %v", err)
 	}
 	return s, url
+}
+
+// envelopedEvent is an event of app with the envelope and content hash its
+// publisher writes, which a publisher role's checks (herald_publish) want.
+func envelopedEvent(app, typ string, version int, subject string, data []byte) store.NewEvent {
+	id := uuid.NewString()
+	return store.NewEvent{ID: id, SourceApp: app, Type: typ, Version: version, Subject: subject,
+		Envelope: envelope.Envelope{ID: id, App: app, Type: typ, Subject: subject, Time: time.Now(),
+			Version: version, Data: data}.Encode(),
+		ContentHash: envelope.ContentHash(app, typ, version, subject, data)}
 }
 
 func newEvent(typ, subject, hash string) store.NewEvent {

@@ -9,13 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"herald/envelope"
 	"herald/internal/testenv"
 	"herald/publish"
 	"herald/store"
@@ -98,12 +95,9 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	// content hash, how it came), so the comparison is of the same rows.
 	row := func(w int, i int64) store.NewEvent {
 		r := request(w, i)
-		id := uuid.NewString()
-		return store.NewEvent{ID: id, SourceApp: r.App, Type: r.Type, Version: r.Version, Subject: r.Subject,
-			Envelope: envelope.Envelope{ID: id, App: r.App, Type: r.Type, Subject: r.Subject, Time: time.Now(),
-				Version: r.Version, Data: r.Data}.Encode(),
-			ContentHash: envelope.ContentHash(r.App, r.Type, r.Version, r.Subject, r.Data),
-			Via:         publish.ViaLibrary}
+		ev := envelopedEvent(r.App, r.Type, r.Version, r.Subject, r.Data)
+		ev.Via = publish.ViaLibrary
+		return ev
 	}
 	modes := []struct {
 		name string

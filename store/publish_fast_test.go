@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"herald/envelope"
 	"herald/internal/testkit"
 	"herald/store"
 )
@@ -55,12 +54,7 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	event := func(typ, subject string) store.NewEvent {
-		id := uuid.NewString()
-		data := []byte(`{}`)
-		return store.NewEvent{ID: id, SourceApp: "contacts", Type: typ, Version: 1, Subject: subject,
-			Envelope: envelope.Envelope{ID: id, App: "contacts", Type: typ, Subject: subject, Time: time.Now(),
-				Version: 1, Data: data}.Encode(),
-			ContentHash: envelope.ContentHash("contacts", typ, 1, subject, data)}
+		return envelopedEvent("contacts", typ, 1, subject, []byte(`{}`))
 	}
 	// publish publishes one event twice on a new connection (the first
 	// prepares its statements), then one its app does not declare, and
