@@ -84,6 +84,18 @@ type Relay struct {
 	// signalling it, when Temporal is a Starter (start.go;
 	// HERALD_RELAY_SIGNAL_ONLY turns it off).
 	StartNewKeys bool
+	// HotWindow: a key the relay started within it for a run that ends
+	// once it owes nothing (Params.EndQuietKeys, or IdleRuns reached) is
+	// started again as busy: its run waits idle (start.go; default
+	// DefaultHotWindow; negative: never).
+	HotWindow time.Duration
+	// IdleRuns caps the runs that wait idle the relay has started within
+	// the idle timeout: past it, a key it starts gets a run that ends once
+	// it owes nothing (Params.Quiet). The service sets the worker's
+	// workflow cache size (HERALD_WORKFLOW_CACHE_SIZE): an idle run the
+	// cache cannot hold costs its next signal a replay of its history.
+	// 0: no cap.
+	IdleRuns int
 	// RecordParallel caps the rounds, across the partitions the relay
 	// leads, that write their outcome rows at once (default
 	// DefaultRecordParallel; negative: no cap).
@@ -111,6 +123,8 @@ type Relay struct {
 	cursor redriveCursor
 	// recent are the keys started or signalled lately (startKey).
 	recent recentKeys
+	// idleStarts are the starts of runs that wait idle lately (IdleRuns).
+	idleStarts idleStarts
 	// eager closes for eagerPause when a start goes unanswered (start.go).
 	eager eagerGate
 	// filters caches compiled content filters by their text.
@@ -205,6 +219,9 @@ func (r *Relay) defaults() {
 	}
 	if r.RecordParallel == 0 {
 		r.RecordParallel = DefaultRecordParallel
+	}
+	if r.HotWindow == 0 {
+		r.HotWindow = DefaultHotWindow
 	}
 	if r.MaxEventsPerSignal <= 0 {
 		r.MaxEventsPerSignal = DefaultMaxEventsPerSignal
@@ -477,14 +494,15 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	type job struct {
 		g       *group
 		starter Starter // nil: the key is signalled
+		hint    startHint
 	}
 	eager := r.startsEagerly()
 	var starts, signals []job
 	for _, g := range order {
-		if starter := r.eagerStarter(g, eager); starter != nil {
-			starts = append(starts, job{g, starter})
+		if starter, hint := r.eagerStarter(g, eager); starter != nil {
+			starts = append(starts, job{g, starter, hint})
 		} else {
-			signals = append(signals, job{g, nil})
+			signals = append(signals, job{g, nil, startIdle})
 		}
 	}
 	var wg sync.WaitGroup
@@ -499,7 +517,7 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 			}
 			wg.Go(func() {
 				defer release()
-				sent, failedAt, err := r.signalGroup(ctx, j.g, j.starter)
+				sent, failedAt, err := r.signalGroup(ctx, j.g, j.starter, j.hint)
 				settle(j.g, sent, failedAt, err)
 			})
 		}
@@ -599,8 +617,9 @@ func (r *Relay) keyParams(subscriptionID, app, eventType, subject string) workfl
 // with starter (eagerStarter; nil signals it); it returns the signals sent,
 // and the index of the first event not accepted (-1 when all were) with the
 // error.
-func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sent, failedAt int, err error) {
+func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint startHint) (sent, failedAt int, err error) {
 	params := r.keyParams(g.key.sub.ID, g.key.sub.App, g.key.sub.Type, g.key.subject)
+	params.Busy, params.Quiet = hint == startBusy, hint == startQuiet
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	if len(g.events) == 1 {
@@ -646,7 +665,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter) (sen
 		sent++
 		start = end
 	}
-	r.recent.note(id, time.Now())
+	r.recent.note(id, time.Now(), true) // a run that took a signal waits idle
 	return sent, -1, nil
 }
 

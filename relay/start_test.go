@@ -32,6 +32,7 @@ type startingTemporal struct {
 	started []string
 	running map[string]bool
 	opts    []client.StartWorkflowOptions
+	params  []workflows.Params
 	// startErr, when set, is every start's answer.
 	startErr error
 }
@@ -46,6 +47,7 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 		return nil, fmt.Errorf("start params %+v", p)
 	}
 	f.opts = append(f.opts, opts)
+	f.params = append(f.params, args[0].(workflows.Params))
 	if f.startErr != nil {
 		return nil, f.startErr
 	}
@@ -135,9 +137,10 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 }
 
 // TestQuietKeysAreStartedAgain: with Params.EndQuietKeys a run the relay
-// started eagerly ends once it has delivered, so the key's next event gets
-// a start again, not a signal to a workflow that is gone; a key whose run
-// still runs answers "already started" and is signalled.
+// started eagerly ends once it has delivered, so the key's next event,
+// once HotWindow has passed, gets a start again, not a signal to a workflow
+// that is gone; a key whose run still runs answers "already started" and is
+// signalled.
 func TestQuietKeysAreStartedAgain(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
@@ -145,7 +148,9 @@ func TestQuietKeysAreStartedAgain(t *testing.T) {
 	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "q1")
 	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "q1")
 	tmp := &startingTemporal{}
-	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Params: workflows.Params{EndQuietKeys: true}}
+	const window = 200 * time.Millisecond
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, HotWindow: window,
+		Params: workflows.Params{EndQuietKeys: true}}
 	publishN(t, p, "contacts.person.updated", "q1", 1)
 	if _, err := r.DispatchOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -157,6 +162,7 @@ func TestQuietKeysAreStartedAgain(t *testing.T) {
 	tmp.smu.Lock()
 	delete(tmp.running, billing)
 	tmp.smu.Unlock()
+	time.Sleep(window + 50*time.Millisecond)
 	publishN(t, p, "contacts.person.updated", "q1", 1)
 	if _, err := r.DispatchOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -166,6 +172,78 @@ func TestQuietKeysAreStartedAgain(t *testing.T) {
 	}
 	if got := tmp.bySeq(); len(got) != 1 || len(got[crm]) != 1 {
 		t.Fatalf("signals %v: want the second event signalled to crm's running key only", got)
+	}
+}
+
+// TestBusyQuietKeysWaitIdle: with Params.EndQuietKeys a key back within
+// HotWindow of its start is busy: when its quiet run has ended it is
+// started again, eagerly, as busy (its run waits idle); when the run still
+// runs it is signalled. Either way its run now waits idle, and the key is
+// signalled for as long as the idle timeout. Without quiet runs the window
+// plays no part.
+func TestBusyQuietKeysWaitIdle(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "b1")
+	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "b1")
+	tmp := &startingTemporal{}
+	const window = 2 * time.Second
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, HotWindow: window,
+		Params: workflows.Params{EndQuietKeys: true}}
+	publishN(t, p, "contacts.person.updated", "b1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tmp.started) != 2 || tmp.params[0].Busy || tmp.params[1].Busy {
+		t.Fatalf("started %v with %+v: want both keys started, not as busy", tmp.started, tmp.params)
+	}
+	// billing's quiet run ended at once; crm's still runs. Both keys are
+	// back within the window.
+	tmp.smu.Lock()
+	delete(tmp.running, billing)
+	tmp.smu.Unlock()
+	publishN(t, p, "contacts.person.updated", "b1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tmp.opts) != 4 || fmt.Sprint(sorted(tmp.started)) != fmt.Sprint(sorted([]string{billing, crm, billing})) {
+		t.Fatalf("%d starts tried, started %v: want both keys tried again, billing's started", len(tmp.opts), tmp.started)
+	}
+	for i, o := range tmp.opts[2:] {
+		if !tmp.params[2+i].Busy || !o.EnableEagerStart {
+			t.Fatalf("%s started again with %+v (eager %v): want an eager start as busy", o.ID, tmp.params[2+i], o.EnableEagerStart)
+		}
+	}
+	if got := tmp.bySeq(); len(got) != 1 || fmt.Sprint(got[crm]) != "[2]" {
+		t.Fatalf("signals %v: want the second event signalled to crm's running key only", got)
+	}
+	// Both runs wait idle: the keys are signalled past the window, within
+	// the idle timeout.
+	time.Sleep(window + 50*time.Millisecond)
+	publishN(t, p, "contacts.person.updated", "b1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tmp.bySeq(); len(tmp.opts) != 4 || fmt.Sprint(got[billing]) != "[3]" || fmt.Sprint(got[crm]) != "[2 3]" {
+		t.Fatalf("%d starts tried, signals %v: want the third event signalled to both keys", len(tmp.opts), got)
+	}
+
+	// Without quiet runs a started key is signalled for the idle timeout,
+	// however small the window.
+	plain := &startingTemporal{}
+	r2 := &relay.Relay{Store: st, Temporal: plain, StartNewKeys: true, HotWindow: time.Nanosecond}
+	publishN(t, p, "contacts.person.updated", "b2", 1)
+	if _, err := r2.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	publishN(t, p, "contacts.person.updated", "b2", 1)
+	if _, err := r2.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.opts) != 2 || len(plain.bySeq()) != 2 {
+		t.Fatalf("without quiet runs: %d starts tried, signals %v; want 2 starts, then 2 signals", len(plain.opts), plain.bySeq())
 	}
 }
 
@@ -402,5 +480,66 @@ func TestStartsWaitingHoldNoSignalSlot(t *testing.T) {
 		if done-2 >= 8 {
 			t.Fatalf("a running key's signal went after %d of the round's starts had ended, want it at once", done-2)
 		}
+	}
+}
+
+// TestIdleRunsCap: once the runs that wait idle the relay started within
+// the idle timeout reach IdleRuns, a key it starts gets a quiet run
+// (Params.Quiet), which ends once it owes nothing: its key is not taken to
+// be running, and when it comes back within HotWindow it is started again
+// as busy, for a run that waits idle. A round decides its keys before any
+// of its starts.
+func TestIdleRunsCap(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	tmp := &startingTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, IdleRuns: 3}
+	hints := func(from int) string {
+		tmp.smu.Lock()
+		defer tmp.smu.Unlock()
+		var out []string
+		for _, prm := range tmp.params[from:] {
+			out = append(out, fmt.Sprintf("%s quiet=%v busy=%v", prm.SubjectKey, prm.Quiet, prm.Busy))
+		}
+		return fmt.Sprint(sorted(out))
+	}
+	// Two keys to each of two subscriptions: four runs that wait idle, past
+	// the cap of 3, decided in one round.
+	publishN(t, p, "contacts.person.updated", "c1", 1)
+	publishN(t, p, "contacts.person.updated", "c2", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hints(0), fmt.Sprint(sorted([]string{"c1 quiet=false busy=false", "c1 quiet=false busy=false",
+		"c2 quiet=false busy=false", "c2 quiet=false busy=false"})); got != want {
+		t.Fatalf("first round's starts %s, want %s", got, want)
+	}
+	publishN(t, p, "contacts.person.updated", "c3", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hints(4), fmt.Sprint([]string{"c3 quiet=true busy=false", "c3 quiet=true busy=false"}); got != want {
+		t.Fatalf("starts past the cap %s, want %s", got, want)
+	}
+	// c3's quiet runs ended; c3 comes back within the window: started as
+	// busy. c1's runs wait idle: signalled.
+	tmp.smu.Lock()
+	for id := range tmp.running {
+		if strings.HasSuffix(id, ":c3") {
+			delete(tmp.running, id)
+		}
+	}
+	tmp.smu.Unlock()
+	publishN(t, p, "contacts.person.updated", "c3", 1)
+	publishN(t, p, "contacts.person.updated", "c1", 1)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := hints(6), fmt.Sprint([]string{"c3 quiet=false busy=true", "c3 quiet=false busy=true"}); got != want {
+		t.Fatalf("starts of a key back %s, want %s", got, want)
+	}
+	if got := tmp.bySeq(); len(got) != 2 {
+		t.Fatalf("signals %v: want c1's two keys signalled", got)
 	}
 }

@@ -161,7 +161,9 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		// The worker's own client: an eager start hands the new workflow's
 		// first task to this worker.
 		StartNewKeys: !cfg.RelaySignalOnly,
-		OnRound:      func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
+		// No more runs waiting idle than the worker's cache holds.
+		IdleRuns: cfg.WorkflowCacheSize,
+		OnRound:  func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
 	s.Metrics.RelayPartitions(func() int { return len(s.Relay.Partitions()) })

@@ -212,6 +212,18 @@ type Params struct {
 	// (HERALD_END_QUIET_KEYS). Read from the worker at each run's start
 	// (StartActivity's recorded result), so a run replays as it ran.
 	EndQuietKeys bool `json:"endQuietKeys,omitempty"`
+	// Busy: the relay started the key again within its hot window
+	// (relay.Relay.HotWindow), so its next events most likely follow soon:
+	// the run waits idle when it owes nothing, as a run that took a signal
+	// does, and the key's next events are signals, not starts. Taken from
+	// the start's input, a hint: it decides only whether a run ending
+	// quiet ends at once or after its idle wait, never what the key owes.
+	Busy bool `json:"busy,omitempty"`
+	// Quiet: the relay asks the run to end as soon as its rows say the key
+	// owes nothing, as EndQuietKeys does, because the runs it started to
+	// wait idle are at their cap (relay.Relay.IdleRuns). A hint from the
+	// start's input, like Busy, which wins over it.
+	Quiet bool `json:"quiet,omitempty"`
 	// RecheckInterval is how often a blocked or paused subscription is re-checked.
 	RecheckInterval time.Duration `json:"recheckInterval,omitempty"`
 	// MaxBatch caps how many consecutive events one activity execution delivers.

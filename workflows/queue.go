@@ -18,7 +18,8 @@ import (
 //   - every run (a fresh start, a continue-as-new, a reset, a start after a
 //     terminate) begins with StartActivity, which reads the rows and the
 //     worker's settings, before it delivers anything; values in the input
-//     other than the key's identity are ignored;
+//     other than the key's identity, and the relay's hints on how the run
+//     ends once it owes nothing (Params.Busy, Params.Quiet), are ignored;
 //   - an event signal is a hint: the events it names become claims, which
 //     take no queue space; the queue grows only from rows read with
 //     KeyQueue (a cursor over the key's sequence numbers), and claims that
@@ -73,6 +74,7 @@ func (d *delivery) start(ctx workflow.Context) {
 	d.p = res.Settings
 	d.p.SubscriptionID, d.p.SubscriberApp = identity.SubscriptionID, identity.SubscriberApp
 	d.p.EventType, d.p.SubjectKey = identity.EventType, identity.SubjectKey
+	d.p.Busy, d.p.Quiet = identity.Busy, identity.Quiet
 	d.p.Carry = nil
 	d.p = d.p.WithDefaults()
 	if d.errorPolicy {

@@ -161,11 +161,12 @@ func (d *delivery) run(ctx workflow.Context) error {
 }
 
 // quiet reports whether the run may end without waiting idle: the worker
-// asked for it (Params.EndQuietKeys), the run has taken no event signal, was
-// not continued from another, and has read the key's rows. Once it finds
-// rows owed or a signal, it waits idle as any run does.
+// or the relay asked for it (Params.EndQuietKeys, Params.Quiet), the relay
+// did not start it as busy (Params.Busy), the run has taken no event
+// signal, was not continued from another, and has read the key's rows.
+// Once it finds rows owed or a signal, it waits idle as any run does.
 func (d *delivery) quiet() bool {
-	return d.endQuiet && d.p.EndQuietKeys && d.fromLog && d.loaded && !d.carried && d.signals == 0
+	return d.endQuiet && (d.p.EndQuietKeys || d.p.Quiet) && !d.p.Busy && d.fromLog && d.loaded && !d.carried && d.signals == 0
 }
 
 // earliest is the earlier of two deadlines, zero meaning none.
