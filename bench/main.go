@@ -360,7 +360,8 @@ func moduleRoot() (string, error) {
 // shapedHistorySettings are the worker settings that change the history of a
 // Herald key started for one event, which the shaped floor writes as
 // Herald's defaults make it.
-var shapedHistorySettings = []string{"HERALD_IDLE_TIMEOUT", "HERALD_END_QUIET_KEYS", "HERALD_RELAY_SIGNAL_ONLY"}
+var shapedHistorySettings = []string{"HERALD_IDLE_TIMEOUT", "HERALD_END_QUIET_KEYS", "HERALD_RELAY_SIGNAL_ONLY",
+	"HERALD_WORKFLOW_CACHE_SIZE"}
 
 // shapedFloorFits refuses the shaped floor beside a worker setting that
 // changes the history it copies.

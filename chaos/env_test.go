@@ -283,9 +283,13 @@ func (e *env) workerEnv(addr string, extra ...string) []string {
 	}, extra...)
 }
 
-// endQuietEnv runs the workers with HERALD_END_QUIET_KEYS=true: one-off
-// keys' runs end as soon as they owe nothing, so faults meet runs that end
-// and start again much more often.
+// endQuietEnv runs the workers with HERALD_END_QUIET_KEYS=true: a key's
+// first run ends as soon as it owes nothing, and its next event, back
+// within the relay's hot window (the suite's keys come back every few
+// seconds), starts a busy run that waits idle; a key quiet for longer
+// than the idle timeout starts quiet again. Faults meet runs that end and
+// start again more often than at the default, where the suite's few dozen
+// keys stay far under the idle-run cap and their runs wait idle.
 const endQuietEnv = "HERALD_CHAOS_END_QUIET_KEYS"
 
 func endQuietKeys() bool {

@@ -9,10 +9,12 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 
 	"herald/config"
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
+	"herald/workflows"
 )
 
 // TestQuietKeyEndsAtOnce: with HERALD_END_QUIET_KEYS a new key's run, which
@@ -21,7 +23,8 @@ import (
 // events, the floor's 6 and one more local activity marker: the start's read
 // of the rows, then the delivery, which reads the rows after it
 // (DeliverInput.ThenRead). The key's next event gets a run of its own,
-// delivered in order after the first.
+// delivered in order after the first: back within the relay's hot window,
+// it is started as busy and waits idle.
 //
 // HERALD_RECORD_QUIET_HISTORY names a file to write the first run's history
 // to, for the replay test in workflows/:
@@ -71,17 +74,89 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 		}
 	}
 
-	// The next event starts a run of its own, after the first in order.
+	// The key comes back within the relay's hot window: its run is started
+	// again as busy (Params.Busy), delivers after the first in order, and
+	// waits idle for the key's next events.
 	s.Publish(subject, 2)
 	testkit.Eventually(t, 60*time.Second, "the second event delivered to billing", func() bool {
 		return s.Sub.Count("billing", subject) >= 2
 	})
-	testkit.Eventually(t, 30*time.Second, "the second run to complete", func() bool {
+	second := testkit.EventuallyValue(t, 30*time.Second, "the key's second run", func() (string, bool) {
 		d, err := c.DescribeWorkflow(context.Background(), id, "")
-		return err == nil && d.WorkflowExecution.RunID != first &&
-			d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+		if err != nil || d.WorkflowExecution.RunID == first {
+			return "", false
+		}
+		return d.WorkflowExecution.RunID, true
 	})
+	testkit.Eventually(t, 30*time.Second, "the busy run to wait on its idle timer", func() bool {
+		return countEvents(t, c, id, second, enumspb.EVENT_TYPE_TIMER_STARTED) == 1
+	})
+	if d, err := c.DescribeWorkflow(context.Background(), id, second); err != nil || d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the busy run: %v (%v), want it running, idle", d, err)
+	}
 	if got := s.Sub.Ns("billing", subject); len(got) != 2 || got[0] != 1 || got[1] != 2 {
 		t.Fatalf("billing got events %v of the key, want 1 then 2", got)
 	}
+	if path := os.Getenv("HERALD_RECORD_BUSY_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIdleRunsCap: past the runs waiting idle a worker's cache holds
+// (HERALD_WORKFLOW_CACHE_SIZE, here 1), the relay starts a key with
+// Params.Quiet and its run ends once it has delivered, without setting
+// HERALD_END_QUIET_KEYS; the keys started before the cap was reached wait
+// idle.
+//
+// HERALD_RECORD_QUIET_HINT_HISTORY names a file to write the quiet run's
+// history to, for the replay test in workflows/:
+//
+//	HERALD_RECORD_QUIET_HINT_HISTORY=$PWD/workflows/testdata/delivery-history-quiet-hint.json HERALD_RECORD_BUSY_HISTORY=$PWD/workflows/testdata/delivery-history-busy.json go test ./e2e -run 'IdleRunsCap|QuietKeyEndsAtOnce'
+func TestIdleRunsCap(t *testing.T) {
+	t.Parallel()
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.WorkflowCacheSize = 1 }))
+	c, idle := oneEventKey(t, s, "before-cap")
+	testkit.Eventually(t, 30*time.Second, "the first key's run to wait on its idle timer", func() bool {
+		return countEvents(t, c, idle, "", enumspb.EVENT_TYPE_TIMER_STARTED) == 1
+	})
+	s.Publish("past-cap", 1)
+	testkit.Eventually(t, 60*time.Second, "the second key's event delivered to billing", func() bool {
+		return s.Sub.Count("billing", "past-cap") >= 1
+	})
+	quiet := workflows.DeliveryID("billing:contacts.person.updated@1", "past-cap")
+	testkit.Eventually(t, 30*time.Second, "the second key's run to complete", func() bool {
+		d, err := c.DescribeWorkflow(context.Background(), quiet, "")
+		return err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+	if n := countEvents(t, c, quiet, "", enumspb.EVENT_TYPE_TIMER_STARTED); n != 0 {
+		t.Fatalf("the quiet run started %d timers, want none", n)
+	}
+	if d, err := c.DescribeWorkflow(context.Background(), idle, ""); err != nil || d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the first key's run: %v (%v), want it running, idle", d, err)
+	}
+	if path := os.Getenv("HERALD_RECORD_QUIET_HINT_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, quiet)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// countEvents counts the events of a type in a run's history ("" the
+// latest run).
+func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.EventType) int {
+	t.Helper()
+	n := 0
+	it := c.GetWorkflowHistory(context.Background(), id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.GetEventType() == typ {
+			n++
+		}
+	}
+	return n
 }

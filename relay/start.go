@@ -32,18 +32,22 @@ type Starter interface {
 // before; the relay remembers the keys it started or signalled within the
 // idle timeout, whose workflows most likely run, and signals them at once.
 //
-// With quiet runs (Params.EndQuietKeys) a run the relay started ends once
-// it has delivered, unless a signal came first. A key that comes back
-// within HotWindow of its start is taken to be a busy one (an order being
-// paid, then shipped; a stream of updates): it is signalled, so its run,
-// or the run SignalWithStart starts when that one has ended, has taken a
-// signal and waits idle for the key's next events, which are signalled
-// too. Without that every event of a busy key would be a start of its own,
-// at most ParallelStarts in flight: beside such neighbours, a healthy
-// subscription's p99 went from about 100 ms to seconds (CHANGELOG). A key
-// seen once in HotWindow (one event per key, or a burst of one key's
-// events read in one round) stays a start and its run ends as the floor's
-// does.
+// A run the relay started quiet (Params.EndQuietKeys, or Params.Quiet once
+// the runs it started to wait idle reach IdleRuns) ends once it has
+// delivered, unless a signal came first. A key that comes back within
+// HotWindow of such a start is taken to be a busy one (an order being
+// paid, then shipped; a stream of updates): it is started again, eagerly,
+// as busy (Params.Busy), and that run waits idle for the key's next
+// events, which are signals; a run still running answers "already
+// started", takes the signal and waits idle too. Without that every event
+// of a busy key would be a start of its own, at most ParallelStarts in
+// flight: beside such neighbours, a healthy subscription's p99 went from
+// about 100 ms to seconds (CHANGELOG). SignalWithStart would also make the
+// run wait idle, but it starts the run through the normal task queue,
+// where first tasks waited 3-4 s beside busy neighbours. A key seen once
+// in HotWindow (one event per key, or a burst of one key's events read in
+// one round) stays a quiet start and its run ends as the floor's does.
+// Busy starts are not held to IdleRuns: a busy key's run saves starts.
 
 // maxRecentKeys bounds the keys the relay remembers as recently started or
 // signalled; the oldest are forgotten first.

@@ -170,6 +170,11 @@ func TestQuietKeysAreStartedAgain(t *testing.T) {
 	if got := fmt.Sprint(sorted(tmp.started)); got != fmt.Sprint(sorted([]string{billing, crm, billing})) {
 		t.Fatalf("started %s: want billing's key started again", got)
 	}
+	for _, prm := range tmp.params[2:] {
+		if prm.Busy || prm.Quiet {
+			t.Fatalf("started again past the window with %+v: want no hint (EndQuietKeys ends it)", prm)
+		}
+	}
 	if got := tmp.bySeq(); len(got) != 1 || len(got[crm]) != 1 {
 		t.Fatalf("signals %v: want the second event signalled to crm's running key only", got)
 	}

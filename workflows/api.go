@@ -91,6 +91,12 @@ const StartActivity = "DeliveryStart"
 type StartInput struct {
 	SubscriptionID string `json:"subscriptionId"`
 	SubjectKey     string `json:"subjectKey"`
+	// Busy and Quiet are the run's hints from its input (Params), which
+	// StartActivity hands back in its settings: a run decides by its
+	// recorded result, so a run whose start an older worker read (which
+	// hands back no hints) replays on any worker as it ran.
+	Busy  bool `json:"busy,omitempty"`
+	Quiet bool `json:"quiet,omitempty"`
 }
 
 // StartResult is the worker's settings (defaults filled in) and the first
@@ -215,9 +221,10 @@ type Params struct {
 	// Busy: the relay started the key again within its hot window
 	// (relay.Relay.HotWindow), so its next events most likely follow soon:
 	// the run waits idle when it owes nothing, as a run that took a signal
-	// does, and the key's next events are signals, not starts. Taken from
-	// the start's input, a hint: it decides only whether a run ending
-	// quiet ends at once or after its idle wait, never what the key owes.
+	// does, and the key's next events are signals, not starts. A hint from
+	// the start's input, which the run takes from StartActivity's recorded
+	// result (StartInput): it decides only whether a run ending quiet ends
+	// at once or after its idle wait, never what the key owes.
 	Busy bool `json:"busy,omitempty"`
 	// Quiet: the relay asks the run to end as soon as its rows say the key
 	// owes nothing, as EndQuietKeys does, because the runs it started to

@@ -163,6 +163,9 @@ type delivery struct {
 	oneMarker bool
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
+	// hints are the relay's hints in the run's input (Params.Busy,
+	// Params.Quiet), for StartActivity to hand back.
+	hints StartInput
 	// endQuiet: the run may still end as soon as it owes nothing (quiet).
 	// owed is what the key owed after the last delivery, read by that
 	// local activity (DeliverInput.ThenRead) in the workflow task whose
@@ -216,7 +219,9 @@ type channels struct {
 }
 
 func newDelivery(ctx workflow.Context, p Params) *delivery {
-	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20, endQuiet: true}
+	d := &delivery{p: p, logger: workflow.GetLogger(ctx), maxOutcomes: 20, endQuiet: true,
+		hints: StartInput{Busy: p.Busy, Quiet: p.Quiet}}
+	d.p.Busy, d.p.Quiet = false, false // the run takes them from StartActivity's result
 	if p.Carry != nil {
 		d.carried = true
 		d.Carry = *p.Carry

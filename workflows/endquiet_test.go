@@ -14,11 +14,12 @@ import (
 	"herald/workflows"
 )
 
-// TestQuietKeyEnds: with Params.EndQuietKeys (HERALD_END_QUIET_KEYS) a run
-// that took no event signal completes once the rows say the key owes
-// nothing, without waiting out its idle timeout; a run that took a signal,
-// or found more rows before ending, waits idle as before. Without the
-// setting every run waits idle. The delivery that empties a quiet run's
+// TestQuietKeyEnds: with Params.EndQuietKeys (HERALD_END_QUIET_KEYS), or
+// the relay's hint Params.Quiet in the input, a run that took no event
+// signal completes once the rows say the key owes nothing, without waiting
+// out its idle timeout; a run that took a signal, found more rows before
+// ending, or was started with the hint Params.Busy waits idle as before.
+// Without the setting or the hint every run waits idle. The delivery that empties a quiet run's
 // queue reads the rows after it in the same local activity
 // (DeliverInput.ThenRead), so the run ends with no local read of its own
 // (localReads counts those after the start's), unless that read failed.
@@ -31,19 +32,25 @@ func TestQuietKeyEnds(t *testing.T) {
 		signal   bool // the event also comes as a signal
 		late     bool // a second row appears while the first is delivered
 		// failRead fails the delivery's read of the rows after it.
-		failRead   bool
-		want       []string
-		waits      bool
-		localReads int
+		failRead bool
+		// quiet and busy are the relay's hints in the run's input.
+		quiet, busy bool
+		want        []string
+		waits       bool
+		localReads  int
 	}{
 		{name: "quiet key, setting on", endQuiet: true, want: ids(1)},
 		{name: "quiet key, setting off", want: ids(1), waits: true, localReads: 1},
 		{name: "signalled key", endQuiet: true, signal: true, want: ids(1), waits: true, localReads: 1},
 		{name: "a row comes before the end", endQuiet: true, late: true, want: ids(1, 2), waits: true, localReads: 1},
 		{name: "the delivery's read fails", endQuiet: true, failRead: true, want: ids(1), localReads: 1},
+		{name: "quiet hint, setting off", quiet: true, want: ids(1)},
+		{name: "busy hint, setting on", endQuiet: true, busy: true, want: ids(1), waits: true, localReads: 1},
+		{name: "busy and quiet hints", quiet: true, busy: true, want: ids(1), waits: true, localReads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := quietHarness(t, tc.endQuiet, 1)
+			h.params.Quiet, h.params.Busy = tc.quiet, tc.busy
 			if tc.failRead {
 				h.store.failQueueRead = func(n int) bool { return n == 2 }
 			}

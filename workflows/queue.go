@@ -19,7 +19,9 @@ import (
 //     terminate) begins with StartActivity, which reads the rows and the
 //     worker's settings, before it delivers anything; values in the input
 //     other than the key's identity, and the relay's hints on how the run
-//     ends once it owes nothing (Params.Busy, Params.Quiet), are ignored;
+//     ends once it owes nothing (Params.Busy, Params.Quiet, which the read
+//     hands back so that the run decides by its recorded result), are
+//     ignored;
 //   - an event signal is a hint: the events it names become claims, which
 //     take no queue space; the queue grows only from rows read with
 //     KeyQueue (a cursor over the key's sequence numbers), and claims that
@@ -66,7 +68,10 @@ func (d *delivery) start(ctx workflow.Context) {
 	d.p = Params{SubscriptionID: identity.SubscriptionID, SubscriberApp: identity.SubscriberApp,
 		EventType: identity.EventType, SubjectKey: identity.SubjectKey}.WithDefaults()
 	var res StartResult
-	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey}
+	// The input's hints, kept from newDelivery for a later try of the read
+	// (refillFromLog): only the read's recorded result decides by them.
+	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey,
+		Busy: d.hints.Busy, Quiet: d.hints.Quiet}
 	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), StartActivity, in).Get(ctx, &res); err != nil {
 		d.logger.Warn("read the key's outcome rows and the worker's settings", "error", err)
 		return
@@ -74,7 +79,6 @@ func (d *delivery) start(ctx workflow.Context) {
 	d.p = res.Settings
 	d.p.SubscriptionID, d.p.SubscriberApp = identity.SubscriptionID, identity.SubscriberApp
 	d.p.EventType, d.p.SubjectKey = identity.EventType, identity.SubjectKey
-	d.p.Busy, d.p.Quiet = identity.Busy, identity.Quiet
 	d.p.Carry = nil
 	d.p = d.p.WithDefaults()
 	if d.errorPolicy {

@@ -50,6 +50,8 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 			return StartResult{}, err
 		}
 		w = w.WithDefaults()
+		// The run's hints, recorded with the settings (StartInput).
+		w.Busy, w.Quiet = in.Busy, in.Quiet
 		// Uncounted: a run's start has counted nothing yet, so what a local
 		// attempt of the run delivered was delivered by a first workflow
 		// task it lost.

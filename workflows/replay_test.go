@@ -83,6 +83,43 @@ func TestReplayOlderWorkersRunsOfRelayStartedKeys(t *testing.T) {
 	}
 }
 
+// TestReplayOlderWorkersRunsOfHintedKeys: during a rolling upgrade an
+// upgraded relay starts a key's run with a hint in its input (Params.Quiet,
+// Params.Busy), and a worker built before it, which ignores the field, may
+// read the run's start: its StartActivity result hands back no hint, and
+// the run waits idle or ends as that worker decided. Every recorded history
+// whose input has no hint, given each hint as such a relay would have,
+// replays as recorded: the recorded result decides, not the input.
+func TestReplayOlderWorkersRunsOfHintedKeys(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, f := range files {
+		for _, hint := range []string{"quiet", "busy"} {
+			h, p := readHistory(t, f)
+			if p.Quiet || p.Busy {
+				continue
+			}
+			tried++
+			t.Run(filepath.Base(f)+"/"+hint, func(t *testing.T) {
+				p.Quiet, p.Busy = hint == "quiet", hint == "busy"
+				input, err := converter.GetDefaultDataConverter().ToPayloads(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().Input = input
+				replay(t, h, p)
+			})
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no recorded history without a hint")
+	}
+}
+
 // loadHistory reads a recorded history.
 func loadHistory(t *testing.T, f string) *historypb.History {
 	t.Helper()
