@@ -619,7 +619,12 @@ func (r *Relay) keyParams(subscriptionID, app, eventType, subject string) workfl
 // error.
 func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint startHint) (sent, failedAt int, err error) {
 	params := r.keyParams(g.key.sub.ID, g.key.sub.App, g.key.sub.Type, g.key.subject)
-	params.Busy, params.Quiet = hint == startBusy, hint == startQuiet
+	params.Busy = hint == startBusy
+	if starter != nil && hint == startIdle && !r.Params.EndQuietKeys && r.IdleRuns > 0 {
+		// Decided as the start goes out, under its start slot, so that the
+		// rounds of every partition this relay leads share the cap.
+		params.Quiet = !r.idleStarts.reserve(time.Now(), r.Params.WithDefaults().IdleTimeout, r.IdleRuns)
+	}
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	if len(g.events) == 1 {

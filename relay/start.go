@@ -146,14 +146,13 @@ func (r *Relay) startsEagerly() bool {
 type startHint int
 
 const (
-	// startIdle: its run waits idle (or ends at once, with quiet runs).
+	// startIdle: its run waits idle, unless the relay's quiet runs say
+	// otherwise (Params.EndQuietKeys, or IdleRuns reached when it starts:
+	// Params.Quiet).
 	startIdle startHint = iota
 	// startBusy: started within HotWindow of its last start, whose run
 	// ended quiet: its run waits idle (Params.Busy).
 	startBusy
-	// startQuiet: the runs the relay started to wait idle are at IdleRuns:
-	// its run ends at once (Params.Quiet).
-	startQuiet
 )
 
 // eagerStarter is the Starter to start g's key's workflow with, when the
@@ -176,8 +175,6 @@ func (r *Relay) eagerStarter(g *group, eager bool) (Starter, startHint) {
 		return nil, startIdle
 	case seen && !idle && since < min(r.HotWindow, timeout):
 		return starter, startBusy
-	case !r.Params.EndQuietKeys && r.IdleRuns > 0 && r.idleStarts.full(time.Now(), timeout, r.IdleRuns):
-		return starter, startQuiet
 	}
 	return starter, startIdle
 }
@@ -200,15 +197,23 @@ func (s *idleStarts) add(now time.Time, n int) {
 	}
 }
 
-// full reports whether n runs that wait idle were started within window of
-// now: each most likely still waits (a run waits its idle timeout out).
-func (s *idleStarts) full(now time.Time, window time.Duration, n int) bool {
+// reserve takes a place for a start of a run that waits idle at now, and
+// reports whether there was one: fewer than n such starts within window of
+// now (each of those runs most likely still waits: a run waits its idle
+// timeout out). A place taken for a start that then does not happen (the
+// key's run was running) stays taken: the cap errs on the side of fewer
+// runs waiting.
+func (s *idleStarts) reserve(now time.Time, window time.Duration, n int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.at) > 0 && now.Sub(s.at[0]) >= window {
 		s.at = s.at[1:]
 	}
-	return len(s.at) >= n
+	if len(s.at) >= n {
+		return false
+	}
+	s.at = append(s.at, now)
+	return true
 }
 
 // startKey starts the workflow of a key the relay has not started or
@@ -232,9 +237,10 @@ func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts c
 	_, err := starter.ExecuteWorkflow(ctx, opts, workflows.DeliveryWorkflowType, params)
 	if err == nil {
 		now := time.Now()
-		idle := params.Busy || !r.Params.EndQuietKeys && !params.Quiet
-		r.recent.note(id, now, idle)
-		if idle && r.IdleRuns > 0 {
+		r.recent.note(id, now, params.Busy || !r.Params.EndQuietKeys && !params.Quiet)
+		if params.Busy && r.IdleRuns > 0 {
+			// Not held to the cap, but counted (a plain start reserved its
+			// place in signalGroup).
 			r.idleStarts.add(now, r.IdleRuns)
 		}
 		return true, nil
