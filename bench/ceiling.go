@@ -293,11 +293,25 @@ func (b *bench) measureSampled(ctx context.Context, sh Shape, ph *phase, drive f
 		return m, err
 	}
 	var ids []string
-	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
+	for _, key := range spread(ph.keys, b.cfg.SampleWorkflows) {
 		ids = append(ids, workflowID(key))
 	}
 	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(ph.subs[0]))
 	return m, nil
+}
+
+// spread picks n of keys evenly spaced from the first to the last: the
+// first keys of a shape alone would be the first started, whose runs Herald
+// treats apart (the first HERALD_WORKFLOW_CACHE_SIZE wait idle).
+func spread(keys []string, n int) []string {
+	if n >= len(keys) {
+		return keys
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, keys[i*len(keys)/n])
+	}
+	return out
 }
 
 // forEachParallel calls fn for every item with at most n calls at once,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -55,5 +57,19 @@ func TestShapedFloorFits(t *testing.T) {
 		if err := shapedFloorFits(false, []string{k + "=1"}); err != nil {
 			t.Errorf("%s without the shaped floor: %v", k, err)
 		}
+	}
+}
+
+// The sampled keys run from the first to the last, evenly.
+func TestSpread(t *testing.T) {
+	keys := make([]string, 100)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+	}
+	if got := fmt.Sprint(spread(keys, 4)); got != "[0 25 50 75]" {
+		t.Errorf("spread(100 keys, 4) = %s", got)
+	}
+	if got := spread(keys[:3], 10); len(got) != 3 {
+		t.Errorf("spread(3 keys, 10) = %v, want all 3", got)
 	}
 }

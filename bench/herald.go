@@ -218,7 +218,7 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		return m, err
 	}
 	var ids []string
-	for _, key := range ph.keys[:min(b.cfg.SampleWorkflows, len(ph.keys))] {
+	for _, key := range spread(ph.keys, b.cfg.SampleWorkflows) {
 		ids = append(ids, workflows.DeliveryID(ph.subs[0], key))
 	}
 	m.Actions = countActions(ctx, b.temporal, ids, sh.EventsPerKey, ph.publishedFor(ph.subs[0]))
