@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"herald/internal/tracing"
+	"herald/publish"
 	"herald/relay"
 	"herald/workflows"
 )
@@ -60,6 +61,13 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 	}
 	f.running[opts.ID] = true
 	return nil, nil
+}
+
+// ended makes id's workflow no longer running: a start of it succeeds.
+func (f *startingTemporal) ended(id string) {
+	f.smu.Lock()
+	defer f.smu.Unlock()
+	delete(f.running, id)
 }
 
 // TestNewKeysAreStartedEagerly: a key the relay has not started or
@@ -143,25 +151,11 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 // signalled.
 func TestQuietKeysAreStartedAgain(t *testing.T) {
 	t.Parallel()
-	st, p := setup(t)
 	ctx := context.Background()
-	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "q1")
-	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "q1")
-	tmp := &startingTemporal{}
 	const window = 200 * time.Millisecond
-	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, HotWindow: window,
-		Params: workflows.Params{EndQuietKeys: true}}
-	publishN(t, p, "contacts.person.updated", "q1", 1)
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(tmp.started) != 2 || len(tmp.bySeq()) != 0 {
-		t.Fatalf("started %v, signals %v: want both keys started, none signalled", tmp.started, tmp.bySeq())
-	}
+	r, tmp, p, billing, crm := quietKeysStarted(t, "q1", window)
 	// billing's run ended (it owed nothing more); crm's still runs.
-	tmp.smu.Lock()
-	delete(tmp.running, billing)
-	tmp.smu.Unlock()
+	tmp.ended(billing)
 	time.Sleep(window + 50*time.Millisecond)
 	publishN(t, p, "contacts.person.updated", "q1", 1)
 	if _, err := r.DispatchOnce(ctx); err != nil {
@@ -188,26 +182,12 @@ func TestQuietKeysAreStartedAgain(t *testing.T) {
 // plays no part.
 func TestBusyQuietKeysWaitIdle(t *testing.T) {
 	t.Parallel()
-	st, p := setup(t)
 	ctx := context.Background()
-	billing := workflows.DeliveryID("billing:contacts.person.updated@1", "b1")
-	crm := workflows.DeliveryID("crm:contacts.person.updated@1", "b1")
-	tmp := &startingTemporal{}
 	const window = 2 * time.Second
-	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, HotWindow: window,
-		Params: workflows.Params{EndQuietKeys: true}}
-	publishN(t, p, "contacts.person.updated", "b1", 1)
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(tmp.started) != 2 || tmp.params[0].Busy || tmp.params[1].Busy {
-		t.Fatalf("started %v with %+v: want both keys started, not as busy", tmp.started, tmp.params)
-	}
+	r, tmp, p, billing, crm := quietKeysStarted(t, "b1", window)
 	// billing's quiet run ended at once; crm's still runs. Both keys are
 	// back within the window.
-	tmp.smu.Lock()
-	delete(tmp.running, billing)
-	tmp.smu.Unlock()
+	tmp.ended(billing)
 	publishN(t, p, "contacts.person.updated", "b1", 1)
 	if _, err := r.DispatchOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -237,7 +217,7 @@ func TestBusyQuietKeysWaitIdle(t *testing.T) {
 	// Without quiet runs a started key is signalled for the idle timeout,
 	// however small the window.
 	plain := &startingTemporal{}
-	r2 := &relay.Relay{Store: st, Temporal: plain, StartNewKeys: true, HotWindow: time.Nanosecond}
+	r2 := &relay.Relay{Store: r.Store, Temporal: plain, StartNewKeys: true, HotWindow: time.Nanosecond}
 	publishN(t, p, "contacts.person.updated", "b2", 1)
 	if _, err := r2.DispatchOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -550,4 +530,26 @@ func TestIdleRunsCap(t *testing.T) {
 	if got := tmp.bySeq(); len(got) != 4 {
 		t.Fatalf("signals %v: want c1's and c2's four keys signalled", got)
 	}
+}
+
+// quietKeysStarted makes a relay with quiet runs (Params.EndQuietKeys) and
+// HotWindow window, and dispatches one event of subject: both
+// subscriptions' keys are started, with no hint, and none is signalled. It
+// returns the relay, its Temporal, the publisher and billing's and crm's
+// workflow ids of the key.
+func quietKeysStarted(t *testing.T, subject string, window time.Duration) (*relay.Relay, *startingTemporal, *publish.Publisher, string, string) {
+	t.Helper()
+	st, p := setup(t)
+	tmp := &startingTemporal{}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, HotWindow: window,
+		Params: workflows.Params{EndQuietKeys: true}}
+	publishN(t, p, "contacts.person.updated", subject, 1)
+	if _, err := r.DispatchOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(tmp.started) != 2 || len(tmp.bySeq()) != 0 || tmp.params[0].Busy || tmp.params[1].Busy {
+		t.Fatalf("started %v with %+v, signals %v: want both keys started, not as busy, none signalled", tmp.started, tmp.params, tmp.bySeq())
+	}
+	return r, tmp, p, workflows.DeliveryID("billing:contacts.person.updated@1", subject),
+		workflows.DeliveryID("crm:contacts.person.updated@1", subject)
 }
