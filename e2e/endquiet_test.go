@@ -105,10 +105,10 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 }
 
 // TestIdleRunsCap: past the runs waiting idle a worker's cache holds
-// (HERALD_WORKFLOW_CACHE_SIZE, here 1), the relay starts a key with
-// Params.Quiet and its run ends once it has delivered, without setting
-// HERALD_END_QUIET_KEYS; the keys started before the cap was reached wait
-// idle.
+// (HERALD_WORKFLOW_CACHE_SIZE, here 2: the first event's keys at billing
+// and crm), the relay starts a key with Params.Quiet and its run ends once
+// it has delivered, without setting HERALD_END_QUIET_KEYS; the keys
+// started before the cap was reached wait idle.
 //
 // HERALD_RECORD_QUIET_HINT_HISTORY names a file to write the quiet run's
 // history to, for the replay test in workflows/:
@@ -116,7 +116,7 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 //	HERALD_RECORD_QUIET_HINT_HISTORY=$PWD/workflows/testdata/delivery-history-quiet-hint.json HERALD_RECORD_BUSY_HISTORY=$PWD/workflows/testdata/delivery-history-busy.json go test ./e2e -run 'IdleRunsCap|QuietKeyEndsAtOnce'
 func TestIdleRunsCap(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t, system.Config(func(c *config.Worker) { c.WorkflowCacheSize = 1 }))
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.WorkflowCacheSize = 2 }))
 	c, idle := oneEventKey(t, s, "before-cap")
 	testkit.Eventually(t, 30*time.Second, "the first key's run to wait on its idle timer", func() bool {
 		return countEvents(t, c, idle, "", enumspb.EVENT_TYPE_TIMER_STARTED) == 1
