@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -78,8 +77,7 @@ type Relay struct {
 	// filtered ones, and those of removed subscriptions it cancels.
 	Observer Observer
 	// ParallelStarts caps the eager starts in flight at once, within
-	// Parallel (default DefaultParallelStarts; start.go). A start that goes
-	// out with at least as many waiting behind it starts a quiet run.
+	// Parallel (default DefaultParallelStarts; start.go).
 	ParallelStarts int
 	// StartNewKeys starts the workflow of a key not started or signalled
 	// within the idle timeout eagerly, without events, instead of
@@ -87,8 +85,7 @@ type Relay struct {
 	// HERALD_RELAY_SIGNAL_ONLY turns it off).
 	StartNewKeys bool
 	// HotWindow: a key the relay started within it for a run that ends
-	// once it owes nothing (Params.EndQuietKeys, IdleRuns reached, or a
-	// backlog of starts) is
+	// once it owes nothing (Params.EndQuietKeys, or IdleRuns reached) is
 	// started again as busy: its run waits idle (start.go; default
 	// DefaultHotWindow; negative: never).
 	HotWindow time.Duration
@@ -128,9 +125,6 @@ type Relay struct {
 	recent recentKeys
 	// idleStarts are the starts of runs that wait idle lately (IdleRuns).
 	idleStarts idleStarts
-	// startsQueued counts the starts of every round that wait for, or are
-	// taking, a start slot (a backlog of new keys, start.go).
-	startsQueued atomic.Int64
 	// eager closes for eagerPause when a start goes unanswered (start.go).
 	eager eagerGate
 	// filters caches compiled content filters by their text.
@@ -513,22 +507,9 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	}
 	var wg sync.WaitGroup
 	send := func(jobs []job, start bool) {
-		if start {
-			r.startsQueued.Add(int64(len(jobs)))
-		}
 		for i, j := range jobs {
 			release, ok := r.takeSlots(ctx, start)
-			if start {
-				// The starts still queued behind this one, this round's and
-				// other partitions' (start.go, "a backlog").
-				if behind := r.startsQueued.Add(-1); behind >= int64(r.ParallelStarts) && j.hint == startIdle {
-					j.hint = startBacklog
-				}
-			}
 			if !ok {
-				if start {
-					r.startsQueued.Add(-int64(len(jobs) - i - 1))
-				}
 				for _, j := range jobs[i:] {
 					settle(j.g, 0, 0, ctx.Err())
 				}
@@ -639,11 +620,7 @@ func (r *Relay) keyParams(subscriptionID, app, eventType, subject string) workfl
 func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint startHint) (sent, failedAt int, err error) {
 	params := r.keyParams(g.key.sub.ID, g.key.sub.App, g.key.sub.Type, g.key.subject)
 	params.Busy = hint == startBusy
-	switch {
-	case starter == nil || r.Params.EndQuietKeys:
-	case hint == startBacklog:
-		params.Quiet = true
-	case hint == startIdle && r.IdleRuns > 0:
+	if starter != nil && hint == startIdle && !r.Params.EndQuietKeys && r.IdleRuns > 0 {
 		// Decided as the start goes out, under its start slot, so that the
 		// rounds of every partition this relay leads share the cap.
 		params.Quiet = !r.idleStarts.reserve(time.Now(), r.Params.WithDefaults().IdleTimeout, r.IdleRuns)

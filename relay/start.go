@@ -48,18 +48,6 @@ type Starter interface {
 // in HotWindow (one event per key, or a burst of one key's events read in
 // one round) stays a quiet start and its run ends as the floor's does.
 // Busy starts are not held to IdleRuns: a busy key's run saves starts.
-//
-// A backlog of new keys (a burst: an import, a backfill, shapes C, E and F
-// of make bench) starts quiet runs too: a start that goes out while at
-// least ParallelStarts more wait behind it, across the rounds of every
-// partition the relay leads, is one the server's starts cannot keep up
-// with, and a run that ends in its first workflow task costs the server
-// less than one that waits idle (no timer, no second visibility write, no
-// firing and idle check later), so the burst drains sooner. Its key, back
-// within HotWindow, is started as busy as above. Steady traffic, whose new
-// keys go out at once or behind a few others, keeps its runs waiting idle:
-// there, quiet runs made a neighbour's events starts and slowed a healthy
-// subscription (CHANGELOG, "Quiet runs as the default").
 
 // maxRecentKeys bounds the keys the relay remembers as recently started or
 // signalled; the oldest are forgotten first.
@@ -165,10 +153,6 @@ const (
 	// startBusy: started within HotWindow of its last start, whose run
 	// ended quiet: its run waits idle (Params.Busy).
 	startBusy
-	// startBacklog: a startIdle key that went out with at least
-	// ParallelStarts other starts still waiting behind it: its run ends
-	// quiet (Params.Quiet).
-	startBacklog
 )
 
 // eagerStarter is the Starter to start g's key's workflow with, when the

@@ -436,20 +436,10 @@ func TestStartsWaitingHoldNoSignalSlot(t *testing.T) {
 	tmp := &slowStarter{}
 	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Parallel: 8, ParallelStarts: 1}
 	ctx := context.Background()
-	// The running keys' workflows run already: their starts answer so and
-	// they are signalled, so the relay takes their runs to wait idle (two
-	// starts queued for one slot would start quiet runs, a backlog).
-	tmp.running = map[string]bool{
-		workflows.DeliveryID("billing:contacts.person.updated@1", "running"): true,
-		workflows.DeliveryID("crm:contacts.person.updated@1", "running"):     true,
-	}
 	publishN(t, p, "contacts.person.updated", "running", 1)
 	if _, err := r.DispatchOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tmp.smu2.Lock()
-	tmp.doneAtSignal = nil
-	tmp.smu2.Unlock()
 	// 12 new keys (24 starts of 50 ms, one at a time) before an event of
 	// the running keys, which the relay signals.
 	for i := range 12 {
@@ -539,104 +529,6 @@ func TestIdleRunsCap(t *testing.T) {
 	}
 	if got := tmp.bySeq(); len(got) != 4 {
 		t.Fatalf("signals %v: want c1's and c2's four keys signalled", got)
-	}
-}
-
-// TestBacklogStartsQuietRuns: a start that goes out while at least
-// ParallelStarts others wait behind it (a burst of new keys) starts a
-// quiet run (Params.Quiet), whatever IdleRuns; the last ones of the
-// backlog, and the new keys of a round the starts keep up with, wait idle.
-// A backlog key back within HotWindow, its quiet run ended, is started
-// again as busy.
-func TestBacklogStartsQuietRuns(t *testing.T) {
-	t.Parallel()
-	st, p := setup(t)
-	ctx := context.Background()
-	tmp := &slowStarter{}
-	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, Parallel: 16, ParallelStarts: 2}
-	for i := range 6 {
-		publishN(t, p, "contacts.person.updated", fmt.Sprintf("burst-%d", i), 1)
-	}
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// billing and crm subscribe: 12 starts, 2 at a time. The 10 that went
-	// out with 2 or more behind them are quiet; the last 2 wait idle.
-	quiet := map[string]bool{}
-	var idle string
-	tmp.smu.Lock()
-	for _, prm := range tmp.params {
-		id := workflows.DeliveryID(prm.SubscriptionID, prm.SubjectKey)
-		if prm.Busy {
-			t.Errorf("%s started as busy", id)
-		}
-		if prm.Quiet {
-			quiet[id] = true
-		} else {
-			idle = id
-		}
-	}
-	n := len(tmp.params)
-	tmp.smu.Unlock()
-	if n != 12 || len(quiet) != 10 {
-		t.Fatalf("%d starts, %d quiet (%v): want 12 starts, 10 quiet", n, len(quiet), quiet)
-	}
-
-	// Two new keys (4 starts) with 2 slots: the first 2 to go out have 2
-	// behind (quiet), the last 2 wait idle; one new key alone waits idle.
-	for _, subject := range []string{"pair-1", "pair-2"} {
-		publishN(t, p, "contacts.person.updated", subject, 1)
-	}
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	publishN(t, p, "contacts.person.updated", "alone", 1)
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tmp.smu.Lock()
-	var pair, alone []bool
-	for _, prm := range tmp.params[12:] {
-		if prm.SubjectKey == "alone" {
-			alone = append(alone, prm.Quiet)
-		} else {
-			pair = append(pair, prm.Quiet)
-		}
-	}
-	tmp.smu.Unlock()
-	if fmt.Sprint(pair) != "[true true false false]" || fmt.Sprint(alone) != "[false false]" {
-		t.Fatalf("quiet by start order: two keys %v, one key %v; want [true true false false] and [false false]", pair, alone)
-	}
-
-	// A quiet key of the burst comes back, its run ended: started as busy.
-	// A key of the burst whose run waits idle is signalled.
-	var back string
-	for id := range quiet {
-		back = id
-		break
-	}
-	tmp.ended(back)
-	_, backSubject, _ := workflows.SplitDeliveryID(back)
-	_, idleSubject, _ := workflows.SplitDeliveryID(idle)
-	publishN(t, p, "contacts.person.updated", backSubject, 1)
-	publishN(t, p, "contacts.person.updated", idleSubject, 1)
-	tmp.smu.Lock()
-	tried, started := len(tmp.opts), len(tmp.started)
-	tmp.smu.Unlock()
-	if _, err := r.DispatchOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tmp.smu.Lock()
-	defer tmp.smu.Unlock()
-	busy := map[string]bool{}
-	for i, o := range tmp.opts[tried:] {
-		busy[o.ID] = busy[o.ID] || tmp.params[tried+i].Busy
-	}
-	if got := tmp.started[started:]; len(got) != 1 || got[0] != back || !busy[back] {
-		t.Fatalf("back within the window: started %v (busy %v); want %s started again as busy", got, busy, back)
-	}
-	if got := tmp.bySeq(); len(got[idle]) != 1 {
-		t.Fatalf("signals %v: want %s, whose run waits idle, signalled", got, idle)
 	}
 }
 
