@@ -178,12 +178,22 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 			paused, err := h.store.KeyPaused(ctx, sub.ID, a.Subject)
 			return keyops.IdentityParams(sub, a.Subject), paused, err
 		})
+	} else if action == workflows.UpdatePause {
+		// A key of the log whose run has ended (it owed nothing) has no
+		// run: the pause starts one, which holds the key paused.
+		res, err = keyops.Pause(ctx, h.temporal, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+			known, err := h.store.KeyHasEvents(ctx, sub.ID, a.Subject)
+			return keyops.IdentityParams(sub, a.Subject), known, err
+		})
 	} else {
 		res, err = keyops.Update(ctx, h.temporal, id, action, payload)
 	}
 	var rejected *keyops.RejectedError
 	var missing *serviceerror.NotFound
 	switch {
+	case errors.As(err, &missing) && action == workflows.UpdatePause:
+		notFound(w, "the key "+id+" (the log holds no event of it)")
+		return
 	case errors.As(err, &missing):
 		notFound(w, "the key's workflow "+id+" (it runs while the key holds events)")
 		return

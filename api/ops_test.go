@@ -356,6 +356,16 @@ func TestOperationsAPIActions(t *testing.T) {
 	if paused, err := s.store.KeyPaused(context.Background(), system.BillingSub, "person-bad"); err != nil || paused {
 		t.Errorf("the key's pause row after the resume: %v, %v", paused, err)
 	}
+	// A key of the log whose run has ended: the pause starts a run to
+	// take it, which holds the key paused.
+	system.Terminate(t, s.Dial(), id)
+	if r := decodeOK[opResult](t, s.action("/v1/ops/keys/pause", billing, key)); !r.Changed || r.Status != workflows.StatusPaused {
+		t.Errorf("pause of a key without a run: %+v", r)
+	}
+	if paused, err := s.store.KeyPaused(context.Background(), system.BillingSub, "person-bad"); err != nil || !paused {
+		t.Errorf("the key's pause row after a pause without a run: %v, %v", paused, err)
+	}
+	wantOK(s.action("/v1/ops/keys/resume", billing, key))
 
 	// Malformed requests.
 	for _, c := range []struct{ path, body, code string }{

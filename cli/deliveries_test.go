@@ -169,6 +169,41 @@ func TestPauseResumeKey(t *testing.T) {
 		d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("a resume of a key neither paused nor running started a run (%v)", err)
 	}
+
+	// Its run gone, the key of the log is paused all the same: the pause
+	// starts a run, which holds the key's next event until the resume.
+	r = mustRun(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-p", "--reason", "no run", "--actor", "bob")
+	wantContains(t, "pause of a key without a run", r.stdout, "pause "+id+": done", "key now:   paused",
+		"temporal workflow execute-update-with-start", "--id-conflict-policy UseExisting")
+	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || !paused {
+		t.Fatalf("after the pause without a run the key's pause row: %v, %v", paused, err)
+	}
+	if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
+		t.Fatalf("the run the pause started: status %s, key paused %v", st.Status, st.KeyPaused)
+	}
+	h.publish([]string{"k-p"}, 3)
+	testkit.Eventually(t, 10*time.Second, "event 3 to queue behind the pause", func() bool {
+		st := h.state(billingSub, "k-p")
+		return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
+	})
+	if got := h.Sub.Ns("billing", "k-p"); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("a key paused without a run delivered %v", got)
+	}
+	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
+	h.waitArrivals("billing", "k-p", 1, 2, 3)
+
+	// A subject the log has no event of: nothing paused, no run started.
+	none := workflows.DeliveryID(billingSub, "k-none")
+	r = run(t, h.env, "pause", "--subscription", billingSub, "--subject", "k-none", "--actor", "bob")
+	if r.code != ExitInvalid || !strings.Contains(r.stderr, "the log holds no event of this key") {
+		t.Fatalf("pause of a key the log has no event of: exit %d, stderr %q; want %d, the log holds no event", r.code, r.stderr, ExitInvalid)
+	}
+	if _, err := tc.DescribeWorkflow(context.Background(), none, ""); err == nil {
+		t.Fatal("a pause of a key the log has no event of started a run")
+	}
+	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-none"); err != nil || paused {
+		t.Fatalf("a pause of a key the log has no event of wrote its pause row: %v, %v", paused, err)
+	}
 }
 
 // TestBulkRecovery recovers every failed key of a subscription with
@@ -254,7 +289,6 @@ func TestUnknownWorkflowAndStatus(t *testing.T) {
 		{"inspect", "--subscription", billingSub, "--subject", "nobody"},
 		{"redeliver", "--subscription", billingSub, "--subject", "nobody"},
 		{"cancel", "--subscription", billingSub, "--subject", "nobody", "--all"},
-		{"pause", "--subscription", billingSub, "--subject", "nobody"},
 		{"resume", "--subscription", "billing:contacts.person.updated@2", "--subject", "k-good"},
 	} {
 		r := run(t, h.env, args...)
@@ -262,6 +296,12 @@ func TestUnknownWorkflowAndStatus(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d\nstderr: %s", args, r.code, ExitInvalid, r.stderr)
 		}
 		wantContains(t, strings.Join(args, " "), r.stderr, "no delivery workflow deliver:", "it may have completed after being idle")
+	}
+	// A pause of a key with no run starts one only for a key of the log.
+	if r := run(t, h.env, "pause", "--subscription", billingSub, "--subject", "nobody"); r.code != ExitInvalid {
+		t.Errorf("pause of an unknown key: exit %d, want %d\nstderr: %s", r.code, ExitInvalid, r.stderr)
+	} else {
+		wantContains(t, "pause of an unknown key", r.stderr, "no delivery workflow "+unknown, "the log holds no event of this key")
 	}
 
 	var got statusJSON

@@ -216,6 +216,16 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 			}
 			return params, paused, err
 		})
+	} else if req.op.name == workflows.SignalPause {
+		// A key of the log whose run has ended (it owed nothing) has no
+		// run: the pause starts one, which holds the key paused.
+		res, err = keyops.Pause(inv.ctx, tc, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+			params, known, err := knownKeyStart(ctx, inv, req.subscription, req.subject)
+			if known {
+				out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
+			}
+			return params, known, err
+		})
 	} else {
 		res, err = keyops.Update(inv.ctx, tc, id, req.op.name, payload)
 	}
@@ -227,6 +237,9 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 			req.op.name, id, req.op.name, rejected.Msg, out.SignalCommand)
 	case errors.As(err, &rejected):
 		out.Rejected = rejected.Msg
+	case req.op.name == workflows.SignalPause && isNotFound(err):
+		return invalidf("no delivery workflow %s, and the log holds no event of this key "+
+			"(check --subscription and --subject)", id)
 	case err != nil:
 		return temporalError(req.op.name+" (update)", id, err)
 	default:
@@ -236,7 +249,7 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 }
 
 // pausedKeyStart says whether the key is paused in PostgreSQL and, if so,
-// the input to start its workflow with (keyops.PausedKey).
+// the input to start its workflow with (keyops.KeyStart).
 func pausedKeyStart(ctx context.Context, inv *invocation, subscription, subject string) (workflows.Params, bool, error) {
 	st, err := inv.openStore()
 	if err != nil {
@@ -245,6 +258,26 @@ func pausedKeyStart(ctx context.Context, inv *invocation, subscription, subject 
 	defer st.Close()
 	paused, err := st.KeyPaused(ctx, subscription, subject)
 	if err != nil || !paused {
+		return workflows.Params{}, false, err
+	}
+	sub, err := st.GetSubscription(ctx, subscription)
+	if err != nil {
+		return workflows.Params{}, false, err
+	}
+	return keyops.IdentityParams(sub, subject), true, nil
+}
+
+// knownKeyStart says whether the log holds events of the key, for a
+// subscription not cancelled, and, if so, the input to start its workflow
+// with (keyops.KeyStart).
+func knownKeyStart(ctx context.Context, inv *invocation, subscription, subject string) (workflows.Params, bool, error) {
+	st, err := inv.openStore()
+	if err != nil {
+		return workflows.Params{}, false, err
+	}
+	defer st.Close()
+	known, err := st.KeyHasEvents(ctx, subscription, subject)
+	if err != nil || !known {
 		return workflows.Params{}, false, err
 	}
 	sub, err := st.GetSubscription(ctx, subscription)

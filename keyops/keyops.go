@@ -144,10 +144,10 @@ type Client interface {
 	UpdateStarter
 }
 
-// PausedKey says whether the key an operator resumes is paused in
-// PostgreSQL (its paused_keys row) and, when it is, the input to start its
-// workflow with.
-type PausedKey func(ctx context.Context) (params workflows.Params, paused bool, err error)
+// KeyStart says whether the key an operator acts on, whose workflow is not
+// running, is to get a run that takes the Update and, when it is, the
+// input to start it with.
+type KeyStart func(ctx context.Context) (params workflows.Params, start bool, err error)
 
 // Resume runs the resume Update on the key's workflow id. A key paused in
 // PostgreSQL whose workflow is not running (it was terminated with nothing
@@ -155,18 +155,37 @@ type PausedKey func(ctx context.Context) (params workflows.Params, paused bool, 
 // starts one with Update-With-Start, which reads the pause from the rows
 // and takes the resume. Any other key's missing workflow is the
 // *serviceerror.NotFound Update gives.
-func Resume(ctx context.Context, c Client, id string, payload any, paused PausedKey) (workflows.OpResult, error) {
-	res, err := Update(ctx, c, id, workflows.UpdateResume, payload)
+func Resume(ctx context.Context, c Client, id string, payload any, paused KeyStart) (workflows.OpResult, error) {
+	return updateOrStart(ctx, c, id, workflows.UpdateResume, payload, paused, "whether the key is paused")
+}
+
+// Pause runs the pause Update on the key's workflow id. A key of the log
+// whose run has ended (it completed once it owed nothing, or was
+// terminated) has no run to take the Update: when known says the log holds
+// events of the key, the pause starts one with Update-With-Start, which
+// takes the pause, writes it to the key's paused_keys row and holds the key
+// paused, its next events queued behind the pause, until a resume. Any
+// other key's missing workflow (a subject the subscription never had) is
+// the *serviceerror.NotFound Update gives.
+func Pause(ctx context.Context, c Client, id string, payload any, known KeyStart) (workflows.OpResult, error) {
+	return updateOrStart(ctx, c, id, workflows.UpdatePause, payload, known, "whether the log holds events of the key")
+}
+
+// updateOrStart runs the Update name on the key's workflow id and, when no
+// run takes it and start says the key is to get one, runs it again with
+// Update-With-Start. what names start's question in its error.
+func updateOrStart(ctx context.Context, c Client, id, name string, payload any, start KeyStart, what string) (workflows.OpResult, error) {
+	res, err := Update(ctx, c, id, name, payload)
 	var missing *serviceerror.NotFound
 	if !errors.As(err, &missing) {
 		return res, err
 	}
-	params, ok, perr := paused(ctx)
+	params, ok, serr := start(ctx)
 	switch {
-	case perr != nil:
-		return res, fmt.Errorf("%w; and whether the key is paused could not be read: %w", err, perr)
+	case serr != nil:
+		return res, fmt.Errorf("%v; and %s could not be read: %w", err, what, serr)
 	case !ok:
 		return res, err
 	}
-	return UpdateWithStart(ctx, c, id, workflows.UpdateResume, payload, params)
+	return UpdateWithStart(ctx, c, id, name, payload, params)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ type fakeClient struct {
 	startArgs []any
 	signal    string
 	signalArg any
+	// missing: no run is there until an Update-With-Start; withStart
+	// records one.
+	missing   bool
+	withStart bool
 }
 
 type fakeHandle struct{ c *fakeClient }
@@ -62,6 +67,11 @@ func (c *fakeClient) NewWithStartWorkflowOperation(o client.StartWorkflowOptions
 }
 
 func (c *fakeClient) UpdateWithStartWorkflow(ctx context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	c.withStart = true
+	if c.missing {
+		c.missing = false // the start makes the run that takes the Update
+		c.callErr = nil
+	}
 	return c.UpdateWorkflow(ctx, o.UpdateOptions)
 }
 
@@ -156,5 +166,56 @@ func TestStartsTheKeysWorkflow(t *testing.T) {
 	c = &fakeClient{callErr: errors.New("unavailable")}
 	if err := keyops.SignalWithStart(ctx, c, id, workflows.SignalRedeliver, payload, params); err == nil {
 		t.Error("a failed signal-with-start returned no error")
+	}
+}
+
+// TestPauseAndResumeStartARunWhenTold: a pause or resume whose key has no
+// run asks whether the key is to get one; when it is, the Update goes
+// again with a start (the key's input), and its answer is the run's; when
+// it is not, the NotFound stands and nothing is started; when the question
+// cannot be answered, the error says why and is no NotFound (it is not
+// known that no run is owed).
+func TestPauseAndResumeStartARunWhenTold(t *testing.T) {
+	ctx := context.Background()
+	id := workflows.DeliveryID(params.SubscriptionID, params.SubjectKey)
+	payload := workflows.ControlSignal{Actor: "ops", Reason: "maintenance"}
+	for name, act := range map[string]func(context.Context, keyops.Client, string, any, keyops.KeyStart) (workflows.OpResult, error){
+		workflows.UpdatePause:  keyops.Pause,
+		workflows.UpdateResume: keyops.Resume,
+	} {
+		answer := workflows.OpResult{Changed: true, Status: "paused"}
+		missing := func() *fakeClient {
+			return &fakeClient{missing: true, callErr: serviceerror.NewNotFound("workflow not found"), answer: answer}
+		}
+		asked := 0
+		start := func(ok bool, err error) keyops.KeyStart {
+			return func(context.Context) (workflows.Params, bool, error) { asked++; return params, ok, err }
+		}
+
+		c := missing()
+		res, err := act(ctx, c, id, payload, start(true, nil))
+		if err != nil || !reflect.DeepEqual(res, answer) || !c.withStart || c.update.UpdateName != name ||
+			c.start.WorkflowIDConflictPolicy != enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING || !reflect.DeepEqual(c.startArgs, []any{params}) {
+			t.Errorf("%s of a key owed a run: %+v, %v; with start %v, update %q, start %+v %v", name, res, err, c.withStart, c.update.UpdateName, c.start, c.startArgs)
+		}
+
+		c = missing()
+		_, err = act(ctx, c, id, payload, start(false, nil))
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) || c.withStart {
+			t.Errorf("%s of a key owed no run: %v (with start %v), want the NotFound and no start", name, err, c.withStart)
+		}
+
+		c = missing()
+		_, err = act(ctx, c, id, payload, start(true, errors.New("database down")))
+		if err == nil || errors.As(err, &nf) || !strings.Contains(err.Error(), "database down") || c.withStart {
+			t.Errorf("%s whose question failed: %v (with start %v), want the database's error, no NotFound, no start", name, err, c.withStart)
+		}
+
+		asked = 0
+		c = &fakeClient{answer: answer}
+		if _, err := act(ctx, c, id, payload, start(true, nil)); err != nil || asked != 0 || c.withStart {
+			t.Errorf("%s of a running key: %v, asked %d, with start %v; want the Update alone", name, err, asked, c.withStart)
+		}
 	}
 }

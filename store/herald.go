@@ -342,6 +342,23 @@ func (s *Store) KeyPaused(ctx context.Context, subscriptionID, subject string) (
 	return paused, nil
 }
 
+// KeyHasEvents reports whether the log holds an event of the key for a
+// subscription that is not cancelled: an outcome row of the key (any
+// status), which the relay writes before it signals. An operator's pause of
+// such a key starts its workflow when no run is there to take it
+// (keyops.Pause); a subject the subscription never had starts nothing.
+func (s *Store) KeyHasEvents(ctx context.Context, subscriptionID, subject string) (bool, error) {
+	var known bool
+	err := s.Pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM outcomes WHERE subscription_id = $1 AND subject = $2)
+		   AND EXISTS (SELECT 1 FROM subscriptions WHERE id = $1 AND state <> 'cancelled')`,
+		subscriptionID, subject).Scan(&known)
+	if err != nil {
+		return false, fmt.Errorf("read whether the log holds events of key %s: %w", DeliveryWorkflowID(subscriptionID, subject), err)
+	}
+	return known, nil
+}
+
 // ForgetKeyPause is a resume of a key whose run was not paused: it deletes
 // the key's paused_keys row (a pause the run never learnt of: a reset past
 // it, a late write of a terminated run) and, when there was one, writes

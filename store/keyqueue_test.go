@@ -372,6 +372,47 @@ func TestKeyPauseIsARow(t *testing.T) {
 	}
 }
 
+// TestKeyHasEvents: a key is of the log once the relay wrote an outcome
+// row of it, whatever became of the row, and only for a subscription that
+// is not cancelled; a subject with no row, or another subscription's key of
+// the same subject, is not.
+func TestKeyHasEvents(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	has := func(sub, subject string) bool {
+		t.Helper()
+		ok, err := s.KeyHasEvents(ctx, sub, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if has(billingPersonSub, "p1") {
+		t.Fatal("a key with no outcome row is of the log")
+	}
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/head"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !has(billingPersonSub, "p1") || has(billingPersonSub, "p2") || has("crm:contacts.person.updated@1", "p1") {
+		t.Fatalf("after p1's delivered row: p1 %v, p2 %v, another subscription's p1 %v; want p1 alone",
+			has(billingPersonSub, "p1"), has(billingPersonSub, "p2"), has("crm:contacts.person.updated@1", "p1"))
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	if has(billingPersonSub, "p1") {
+		t.Fatal("a key of a cancelled subscription is of the log")
+	}
+}
+
 // TestForgetKeyPause: a resume of a key its run does not hold paused
 // deletes the key's row and writes its audit row only when there was a
 // row; a retry after a commit whose answer was lost reports the pause it
