@@ -192,7 +192,7 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 	var missing *serviceerror.NotFound
 	switch {
 	case errors.As(err, &missing) && action == workflows.UpdatePause:
-		notFound(w, "the key "+id+" (the log holds no event of it)")
+		notFound(w, "the key "+id+" (the log holds no event of it for a subscription that is not cancelled)")
 		return
 	case errors.As(err, &missing):
 		notFound(w, "the key's workflow "+id+" (it runs while the key holds events)")

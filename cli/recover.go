@@ -13,6 +13,7 @@ import (
 
 	"herald/keyops"
 	"herald/reason"
+	"herald/store"
 	"herald/workflows"
 )
 
@@ -205,28 +206,26 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 		SignalCommand:   tc.signalCommand(id, req.op.name, payload)}
 	var res workflows.OpResult
 	var err error
-	if req.op.name == workflows.SignalResume {
-		// A key paused in PostgreSQL whose workflow was terminated with
-		// nothing queued has no run: the resume starts one.
-		res, err = keyops.Resume(inv.ctx, tc, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
-			params, paused, err := pausedKeyStart(ctx, inv, req.subscription, req.subject)
-			if paused {
+	// A key with no run gets one that takes the Update: for a resume when
+	// PostgreSQL holds it paused (terminated with nothing queued), for a
+	// pause when the log holds an event of it (its run ended once it owed
+	// nothing).
+	startIf := func(ask func(*store.Store, context.Context, string, string) (bool, error)) keyops.KeyStart {
+		return func(ctx context.Context) (workflows.Params, bool, error) {
+			params, ok, err := keyStart(ctx, inv, req.subscription, req.subject, ask)
+			if ok {
 				// The same with the temporal CLI starts the run too.
 				out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
 			}
-			return params, paused, err
-		})
-	} else if req.op.name == workflows.SignalPause {
-		// A key of the log whose run has ended (it owed nothing) has no
-		// run: the pause starts one, which holds the key paused.
-		res, err = keyops.Pause(inv.ctx, tc, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
-			params, known, err := knownKeyStart(ctx, inv, req.subscription, req.subject)
-			if known {
-				out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
-			}
-			return params, known, err
-		})
-	} else {
+			return params, ok, err
+		}
+	}
+	switch req.op.name {
+	case workflows.SignalResume:
+		res, err = keyops.Resume(inv.ctx, tc, id, payload, startIf((*store.Store).KeyPaused))
+	case workflows.SignalPause:
+		res, err = keyops.Pause(inv.ctx, tc, id, payload, startIf((*store.Store).KeyHasEvents))
+	default:
 		res, err = keyops.Update(inv.ctx, tc, id, req.op.name, payload)
 	}
 	var rejected *keyops.RejectedError
@@ -238,8 +237,8 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	case errors.As(err, &rejected):
 		out.Rejected = rejected.Msg
 	case req.op.name == workflows.SignalPause && isNotFound(err):
-		return invalidf("no delivery workflow %s, and the log holds no event of this key "+
-			"(check --subscription and --subject)", id)
+		return invalidf("no delivery workflow %s, and none was started: the log holds no event of this key "+
+			"for a subscription that is not cancelled (check --subscription and --subject)", id)
 	case err != nil:
 		return temporalError(req.op.name+" (update)", id, err)
 	default:
@@ -248,36 +247,18 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	return reportOp(inv, out)
 }
 
-// pausedKeyStart says whether the key is paused in PostgreSQL and, if so,
-// the input to start its workflow with (keyops.KeyStart).
-func pausedKeyStart(ctx context.Context, inv *invocation, subscription, subject string) (workflows.Params, bool, error) {
+// keyStart says, by ask's answer from PostgreSQL, whether the key's
+// workflow is to be started for an operator's Update and, if so, the input
+// to start it with (keyops.KeyStart).
+func keyStart(ctx context.Context, inv *invocation, subscription, subject string,
+	ask func(*store.Store, context.Context, string, string) (bool, error)) (workflows.Params, bool, error) {
 	st, err := inv.openStore()
 	if err != nil {
 		return workflows.Params{}, false, err
 	}
 	defer st.Close()
-	paused, err := st.KeyPaused(ctx, subscription, subject)
-	if err != nil || !paused {
-		return workflows.Params{}, false, err
-	}
-	sub, err := st.GetSubscription(ctx, subscription)
-	if err != nil {
-		return workflows.Params{}, false, err
-	}
-	return keyops.IdentityParams(sub, subject), true, nil
-}
-
-// knownKeyStart says whether the log holds events of the key, for a
-// subscription not cancelled, and, if so, the input to start its workflow
-// with (keyops.KeyStart).
-func knownKeyStart(ctx context.Context, inv *invocation, subscription, subject string) (workflows.Params, bool, error) {
-	st, err := inv.openStore()
-	if err != nil {
-		return workflows.Params{}, false, err
-	}
-	defer st.Close()
-	known, err := st.KeyHasEvents(ctx, subscription, subject)
-	if err != nil || !known {
+	ok, err := ask(st, ctx, subscription, subject)
+	if err != nil || !ok {
 		return workflows.Params{}, false, err
 	}
 	sub, err := st.GetSubscription(ctx, subscription)
