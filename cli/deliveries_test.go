@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -191,6 +192,29 @@ func TestPauseResumeKey(t *testing.T) {
 	}
 	mustRun(t, h.env, "resume", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob")
 	h.waitArrivals("billing", "k-p", 1, 2, 3)
+
+	// A database that does not answer whether the key is of the log: the
+	// pause says so, and is not blamed on Temporal or a worker.
+	system.Terminate(t, tc, id)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: the connection's deadline runs out
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	offline := h.env.with("HERALD_DATABASE_URL", "postgres://herald@"+silent.Addr().String()+"/herald?sslmode=disable&connect_timeout=2")
+	if r := run(t, offline, "pause", "--subscription", billingSub, "--subject", "k-p", "--actor", "bob"); r.code != ExitError ||
+		!strings.Contains(r.stderr, "PostgreSQL: ") || strings.Contains(r.stderr, "worker") {
+		t.Fatalf("pause with PostgreSQL unreachable: exit %d, stderr %q; want %d naming PostgreSQL, no worker", r.code, r.stderr, ExitError)
+	}
 
 	// A subject the log has no event of: nothing paused, no run started.
 	none := workflows.DeliveryID(billingSub, "k-none")

@@ -236,6 +236,8 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 			req.op.name, id, req.op.name, rejected.Msg, out.SignalCommand)
 	case errors.As(err, &rejected):
 		out.Rejected = rejected.Msg
+	case errors.As(err, new(*databaseError)):
+		return fmt.Errorf("%s %s: %w", req.op.name, id, err)
 	case req.op.name == workflows.SignalPause && isNotFound(err):
 		return invalidf("no delivery workflow %s, and none was started: the log holds no event of this key "+
 			"for a subscription that is not cancelled (check --subscription and --subject)", id)
@@ -254,18 +256,34 @@ func keyStart(ctx context.Context, inv *invocation, subscription, subject string
 	ask func(*store.Store, context.Context, string, string) (bool, error)) (workflows.Params, bool, error) {
 	st, err := inv.openStore()
 	if err != nil {
-		return workflows.Params{}, false, err
+		return workflows.Params{}, false, &databaseError{err}
 	}
 	defer st.Close()
 	ok, err := ask(st, ctx, subscription, subject)
 	if err != nil || !ok {
-		return workflows.Params{}, false, err
+		return workflows.Params{}, false, wrapDatabase(err)
 	}
 	sub, err := st.GetSubscription(ctx, subscription)
 	if err != nil {
-		return workflows.Params{}, false, err
+		return workflows.Params{}, false, &databaseError{err}
 	}
 	return keyops.IdentityParams(sub, subject), true, nil
+}
+
+// databaseError is PostgreSQL's failure to answer whether a key with no
+// run is to get one: reported as the database's, never as Temporal's or a
+// worker's (its deadline is a connection's, not an Update's).
+type databaseError struct{ err error }
+
+func (e *databaseError) Error() string { return "PostgreSQL: " + e.err.Error() }
+func (e *databaseError) Unwrap() error { return e.err }
+
+// wrapDatabase is err as a databaseError; nil stays nil.
+func wrapDatabase(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &databaseError{err}
 }
 
 // reportOp prints the answer of one key's Update and returns the command's
