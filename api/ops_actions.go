@@ -171,21 +171,22 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 	// redeliver|cancel|pause|resume` sends.
 	var res workflows.OpResult
 	var err error
-	if action == workflows.UpdateResume {
-		// A key paused in PostgreSQL whose workflow was terminated with
-		// nothing queued has no run: the resume starts one.
-		res, err = keyops.Resume(ctx, h.temporal, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
-			paused, err := h.store.KeyPaused(ctx, sub.ID, a.Subject)
-			return keyops.IdentityParams(sub, a.Subject), paused, err
-		})
-	} else if action == workflows.UpdatePause {
-		// A key of the log whose run has ended (it owed nothing) has no
-		// run: the pause starts one, which holds the key paused.
-		res, err = keyops.Pause(ctx, h.temporal, id, payload, func(ctx context.Context) (workflows.Params, bool, error) {
-			known, err := h.store.KeyHasEvents(ctx, sub.ID, a.Subject)
-			return keyops.IdentityParams(sub, a.Subject), known, err
-		})
-	} else {
+	// A key with no run gets one that takes the Update: for a resume when
+	// PostgreSQL holds it paused (terminated with nothing queued), for a
+	// pause when the log holds an event of it (its run ended once it owed
+	// nothing).
+	startIf := func(ask func(*store.Store, context.Context, string, string) (bool, error)) keyops.KeyStart {
+		return func(ctx context.Context) (workflows.Params, bool, error) {
+			ok, err := ask(h.store, ctx, sub.ID, a.Subject)
+			return keyops.IdentityParams(sub, a.Subject), ok, err
+		}
+	}
+	switch action {
+	case workflows.UpdateResume:
+		res, err = keyops.Resume(ctx, h.temporal, id, payload, startIf((*store.Store).KeyPaused))
+	case workflows.UpdatePause:
+		res, err = keyops.Pause(ctx, h.temporal, id, payload, startIf((*store.Store).KeyHasEvents))
+	default:
 		res, err = keyops.Update(ctx, h.temporal, id, action, payload)
 	}
 	var rejected *keyops.RejectedError
