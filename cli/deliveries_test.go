@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -116,15 +117,22 @@ func TestPauseResumeKey(t *testing.T) {
 	wantContains(t, "pause output", r.stdout, "pause "+workflows.DeliveryID(billingSub, "k-p")+": done", "key now:   paused, 0 events queued",
 		`update execute --address `+h.Cfg.TemporalAddress+` --namespace `+h.Cfg.TemporalNamespace+` --workflow-id `+workflows.DeliveryID(billingSub, "k-p")+
 			` --name pause --input '{"actor":"bob","reason":"maintenance"}'`)
-	// The update answered once applied: the key is paused now.
-	if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
-		t.Fatalf("after pause answered: status %s, key paused %v", st.Status, st.KeyPaused)
+	// heldBehindPause checks that the key's run holds it paused (what: the
+	// run), then publishes event n and waits for it to queue behind the
+	// pause.
+	heldBehindPause := func(what string, n int) {
+		t.Helper()
+		if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
+			t.Fatalf("%s: status %s, key paused %v", what, st.Status, st.KeyPaused)
+		}
+		h.publish([]string{"k-p"}, n)
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("event %d to queue behind the pause", n), func() bool {
+			st := h.state(billingSub, "k-p")
+			return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
+		})
 	}
-	h.publish([]string{"k-p"}, 2)
-	testkit.Eventually(t, 10*time.Second, "event 2 to queue behind the pause", func() bool {
-		st := h.state(billingSub, "k-p")
-		return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
-	})
+	// The update answered once applied: the key is paused now.
+	heldBehindPause("after pause answered", 2)
 	text := mustRun(t, h.env, "inspect", "--subscription", billingSub, "--subject", "k-p").stdout
 	wantContains(t, "inspect of a paused key", text, "status        paused", "Release: starter resume")
 	h.waitListed([]string{"k-p"}, "--status", "paused")
@@ -179,14 +187,7 @@ func TestPauseResumeKey(t *testing.T) {
 	if paused, err := h.Svc.Store.KeyPaused(context.Background(), billingSub, "k-p"); err != nil || !paused {
 		t.Fatalf("after the pause without a run the key's pause row: %v, %v", paused, err)
 	}
-	if st := h.state(billingSub, "k-p"); st.Status != workflows.StatusPaused || !st.KeyPaused {
-		t.Fatalf("the run the pause started: status %s, key paused %v", st.Status, st.KeyPaused)
-	}
-	h.publish([]string{"k-p"}, 3)
-	testkit.Eventually(t, 10*time.Second, "event 3 to queue behind the pause", func() bool {
-		st := h.state(billingSub, "k-p")
-		return st.Head != nil && st.Head.Seq > 0 && st.Status == workflows.StatusPaused
-	})
+	heldBehindPause("the run the pause started", 3)
 	if got := h.Sub.Ns("billing", "k-p"); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("a key paused without a run delivered %v", got)
 	}
