@@ -412,3 +412,85 @@ func (h *harness) wantResumed(actor string) {
 		h.t.Errorf("delivery.resumed rows %+v, want one by %s", rows, actor)
 	}
 }
+
+// TestPausedRunWithNothingQueuedEnds: a paused run that owes nothing waits
+// its idle period, as an idle run does, and ends: the pause is the key's
+// row, which its next run reads. Before PausedIdleChange it waited for an
+// operator however long that took.
+func TestPausedRunWithNothingQueuedEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.params.IdleTimeout = 10 * time.Minute
+	h.eventsAt(time.Second, 1)
+	pause := h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	held := h.queryAt(9 * time.Minute)
+	h.run()
+	if !pause.result.Changed {
+		t.Fatalf("pause answered %+v", pause.result)
+	}
+	if held.Status != workflows.StatusPaused || !held.KeyPaused {
+		t.Errorf("9 minutes in: status %q, paused %v; want the run to hold the key paused", held.Status, held.KeyPaused)
+	}
+	if !h.store.paused {
+		t.Error("the run ended without the key's paused_keys row: its next run would not hold the key")
+	}
+	if ended := h.env.Now().Sub(h.start); ended < 10*time.Minute || ended > 11*time.Minute {
+		t.Errorf("the paused run ended %v after its start, want its idle period (10 minutes) after its delivery", ended)
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryCancelled); len(rows) != 0 {
+		t.Errorf("a paused run that ended wrote delivery.cancelled rows: %+v", rows)
+	}
+}
+
+// TestPausedRunOfARemovedSubscriptionEnds: the removal of a subscription
+// deletes its keys' pauses, and its sweep tells only keys that hold
+// events. A paused run with nothing queued finds, once idle, no pause in
+// the rows and its subscription removed: it ends as a removed
+// subscription's key does, audited.
+func TestPausedRunOfARemovedSubscriptionEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.eventsAt(time.Second, 1)
+	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	h.at(2*time.Minute, func() {
+		h.store.setState(activities.SubscriptionCancelled, "subscription_removed")
+		h.store.mu.Lock()
+		h.store.paused = false
+		h.store.mu.Unlock()
+	})
+	h.run()
+	rows := h.store.auditsOf(workflows.AuditDeliveryCancelled)
+	if len(rows) != 1 || rows[0].ErrorCode != activities.CodeSubscriptionRemoved {
+		t.Errorf("delivery.cancelled rows %+v, want one for the removed subscription", rows)
+	}
+	if ended := h.env.Now().Sub(h.start); ended > 20*time.Minute {
+		t.Errorf("the run ended %v after its start, want its idle period after its delivery", ended)
+	}
+}
+
+// TestPauseOnlyTheRunHoldsKeepsTheRun: a paused run whose pause no row
+// holds, its subscription not removed, keeps waiting for an operator
+// rather than lose the pause; a resume lets it idle out and end.
+func TestPauseOnlyTheRunHoldsKeepsTheRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.eventsAt(time.Second, 1)
+	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	h.at(2*time.Minute, func() { h.store.mu.Lock(); h.store.paused = false; h.store.mu.Unlock() })
+	held := h.queryAt(5 * time.Hour)
+	h.updateAt(5*time.Hour+time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	h.run()
+	if held.Status != workflows.StatusPaused || !held.KeyPaused {
+		t.Errorf("5 hours in: status %q, paused %v; want the run still holding the key", held.Status, held.KeyPaused)
+	}
+	if ended := h.env.Now().Sub(h.start); ended < 5*time.Hour {
+		t.Errorf("the run ended %v after its start, before the resume", ended)
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 {
+		t.Errorf("delivery.resumed rows %+v, want one", rows)
+	}
+}

@@ -467,11 +467,72 @@ func (d *delivery) removed(ctx workflow.Context, reason string) {
 	d.completed = true
 }
 
+// PausedIdleChange is the version of a paused run with nothing queued:
+// before it, the run waited for an operator however long that took, and
+// one of a subscription removed meanwhile (whose keys' pauses the removal
+// deletes, and whose sweep tells only keys holding events) never ended.
+// At PausedIdleVersion it waits its idle period, as an idle run does, then
+// ends if the key's rows agree (pausedRunMayEnd). Asked only at that
+// moment, so runs recorded before it replay as they ran.
+const PausedIdleChange = "paused-idle"
+
+// PausedIdleVersion is the PausedIdleChange version that ends such runs.
+const PausedIdleVersion = 1
+
+// pausedRunsEnd reports whether a paused run with nothing queued waits its
+// idle period and may then end (PausedIdleChange). A pause the key's rows
+// did not hold when the run last looked keeps the run, as before.
+func (d *delivery) pausedRunsEnd(ctx workflow.Context) bool {
+	return d.fromLog && !d.pauseOnlyHere &&
+		workflow.GetVersion(ctx, PausedIdleChange, workflow.DefaultVersion, PausedIdleVersion) >= PausedIdleVersion
+}
+
+// pausedRunMayEnd reads the key's rows when a paused run has waited its
+// idle period with nothing queued, and reports whether the run may end:
+// the rows owe nothing and hold the pause (paused_keys), so the key's next
+// run holds the key too, or the subscription was removed, which took the
+// key's pause with it: the run then drops what it holds and is audited as
+// a removed subscription's key. Rows owed are queued, and the run goes on
+// paused. A pause the rows do not hold, of a subscription not removed (a
+// run recorded before pauses were rows, a subscription removed and
+// restored), is the run's alone: it keeps the run, which waits for an
+// operator as before.
+func (d *delivery) pausedRunMayEnd(ctx workflow.Context) bool {
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
+		Limit: d.readLimit(), WithPause: true}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		d.logger.Warn("read the paused key's rows before completing", "error", err)
+		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
+		return false
+	}
+	if len(q.Events) > 0 {
+		d.addRows(ctx, q)
+		return false
+	}
+	if q.Paused {
+		return true
+	}
+	var state string
+	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state); err != nil {
+		d.logger.Warn("read the paused key's subscription before completing", "error", err)
+		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
+		return false
+	}
+	if state == activities.SubscriptionCancelled {
+		d.removed(ctx, activities.CodeSubscriptionRemoved)
+		return true
+	}
+	d.pauseOnlyHere = true
+	return false
+}
+
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 	if d.KeyPaused {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	d.KeyPaused = true
+	d.pauseOnlyHere = false // this pause reaches the key's row
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
 	return OpResult{Changed: true}
 }
