@@ -27,7 +27,10 @@ import (
 // attributes and summary; a first local activity returns what Herald's start
 // read returns (the settings, the key's one queued event, the error policy),
 // the second POSTs and returns Herald's delivery result, and a timer keeps
-// the run open, as Herald's idle timer does. Its input also holds the event
+// the run open, as Herald's idle timer does. Like the relay's, its start
+// names the build id of the worker that takes its first task in BuildIds
+// (workflows.WithBuildID; the bench's worker is floorBuildID), so that task
+// changes nothing in Temporal's visibility store. Its input also holds the event
 // and the sink, as the floor's does. Herald's ratio to it leaves out what
 // Temporal charges for Herald's history, and keeps Herald's own work (the
 // relay, PostgreSQL, its worker) and the difference between Herald's worker
@@ -42,6 +45,10 @@ const (
 	// minutes by default), this one after the bench, so its runs' firings
 	// never land in a later measurement.
 	shapedIdle = 24 * time.Hour
+	// floorBuildID is the build id of the bench's own Temporal worker
+	// (worker.SetBinaryChecksum in run), which the shaped floor's starts
+	// name.
+	floorBuildID = "herald-bench"
 )
 
 // shapedParams is the relay's start input of a Herald key (keyParams) for
@@ -108,7 +115,7 @@ func startFloor(ctx context.Context, c client.Client, in CeilingPost) error {
 	id := floorWorkflowID(in.Subscription, in.Key)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: CeilingTaskQueue, EnableEagerStart: true}
 	if in.Herald != nil {
-		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(*in.Herald)
+		opts.TypedSearchAttributes = workflows.WithBuildID(workflows.OneEventStartAttributes(*in.Herald), floorBuildID)
 		opts.StaticSummary = workflows.Summary(*in.Herald)
 	}
 	if _, err := c.ExecuteWorkflow(ctx, opts, FloorWorkflowType, in); err != nil {

@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
 	"herald/relay"
 )
 
@@ -123,6 +125,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
+	// The shaped floor's starts name it (floorBuildID).
+	worker.SetBinaryChecksum(floorBuildID)
 	if o.render != "" {
 		suite, err := readJSON(o.render)
 		if err != nil {

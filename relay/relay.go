@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -104,6 +105,13 @@ type Relay struct {
 	// DefaultRoundBytes): a round takes events while those before them
 	// hold less, so it holds less than RoundBytes plus one event's.
 	RoundBytes int64
+	// BuildID is the build id this process's Temporal worker stamps its
+	// workflow tasks with (the service sets it: worker.SetBinaryChecksum).
+	// The runs the relay starts carry it in BuildIds
+	// (workflows.WithBuildID): an eager start's first task goes to this
+	// worker, which then changes nothing in Temporal's visibility store.
+	// Empty: runs start without BuildIds.
+	BuildID string
 
 	// abandon makes the relay stop as a frozen worker would, giving back
 	// nothing (tests).
@@ -127,6 +135,9 @@ type Relay struct {
 	idleStarts idleStarts
 	// eager closes for eagerPause when a start goes unanswered (start.go).
 	eager eagerGate
+	// buildIDsRefused: Temporal refused BuildIds in a start; runs start
+	// without them from then on (buildids.go).
+	buildIDsRefused atomic.Bool
 	// filters caches compiled content filters by their text.
 	filters map[string]compiledFilter
 	// restUntil holds the filters that ran out of time or into their cost
@@ -627,17 +638,21 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 	}
 	id := workflows.DeliveryID(g.key.sub.ID, g.key.subject)
 	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
+	base := workflows.StartAttributes(params)
 	if len(g.events) == 1 {
 		// The commonest new key: one event, which its first attempt takes
 		// at once; it starts idle and writes no status (a start applies the
 		// attributes only when it starts the workflow).
-		opts.TypedSearchAttributes = workflows.OneEventStartAttributes(params)
-	} else {
-		opts.TypedSearchAttributes = workflows.StartAttributes(params)
+		base = workflows.OneEventStartAttributes(params)
 	}
+	opts.TypedSearchAttributes = r.startAttributes(base)
 	if starter != nil {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		started, err := r.startKey(sctx, starter, id, opts, params)
+		if r.refusedBuildIDs(err, opts) {
+			opts.TypedSearchAttributes = base
+			started, err = r.startKey(sctx, starter, id, opts, params)
+		}
 		endSignalSpan(span, err)
 		switch {
 		case started:
@@ -662,6 +677,12 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 		sctx, span := startSignalSpan(ctx, id, g, g.events[start:end])
 		_, err := r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
 			workflows.DeliveryWorkflowType, params)
+		if r.refusedBuildIDs(err, opts) {
+			// Refused as a request: nothing was signalled.
+			opts.TypedSearchAttributes = base
+			_, err = r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
+				workflows.DeliveryWorkflowType, params)
+		}
 		endSignalSpan(span, err)
 		if err != nil {
 			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))

@@ -42,7 +42,14 @@ type fakeTemporal struct {
 	notRunning func(workflowID string) bool
 	// delay is how long each SignalWithStart takes, outside the lock.
 	delay time.Duration
+	// refuseBuildIDs refuses, as an invalid request, a call whose search
+	// attributes hold BuildIds.
+	refuseBuildIDs bool
 }
+
+// buildIDsRefusal is what a server that does not let clients set BuildIds
+// would answer.
+var buildIDsRefusal = serviceerror.NewInvalidArgument("search attribute BuildIds is reserved by system")
 
 func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, name string, arg any) error {
 	f.mu.Lock()
@@ -60,6 +67,8 @@ type sent struct {
 	Params     workflows.Params
 	// Span is the span context the call's context carried.
 	Span trace.SpanContext
+	// BuildIDs are the BuildIds search attribute the call started with.
+	BuildIDs []string
 }
 
 func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name string, arg any,
@@ -69,6 +78,10 @@ func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name str
 	defer f.mu.Unlock()
 	if name != workflows.SignalEvent || wf != workflows.DeliveryWorkflowType || opts.TaskQueue != workflows.TaskQueue || opts.ID != id {
 		return nil, fmt.Errorf("unexpected call %s %s %v %+v", id, name, wf, opts)
+	}
+	buildIDs, withBuildIDs := opts.TypedSearchAttributes.GetKeywordList(workflows.SABuildIDs)
+	if f.refuseBuildIDs && withBuildIDs {
+		return nil, buildIDsRefusal
 	}
 	if f.refuse != nil && f.refuse(id) {
 		if f.refuseWith != nil {
@@ -81,7 +94,7 @@ func (f *fakeTemporal) SignalWithStartWorkflow(ctx context.Context, id, name str
 		return nil, err
 	}
 	f.args = append(f.args, raw)
-	s := sent{WorkflowID: id, Params: args[0].(workflows.Params), Span: trace.SpanContextFromContext(ctx)}
+	s := sent{WorkflowID: id, Params: args[0].(workflows.Params), Span: trace.SpanContextFromContext(ctx), BuildIDs: buildIDs}
 	for _, ev := range arg.(workflows.EventSignal).Events {
 		s.Seqs = append(s.Seqs, ev.Seq)
 	}

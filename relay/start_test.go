@@ -52,6 +52,9 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 	if f.startErr != nil {
 		return nil, f.startErr
 	}
+	if _, ok := opts.TypedSearchAttributes.GetKeywordList(workflows.SABuildIDs); ok && f.refuseBuildIDs {
+		return nil, buildIDsRefusal
+	}
 	if f.running[opts.ID] {
 		return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("running", "", "")
 	}
@@ -552,4 +555,90 @@ func quietKeysStarted(t *testing.T, subject string, window time.Duration) (*rela
 	}
 	return r, tmp, p, workflows.DeliveryID("billing:contacts.person.updated@1", subject),
 		workflows.DeliveryID("crm:contacts.person.updated@1", subject)
+}
+
+// TestStartsCarryTheWorkersBuildID: the runs the relay starts, eagerly or
+// by signal-with-start, carry BuildIds as the server writes them when the
+// relay's own worker completes their first task, so that first task
+// changes nothing in Temporal's visibility store. A server that refuses
+// the attribute gets each start again without it, and no later start
+// carries it; every key is started or signalled all the same.
+func TestStartsCarryTheWorkersBuildID(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	want := []string{"unversioned", "unversioned:b1d"}
+	buildIDs := func(o client.StartWorkflowOptions) []string {
+		v, _ := o.TypedSearchAttributes.GetKeywordList(workflows.SABuildIDs)
+		return v
+	}
+
+	eager := &startingTemporal{}
+	r := &relay.Relay{Store: st, Temporal: eager, StartNewKeys: true, BuildID: "b1d"}
+	publishN(t, p, "contacts.person.updated", "b1", 1)
+	publishN(t, p, "contacts.person.updated", "b2", 2)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(eager.started) != 4 {
+		t.Fatalf("started %v, want both keys of both subscriptions", eager.started)
+	}
+	for _, o := range eager.opts {
+		if got := buildIDs(o); !slices.Equal(got, want) {
+			t.Fatalf("%s started with BuildIds %v, want %v", o.ID, got, want)
+		}
+		if app, _ := o.TypedSearchAttributes.GetKeyword(workflows.SAApp); app == "" {
+			t.Fatalf("%s started without HeraldApp beside BuildIds", o.ID)
+		}
+	}
+
+	signalled := &fakeTemporal{}
+	r2 := &relay.Relay{Store: st, Temporal: signalled, BuildID: "b1d"}
+	publishN(t, p, "contacts.person.updated", "b3", 1)
+	if _, err := r2.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(signalled.signals) != 2 {
+		t.Fatalf("signals %+v, want b3 to both subscriptions", signalled.signals)
+	}
+	for _, s := range signalled.signals {
+		if !slices.Equal(s.BuildIDs, want) {
+			t.Fatalf("%s signalled with start and BuildIds %v, want %v", s.WorkflowID, s.BuildIDs, want)
+		}
+	}
+
+	// A server that refuses them: each start is sent again without.
+	refusing := &startingTemporal{}
+	refusing.refuseBuildIDs = true
+	core, logs := observer.New(zap.WarnLevel)
+	r3 := &relay.Relay{Store: st, Temporal: refusing, StartNewKeys: true, BuildID: "b1d", Logger: zap.New(core)}
+	publishN(t, p, "contacts.person.updated", "b4", 1)
+	if round, err := r3.DispatchOnce(ctx); err != nil || round.Failed != 0 || len(refusing.started) != 2 {
+		t.Fatalf("round %+v (%v), started %v: want both keys started without BuildIds", round, err, refusing.started)
+	}
+	tried := len(refusing.opts)
+	if tried < 3 || buildIDs(refusing.opts[0]) == nil {
+		t.Fatalf("%d starts tried, the first with BuildIds %v: want a refused start before each accepted one",
+			tried, buildIDs(refusing.opts[0]))
+	}
+	publishN(t, p, "contacts.person.updated", "b5", 1)
+	if round, err := r3.DispatchOnce(ctx); err != nil || round.Failed != 0 || len(refusing.started) != 4 {
+		t.Fatalf("round %+v (%v), started %v", round, err, refusing.started)
+	}
+	for _, o := range refusing.opts[tried:] {
+		if got := buildIDs(o); got != nil {
+			t.Fatalf("%s started with BuildIds %v after the server refused them", o.ID, got)
+		}
+	}
+	if len(refusing.opts) != tried+2 {
+		t.Fatalf("%d starts tried for b5's two keys, want 2", len(refusing.opts)-tried)
+	}
+	if n := logs.FilterMessageSnippet("refused the BuildIds").Len(); n != 1 {
+		t.Fatalf("%d warnings of the refusal, want one", n)
+	}
+	r4 := &relay.Relay{Store: st, Temporal: &fakeTemporal{refuseBuildIDs: true}, BuildID: "b1d", Logger: zap.NewNop()}
+	publishN(t, p, "contacts.person.updated", "b6", 1)
+	if round, err := r4.DispatchOnce(ctx); err != nil || round.Failed != 0 || round.Signals != 2 {
+		t.Fatalf("signal-with-start refused for BuildIds: round %+v (%v), want both signals sent again without", round, err)
+	}
 }

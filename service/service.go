@@ -145,6 +145,15 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 	// worker's memory however many keys are live (an evicted workflow is
 	// replayed from its short history when it next has work).
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	buildID, err := processBuildID()
+	if err != nil {
+		// The SDK computes its own (and fails the same way); runs start
+		// without BuildIds, at one more visibility write each.
+		log.Warn("no build id of this executable: keys' runs start without BuildIds", zap.Error(err))
+		buildID = ""
+	} else {
+		worker.SetBinaryChecksum(buildID)
+	}
 	s.worker = worker.New(s.Temporal, workflows.TaskQueue, workerOptions(cfg))
 	settings := cfg.DeliveryParams()
 	workflows.Register(s.worker, acts, func() (workflows.Params, error) { return settings, nil })
@@ -164,6 +173,8 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 		// No more runs waiting idle than the worker's cache holds.
 		IdleRuns: cfg.WorkflowCacheSize,
 		OnRound:  func(r relay.Round) { s.Metrics.RelayRound(r.Failed, r.Dead) },
+		// The worker's build id: an eager start's first task goes to it.
+		BuildID: buildID,
 	}
 	s.Metrics.RelayLag(s.Store.RelayLag)
 	s.Metrics.RelayPartitions(func() int { return len(s.Relay.Partitions()) })

@@ -120,6 +120,28 @@ var (
 	SAQueued       = temporal.NewSearchAttributeKeyInt64("HeraldQueued")
 )
 
+// SABuildIDs is Temporal's own search attribute of the build ids whose
+// workers completed a run's workflow tasks. It is not Herald's, and not in
+// SearchAttributes: the server defines it and writes it (WithBuildID).
+var SABuildIDs = temporal.NewSearchAttributeKeyKeywordList("BuildIds")
+
+// WithBuildID is sa with BuildIds as the server writes it when an
+// unversioned worker of buildID completes a run's workflow task:
+// "unversioned", then "unversioned:" and the id. The server adds them at a
+// run's first completed task, and when that changes BuildIds it writes the
+// run's record to its visibility store again, unless the task also closes
+// the run. A run that stays open (it waits idle for the key's next events)
+// cost a second visibility write for that alone: on the default dev server,
+// a sixth of its CPU in a burst of new keys (CHANGELOG). Started with the
+// ids of the worker that takes its first task, the run changes nothing
+// there. An empty buildID leaves sa as it is.
+func WithBuildID(sa temporal.SearchAttributes, buildID string) temporal.SearchAttributes {
+	if buildID == "" {
+		return sa
+	}
+	return temporal.NewSearchAttributes(sa.Copy(), SABuildIDs.ValueSet([]string{"unversioned", "unversioned:" + buildID}))
+}
+
 // SearchAttributes lists every search attribute above: the one list that the
 // tests, the benchmark and (checked by deploy's tests) the dev scripts and
 // docker-compose register on a namespace.
