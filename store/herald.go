@@ -318,10 +318,15 @@ func pauseKey(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, pa
 	stmt, args := forgetKeyPause, []any{subscriptionID, subject}
 	if paused {
 		// Not for a cancelled subscription: a pause applied after its
-		// removal dropped the key's queue would outlive the key.
+		// removal dropped the key's queue would outlive the key. The share
+		// lock orders it with a removal in flight (cancelSubscriptions
+		// locks the row, cancels it and deletes its keys' pauses): it waits
+		// for the removal and then sees the subscription cancelled, or the
+		// removal waits for it and deletes its row. Without the lock both
+		// went through, and the row outlived the key (a review helper).
 		stmt = `
 			INSERT INTO paused_keys (subscription_id, subject, actor)
-			SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1 AND state <> 'cancelled')
+			SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1 AND state <> 'cancelled' FOR SHARE)
 			ON CONFLICT (subscription_id, subject) DO UPDATE SET actor = EXCLUDED.actor, paused_at = now()`
 		args = append(args, actor)
 	}

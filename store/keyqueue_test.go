@@ -491,3 +491,50 @@ func TestAuditRowWithNUL(t *testing.T) {
 		t.Fatalf("paused %v, %v; want the pause written", q.Paused, err)
 	}
 }
+
+// TestPauseWaitsForARemovalInFlight: a key's pause written while its
+// subscription's removal is in flight (the removal has locked and
+// cancelled the subscription and deleted its keys' pauses, not yet
+// committed) waits for it and writes no row, so no pause outlives the key.
+// Without the pause's lock it saw the subscription still active and its row
+// stayed.
+func TestPauseWaitsForARemovalInFlight(t *testing.T) {
+	t.Parallel()
+	s, _ := outcomeFixture(t)
+	ctx := context.Background()
+	removal, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = removal.Rollback(ctx) }()
+	if _, err := removal.Exec(ctx, `SELECT 1 FROM subscriptions WHERE id = $1 FOR UPDATE`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := removal.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := removal.Exec(ctx, `DELETE FROM paused_keys WHERE subscription_id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		e := store.AuditEntry{Action: store.ActionDeliveryPaused, Outcome: store.OutcomeAllowed, Actor: "ann",
+			TargetType: store.TargetDelivery, TargetID: store.DeliveryWorkflowID(billingPersonSub, "p1")}
+		done <- s.RecordWithAudit(ctx, billingPersonSub, "p1", nil, []store.AuditEntry{e})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the pause was written during the removal (%v), want it to wait", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := removal.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	paused, err := s.KeyPaused(ctx, billingPersonSub, "p1")
+	if err != nil || paused {
+		t.Fatalf("paused %v (%v) after the removal committed: the pause outlived the key", paused, err)
+	}
+}

@@ -141,9 +141,6 @@ type delivery struct {
 	idleTimer workflow.Future
 	// idleSince is when the queue last became empty (zero while busy).
 	idleSince time.Time
-	// pauseOnlyHere: the run found its pause in no row of the key, its
-	// subscription not removed; it waits for an operator (pausedRunMayEnd).
-	pauseOnlyHere bool
 	// cancelActivity interrupts the delivery in flight (operator signals).
 	cancelActivity workflow.CancelFunc
 	deferred       []*op

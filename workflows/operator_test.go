@@ -413,49 +413,45 @@ func (h *harness) wantResumed(actor string) {
 	}
 }
 
-// TestPausedRunWithNothingQueuedEnds: a paused run that owes nothing waits
-// its idle period, as an idle run does, and ends: the pause is the key's
-// row, which its next run reads. Before PausedIdleChange it waited for an
-// operator however long that took.
-func TestPausedRunWithNothingQueuedEnds(t *testing.T) {
+// TestPausedRunWithNothingQueuedLooksAgain: a paused run that owes
+// nothing keeps holding the key, whatever its idle periods, and still
+// shows as paused; after a resume it idles out and ends as any run.
+func TestPausedRunWithNothingQueuedLooksAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
 	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.params.IdleTimeout = 10 * time.Minute
 	h.eventsAt(time.Second, 1)
-	pause := h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
-	held := h.queryAt(9 * time.Minute)
+	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	held := h.queryAt(45 * time.Minute)
+	h.updateAt(50*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
 	h.run()
-	if !pause.result.Changed {
-		t.Fatalf("pause answered %+v", pause.result)
-	}
 	if held.Status != workflows.StatusPaused || !held.KeyPaused {
-		t.Errorf("9 minutes in: status %q, paused %v; want the run to hold the key paused", held.Status, held.KeyPaused)
+		t.Errorf("45 minutes in: status %q, paused %v; want the run to hold the key paused", held.Status, held.KeyPaused)
 	}
-	if !h.store.paused {
-		t.Error("the run ended without the key's paused_keys row: its next run would not hold the key")
-	}
-	if ended := h.env.Now().Sub(h.start); ended < 10*time.Minute || ended > 11*time.Minute {
-		t.Errorf("the paused run ended %v after its start, want its idle period (10 minutes) after its delivery", ended)
+	// Idle since its last look (40 minutes in), it ends an idle period
+	// after that look, once resumed.
+	if ended := h.env.Now().Sub(h.start); ended < 50*time.Minute || ended > 61*time.Minute {
+		t.Errorf("the run ended %v after its start, want after the resume at 50 minutes, within an idle period", ended)
 	}
 	if rows := h.store.auditsOf(workflows.AuditDeliveryCancelled); len(rows) != 0 {
-		t.Errorf("a paused run that ended wrote delivery.cancelled rows: %+v", rows)
+		t.Errorf("a paused run wrote delivery.cancelled rows: %+v", rows)
 	}
 }
 
 // TestPausedRunOfARemovedSubscriptionEnds: the removal of a subscription
 // deletes its keys' pauses, and its sweep tells only keys that hold
-// events. A paused run with nothing queued finds, once idle, no pause in
-// the rows and its subscription removed: it ends as a removed
-// subscription's key does, audited.
+// events. A paused run with nothing queued finds, after an idle period,
+// its subscription removed: it ends as a removed subscription's key does,
+// audited. Before PausedIdleChange it waited for an operator for ever.
 func TestPausedRunOfARemovedSubscriptionEnds(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.eventsAt(time.Second, 1)
 	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
-	h.at(2*time.Minute, func() {
+	h.at(25*time.Minute, func() {
 		h.store.setState(activities.SubscriptionCancelled, "subscription_removed")
 		h.store.mu.Lock()
 		h.store.paused = false
@@ -466,31 +462,29 @@ func TestPausedRunOfARemovedSubscriptionEnds(t *testing.T) {
 	if len(rows) != 1 || rows[0].ErrorCode != activities.CodeSubscriptionRemoved {
 		t.Errorf("delivery.cancelled rows %+v, want one for the removed subscription", rows)
 	}
-	if ended := h.env.Now().Sub(h.start); ended > 20*time.Minute {
-		t.Errorf("the run ended %v after its start, want its idle period after its delivery", ended)
+	if ended := h.env.Now().Sub(h.start); ended < 25*time.Minute || ended > 36*time.Minute {
+		t.Errorf("the run ended %v after its start, want within an idle period of the removal at 25 minutes", ended)
 	}
 }
 
-// TestPauseOnlyTheRunHoldsKeepsTheRun: a paused run whose pause no row
-// holds, its subscription not removed, keeps waiting for an operator
-// rather than lose the pause; a resume lets it idle out and end.
-func TestPauseOnlyTheRunHoldsKeepsTheRun(t *testing.T) {
+// TestPausedRunTakesRowsFoundWhenItLooks: rows a paused run finds when it
+// looks after an idle period are queued behind the pause, not delivered,
+// and go once the key is resumed.
+func TestPausedRunTakesRowsFoundWhenItLooks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.firstAttemptVersion(workflows.OneMarkerVersion)
 	h.eventsAt(time.Second, 1)
 	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
-	h.at(2*time.Minute, func() { h.store.mu.Lock(); h.store.paused = false; h.store.mu.Unlock() })
-	held := h.queryAt(5 * time.Hour)
-	h.updateAt(5*time.Hour+time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	// Event 2's row, written by the relay with no signal to the run.
+	h.at(5*time.Minute, func() { h.store.mu.Lock(); h.store.dispatched = append(h.store.dispatched, 2); h.store.mu.Unlock() })
+	held := h.queryAt(15 * time.Minute)
+	h.updateAt(20*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
 	h.run()
-	if held.Status != workflows.StatusPaused || !held.KeyPaused {
-		t.Errorf("5 hours in: status %q, paused %v; want the run still holding the key", held.Status, held.KeyPaused)
+	if held.Status != workflows.StatusPaused || held.Head == nil || held.Head.EventID != eventID(2) {
+		t.Errorf("15 minutes in: status %q, head %+v; want paused on event 2, found by the look", held.Status, held.Head)
 	}
-	if ended := h.env.Now().Sub(h.start); ended < 5*time.Hour {
-		t.Errorf("the run ended %v after its start, before the resume", ended)
-	}
-	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 1 {
-		t.Errorf("delivery.resumed rows %+v, want one", rows)
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v, want 1 then 2 after the resume", got)
 	}
 }

@@ -468,63 +468,54 @@ func (d *delivery) removed(ctx workflow.Context, reason string) {
 }
 
 // PausedIdleChange is the version of a paused run with nothing queued:
-// before it, the run waited for an operator however long that took, and
-// one of a subscription removed meanwhile (whose keys' pauses the removal
-// deletes, and whose sweep tells only keys holding events) never ended.
-// At PausedIdleVersion it waits its idle period, as an idle run does, then
-// ends if the key's rows agree (pausedRunMayEnd). Asked only at that
-// moment, so runs recorded before it replay as they ran.
+// before it, the run waited for an operator with no timer, so one whose
+// subscription was removed never ended (the removal deletes the keys'
+// pauses, and its sweep tells only keys that hold events). At
+// PausedIdleVersion it looks again after each idle period
+// (lookWhilePaused). Asked only at that moment, so runs recorded before it
+// replay as they ran.
 const PausedIdleChange = "paused-idle"
 
-// PausedIdleVersion is the PausedIdleChange version that ends such runs.
+// PausedIdleVersion is the PausedIdleChange version that looks again.
 const PausedIdleVersion = 1
 
-// pausedRunsEnd reports whether a paused run with nothing queued waits its
-// idle period and may then end (PausedIdleChange). A pause the key's rows
-// did not hold when the run last looked keeps the run, as before.
-func (d *delivery) pausedRunsEnd(ctx workflow.Context) bool {
-	return d.fromLog && !d.pauseOnlyHere &&
+// pausedRunsLook reports whether a paused run with nothing queued looks at
+// its rows and subscription after each idle period (PausedIdleChange).
+func (d *delivery) pausedRunsLook(ctx workflow.Context) bool {
+	return d.fromLog &&
 		workflow.GetVersion(ctx, PausedIdleChange, workflow.DefaultVersion, PausedIdleVersion) >= PausedIdleVersion
 }
 
-// pausedRunMayEnd reads the key's rows when a paused run has waited its
-// idle period with nothing queued, and reports whether the run may end:
-// the rows owe nothing and hold the pause (paused_keys), so the key's next
-// run holds the key too, or the subscription was removed, which took the
-// key's pause with it: the run then drops what it holds and is audited as
-// a removed subscription's key. Rows owed are queued, and the run goes on
-// paused. A pause the rows do not hold, of a subscription not removed (a
-// run recorded before pauses were rows, a subscription removed and
-// restored), is the run's alone: it keeps the run, which waits for an
-// operator as before.
-func (d *delivery) pausedRunMayEnd(ctx workflow.Context) bool {
-	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
-		Limit: d.readLimit(), WithPause: true}
+// lookWhilePaused reads the key's rows and its subscription's state when a
+// paused run has waited an idle period with nothing queued. A removed
+// subscription: the run drops what it holds, is audited as a removed
+// subscription's key and completes (d.completed). Rows owed are queued,
+// and the run goes on paused. Otherwise it waits another idle period: it
+// holds the key paused, and shows among the running keys as paused, until
+// an operator resumes it.
+func (d *delivery) lookWhilePaused(ctx workflow.Context) {
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, Limit: d.readLimit()}
 	var q activities.QueueResult
 	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
-		d.logger.Warn("read the paused key's rows before completing", "error", err)
+		d.logger.Warn("read the paused key's rows", "error", err)
 		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
-		return false
+		return
 	}
 	if len(q.Events) > 0 {
 		d.addRows(ctx, q)
-		return false
-	}
-	if q.Paused {
-		return true
+		return
 	}
 	var state string
 	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state); err != nil {
-		d.logger.Warn("read the paused key's subscription before completing", "error", err)
+		d.logger.Warn("read the paused key's subscription", "error", err)
 		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
-		return false
+		return
 	}
 	if state == activities.SubscriptionCancelled {
 		d.removed(ctx, activities.CodeSubscriptionRemoved)
-		return true
+		return
 	}
-	d.pauseOnlyHere = true
-	return false
+	d.idleSince = workflow.Now(ctx) // another idle period, then look again
 }
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
@@ -532,7 +523,6 @@ func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	d.KeyPaused = true
-	d.pauseOnlyHere = false // this pause reaches the key's row
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
 	return OpResult{Changed: true}
 }

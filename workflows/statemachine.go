@@ -117,12 +117,13 @@ func (d *delivery) run(ctx workflow.Context) error {
 			d.wait(ctx, now.Add(5*time.Second))
 		case d.KeyPaused:
 			d.setStatus(ctx, status) // paused
-			if head == nil && !d.Backlog && d.pausedRunsEnd(ctx) {
-				// Nothing queued: the pause is the key's row, not the run's.
-				// After its idle period the run ends if the rows agree; the
-				// key's next run holds the key as this one did.
-				if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && d.KeyPaused && d.pausedRunMayEnd(ctx) {
-					return nil
+			if head == nil && !d.Backlog && d.pausedRunsLook(ctx) {
+				// Nothing queued: the run looks again after each idle
+				// period (lookWhilePaused). One whose subscription was
+				// removed is completed at the loop's top, once handlers
+				// that came meanwhile are settled.
+				if d.waitIdle(ctx) && d.settleHandlers(ctx) == 0 && d.head() == nil && d.KeyPaused {
+					d.lookWhilePaused(ctx)
 				}
 				continue
 			}
