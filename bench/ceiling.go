@@ -189,6 +189,8 @@ func (a *CeilingActivities) PostBatch(ctx context.Context, in CeilingBatch) erro
 // process. pollers, when positive, sets its workflow and activity task
 // pollers; zero keeps the SDK's defaults, which is the bare shape.
 func startCeilingWorker(c client.Client, pollers int) (worker.Worker, error) {
+	// The shaped floor's starts name this worker's build id (floorBuildID).
+	worker.SetBinaryChecksum(floorBuildID)
 	w := worker.New(c, CeilingTaskQueue, worker.Options{
 		MaxConcurrentWorkflowTaskPollers: pollers, MaxConcurrentActivityTaskPollers: pollers,
 	})

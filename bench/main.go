@@ -32,8 +32,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/worker"
-
 	"herald/relay"
 )
 
@@ -125,8 +123,6 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	// The shaped floor's starts name it (floorBuildID).
-	worker.SetBinaryChecksum(floorBuildID)
 	if o.render != "" {
 		suite, err := readJSON(o.render)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,11 @@ type Worker struct {
 	// TemporalUIURL is the Temporal UI's base URL, which the console links
 	// keys' workflows to; empty: no links.
 	TemporalUIURL string `env:"HERALD_TEMPORAL_UI_URL"`
+	// BuildID is the build id the worker stamps its workflow tasks with and
+	// the relay starts runs with in BuildIds; empty: a hash of the
+	// executable. One id for every replica of a release keeps that true
+	// where binaries differ (architectures).
+	BuildID string `env:"HERALD_BUILD_ID"`
 	// WorkflowCacheSize bounds the key workflows kept in the worker's memory (default 2000).
 	WorkflowCacheSize int    `env:"HERALD_WORKFLOW_CACHE_SIZE"`
 	Issuer            string `env:"HERALD_JWT_ISSUER"`
@@ -138,6 +144,10 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 	return c, nil
 }
 
+// buildIDPattern is what HERALD_BUILD_ID may hold: a release or a commit,
+// within Temporal's limits on a search attribute's value.
+var buildIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+
 // LoadWorker reads and checks the worker's settings.
 func LoadWorker(getenv func(string) string) (Worker, error) {
 	var w Worker
@@ -176,6 +186,9 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	if w.Allow, err = netguard.ParseAllowList(w.AllowNetworks); err != nil {
 		return w, fmt.Errorf("HERALD_ALLOW_NETWORKS: %w", err)
+	}
+	if w.BuildID != "" && !buildIDPattern.MatchString(w.BuildID) {
+		return w, fmt.Errorf("HERALD_BUILD_ID: %q: want 1 to 128 letters, digits and . _ + - (a release, a commit)", w.BuildID)
 	}
 	if w.Schedule, err = ParseSchedule(w.RetrySchedule); err != nil {
 		return w, fmt.Errorf("HERALD_RETRY_SCHEDULE: %w", err)

@@ -32,6 +32,7 @@ func TestLoadWorker(t *testing.T) {
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
 		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
 		"HERALD_RELAY_POLL_INTERVAL": "250ms", "HERALD_TEMPORAL_UI_URL": "https://temporal.example/ui",
+		"HERALD_BUILD_ID": "2026.12.5+a2ecc43",
 	}
 	w, err = LoadWorker(env(set))
 	if err != nil {
@@ -41,7 +42,7 @@ func TestLoadWorker(t *testing.T) {
 	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
 		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" ||
 		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 || w.RelayPollInterval != 250*time.Millisecond ||
-		w.TemporalUIURL != "https://temporal.example/ui" {
+		w.TemporalUIURL != "https://temporal.example/ui" || w.BuildID != "2026.12.5+a2ecc43" {
 		t.Fatalf("parsed: %+v params %+v", w, p)
 	}
 }
@@ -70,6 +71,9 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "localhost:8233"}, "HERALD_TEMPORAL_UI_URL"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "javascript:alert(1)"}, "HERALD_TEMPORAL_UI_URL"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "https://ui.example/?q=1"}, "HERALD_TEMPORAL_UI_URL"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_BUILD_ID": "v1 rc"}, "HERALD_BUILD_ID"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_BUILD_ID": "-v1"}, "HERALD_BUILD_ID"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_BUILD_ID": strings.Repeat("a", 129)}, "HERALD_BUILD_ID"},
 	} {
 		if _, err := LoadWorker(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.env, err, tc.want)

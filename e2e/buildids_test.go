@@ -8,6 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
@@ -31,6 +32,22 @@ func TestStartedRunKeepsItsBuildIDs(t *testing.T) {
 	}
 	c, id := oneEventKey(t, s, "build-ids")
 	want := []string{"unversioned", "unversioned:" + buildID}
+	// The start carried them (the server would write the same list at the
+	// first task: only the start's event tells the two apart).
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := it.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started []string
+	if p, ok := first.GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes().GetIndexedFields()[workflows.SABuildIDs.GetName()]; ok {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &started); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(started, want) {
+		t.Fatalf("the run started with BuildIds %v, want %v", started, want)
+	}
 	testkit.EventuallyValue(t, 30*time.Second, "the key's run to wait idle with the start's BuildIds", func() (string, bool) {
 		d, err := c.DescribeWorkflow(context.Background(), id, "")
 		if err != nil {

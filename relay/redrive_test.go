@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -61,7 +62,10 @@ func TestRedriveStartsKeysWhoseWorkflowIsGone(t *testing.T) {
 		workflows.DeliveryID("crm:contacts.person.updated@1", "person-runs"):  running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
 		workflows.DeliveryID("crm:contacts.person.updated@1", "person-other"): running(workflows.DeliveryWorkflowType, workflows.TaskQueue),
 	}}
-	rr := &relay.Relay{Store: st, Temporal: dt, Params: workflows.Params{MaxRearms: 7}}
+	// A server that refuses BuildIds in a start: the re-drive's is sent
+	// again without them.
+	dt.fakeTemporal.refuseBuildIDs = true
+	rr := &relay.Relay{Store: st, Temporal: dt, Params: workflows.Params{MaxRearms: 7}, BuildID: "b1d"}
 	// The rows were just written: nothing is quiet yet.
 	if n, err := rr.Redrive(ctx); err != nil || n != 0 {
 		t.Fatalf("fresh rows: re-drove %d, %v", n, err)
@@ -76,8 +80,21 @@ func TestRedriveStartsKeysWhoseWorkflowIsGone(t *testing.T) {
 	sent := dt.fakeTemporal.signals
 	if len(sent) != 1 || sent[0].WorkflowID != workflows.DeliveryID(sub, "person-gone") || len(sent[0].Seqs) != 0 ||
 		sent[0].Params.SubjectKey != "person-gone" || sent[0].Params.SubscriberApp != "billing" || sent[0].Params.MaxRearms != 7 ||
-		sent[0].Params.Version != workflows.NoMarkerVersion {
+		sent[0].Params.Version != workflows.NoMarkerVersion || sent[0].BuildIDs != nil {
 		t.Fatalf("signals %+v", sent)
+	}
+
+	// A server that takes them: the re-drive's start carries them.
+	if _, err := st.Pool.Exec(ctx, `UPDATE outcomes SET updated_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	dt2 := describingTemporal{fakeTemporal: &fakeTemporal{}, running: dt.running}
+	r2 := &relay.Relay{Store: st, Temporal: dt2, BuildID: "b1d"}
+	if n, err := r2.Redrive(ctx); err != nil || n != 1 {
+		t.Fatalf("re-drove %d, %v; want the key whose workflow is gone", n, err)
+	}
+	if got := dt2.fakeTemporal.signals; len(got) != 1 || !slices.Equal(got[0].BuildIDs, []string{"unversioned", "unversioned:b1d"}) {
+		t.Fatalf("re-drive signals %+v, want BuildIds of the relay's build id", got)
 	}
 }
 

@@ -76,6 +76,12 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	buildID := cfg.BuildID
+	if buildID == "" {
+		if buildID, err = processBuildID(); err != nil {
+			return nil, fmt.Errorf("the Temporal worker's build id: %w (set HERALD_BUILD_ID)", err)
+		}
+	}
 	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.DBMaxConns)}); err != nil {
 		return nil, err
 	}
@@ -145,15 +151,10 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 	// worker's memory however many keys are live (an evicted workflow is
 	// replayed from its short history when it next has work).
 	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
-	buildID, err := processBuildID()
-	if err != nil {
-		// The SDK computes its own (and fails the same way); runs start
-		// without BuildIds, at one more visibility write each.
-		log.Warn("no build id of this executable: keys' runs start without BuildIds", zap.Error(err))
-		buildID = ""
-	} else {
-		worker.SetBinaryChecksum(buildID)
-	}
+	// The build id this process's worker stamps its tasks with, which the
+	// relay's starts name in BuildIds (relay.Relay.BuildID). Process-wide:
+	// the SDK reads it as worker.New builds its pollers.
+	worker.SetBinaryChecksum(buildID)
 	s.worker = worker.New(s.Temporal, workflows.TaskQueue, workerOptions(cfg))
 	settings := cfg.DeliveryParams()
 	workflows.Register(s.worker, acts, func() (workflows.Params, error) { return settings, nil })
