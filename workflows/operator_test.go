@@ -418,12 +418,7 @@ func (h *harness) wantResumed(actor string) {
 // shows as paused; after a resume it idles out and ends as any run.
 func TestPausedRunWithNothingQueuedLooksAgain(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	// Runs that read the key's rows (QueueFromLogVersion on) read its pause.
-	h.firstAttemptVersion(workflows.OneMarkerVersion)
-	h.params.IdleTimeout = 10 * time.Minute
-	h.eventsAt(time.Second, 1)
-	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	h := pausedAfterOneEvent(t) // with the default idle timeout, 10 minutes
 	held := h.queryAt(45 * time.Minute)
 	h.updateAt(50*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
 	h.run()
@@ -447,10 +442,7 @@ func TestPausedRunWithNothingQueuedLooksAgain(t *testing.T) {
 // audited. Before PausedIdleChange it waited for an operator for ever.
 func TestPausedRunOfARemovedSubscriptionEnds(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.firstAttemptVersion(workflows.OneMarkerVersion)
-	h.eventsAt(time.Second, 1)
-	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	h := pausedAfterOneEvent(t)
 	h.at(25*time.Minute, func() {
 		h.store.setState(activities.SubscriptionCancelled, "subscription_removed")
 		h.store.mu.Lock()
@@ -472,10 +464,7 @@ func TestPausedRunOfARemovedSubscriptionEnds(t *testing.T) {
 // and go once the key is resumed.
 func TestPausedRunTakesRowsFoundWhenItLooks(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.firstAttemptVersion(workflows.OneMarkerVersion)
-	h.eventsAt(time.Second, 1)
-	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	h := pausedAfterOneEvent(t)
 	// Event 2's row, written by the relay with no signal to the run.
 	h.at(5*time.Minute, func() { h.store.mu.Lock(); h.store.dispatched = append(h.store.dispatched, 2); h.store.mu.Unlock() })
 	held := h.queryAt(15 * time.Minute)
@@ -487,4 +476,15 @@ func TestPausedRunTakesRowsFoundWhenItLooks(t *testing.T) {
 	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
 		t.Errorf("delivered %v, want 1 then 2 after the resume", got)
 	}
+}
+
+// pausedAfterOneEvent is a harness whose key delivers event 1 a second in
+// and is paused by ann a minute in, with nothing queued; its run reads the
+// key's rows (QueueFromLogVersion on).
+func pausedAfterOneEvent(t *testing.T) *harness {
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.eventsAt(time.Second, 1)
+	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+	return h
 }
