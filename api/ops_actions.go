@@ -169,26 +169,13 @@ func (h *Handler) keyAction(ctx context.Context, w http.ResponseWriter, cred sto
 	id := workflows.DeliveryID(sub.ID, a.Subject)
 	// The same Update, answered the same way, as `starter
 	// redeliver|cancel|pause|resume` sends.
-	var res workflows.OpResult
-	var err error
-	// A key with no run gets one that takes the Update: for a resume when
-	// PostgreSQL holds it paused (terminated with nothing queued), for a
-	// pause when the log holds an event of it (its run ended once it owed
-	// nothing).
-	startIf := func(ask func(*store.Store, context.Context, string, string) (bool, error)) keyops.KeyStart {
-		return func(ctx context.Context) (workflows.Params, bool, error) {
-			ok, err := ask(h.store, ctx, sub.ID, a.Subject)
-			return keyops.IdentityParams(sub, a.Subject), ok, err
-		}
-	}
-	switch action {
-	case workflows.UpdateResume:
-		res, err = keyops.Resume(ctx, h.temporal, id, payload, startIf((*store.Store).KeyPaused))
-	case workflows.UpdatePause:
-		res, err = keyops.Pause(ctx, h.temporal, id, payload, startIf((*store.Store).KeyHasEvents))
-	default:
-		res, err = keyops.Update(ctx, h.temporal, id, action, payload)
-	}
+	// A key with no run gets one that takes a resume or a pause when
+	// PostgreSQL says so (keyops.StartsKey).
+	ask := keyops.StartsKey(action)
+	res, err := keyops.Act(ctx, h.temporal, id, action, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+		ok, err := ask(h.store, ctx, sub.ID, a.Subject)
+		return keyops.IdentityParams(sub, a.Subject), ok, err
+	})
 	var rejected *keyops.RejectedError
 	var missing *serviceerror.NotFound
 	switch {

@@ -46,8 +46,8 @@ const (
 	// never land in a later measurement.
 	shapedIdle = 24 * time.Hour
 	// floorBuildID is the build id of the bench's own Temporal worker
-	// (worker.SetBinaryChecksum in run), which the shaped floor's starts
-	// name.
+	// (worker.SetBinaryChecksum in startCeilingWorker), which the shaped
+	// floor's starts name.
 	floorBuildID = "herald-bench"
 )
 

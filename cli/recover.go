@@ -13,7 +13,6 @@ import (
 
 	"herald/keyops"
 	"herald/reason"
-	"herald/store"
 	"herald/workflows"
 )
 
@@ -204,30 +203,17 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 	out := opJSON{WorkflowID: id, Update: req.op.name, Payload: payload,
 		TemporalCommand: tc.updateCommand(id, req.op.name, payload),
 		SignalCommand:   tc.signalCommand(id, req.op.name, payload)}
-	var res workflows.OpResult
-	var err error
-	// A key with no run gets one that takes the Update: for a resume when
-	// PostgreSQL holds it paused (terminated with nothing queued), for a
-	// pause when the log holds an event of it (its run ended once it owed
-	// nothing).
-	startIf := func(ask func(*store.Store, context.Context, string, string) (bool, error)) keyops.KeyStart {
-		return func(ctx context.Context) (workflows.Params, bool, error) {
-			params, ok, err := keyStart(ctx, inv, req.subscription, req.subject, ask)
-			if ok {
-				// The same with the temporal CLI starts the run too.
-				out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
-			}
-			return params, ok, err
+	// A key with no run gets one that takes a resume or a pause when
+	// PostgreSQL says so (keyops.StartsKey).
+	ask := keyops.StartsKey(req.op.name)
+	res, err := keyops.Act(inv.ctx, tc, id, req.op.name, payload, func(ctx context.Context) (workflows.Params, bool, error) {
+		params, ok, err := keyStart(ctx, inv, req.subscription, req.subject, ask)
+		if ok {
+			// The same with the temporal CLI starts the run too.
+			out.TemporalCommand = tc.updateWithStartCommand(id, req.op.name, payload, params)
 		}
-	}
-	switch req.op.name {
-	case workflows.SignalResume:
-		res, err = keyops.Resume(inv.ctx, tc, id, payload, startIf((*store.Store).KeyPaused))
-	case workflows.SignalPause:
-		res, err = keyops.Pause(inv.ctx, tc, id, payload, startIf((*store.Store).KeyHasEvents))
-	default:
-		res, err = keyops.Update(inv.ctx, tc, id, req.op.name, payload)
-	}
+		return params, ok, err
+	})
 	var rejected *keyops.RejectedError
 	switch {
 	case errors.As(err, &rejected) && rejected.UnknownUpdate():
@@ -252,8 +238,7 @@ func updateOne(inv *invocation, tc *temporalConn, req signalRequest) error {
 // keyStart says, by ask's answer from PostgreSQL, whether the key's
 // workflow is to be started for an operator's Update and, if so, the input
 // to start it with (keyops.KeyStart).
-func keyStart(ctx context.Context, inv *invocation, subscription, subject string,
-	ask func(*store.Store, context.Context, string, string) (bool, error)) (workflows.Params, bool, error) {
+func keyStart(ctx context.Context, inv *invocation, subscription, subject string, ask keyops.KeyQuestion) (workflows.Params, bool, error) {
 	st, err := inv.openStore()
 	if err != nil {
 		return workflows.Params{}, false, &databaseError{err}

@@ -171,6 +171,38 @@ func Pause(ctx context.Context, c Client, id string, payload any, known KeyStart
 	return updateOrStart(ctx, c, id, workflows.UpdatePause, payload, known, "whether the log holds events of the key")
 }
 
+// KeyQuestion is what PostgreSQL is asked about a key with no run, whose
+// yes gives it a run that takes an operator's Update (StartsKey).
+type KeyQuestion func(st *store.Store, ctx context.Context, subscriptionID, subject string) (bool, error)
+
+// StartsKey is, for the Update name, the question whose yes gives a key
+// with no run one that takes it: a resume when PostgreSQL holds the key
+// paused (terminated with nothing queued), a pause when the log holds an
+// event of it (its run ended once it owed nothing). nil for the Updates
+// that never start a run.
+func StartsKey(name string) KeyQuestion {
+	switch name {
+	case workflows.UpdateResume:
+		return (*store.Store).KeyPaused
+	case workflows.UpdatePause:
+		return (*store.Store).KeyHasEvents
+	}
+	return nil
+}
+
+// Act runs the Update name on the key's workflow id as Resume and Pause do
+// for theirs, start answering StartsKey(name)'s question; any other Update
+// as Update does (start is not asked).
+func Act(ctx context.Context, c Client, id, name string, payload any, start KeyStart) (workflows.OpResult, error) {
+	switch name {
+	case workflows.UpdateResume:
+		return Resume(ctx, c, id, payload, start)
+	case workflows.UpdatePause:
+		return Pause(ctx, c, id, payload, start)
+	}
+	return Update(ctx, c, id, name, payload)
+}
+
 // updateOrStart runs the Update name on the key's workflow id and, when no
 // run takes it and start says the key is to get one, runs it again with
 // Update-With-Start. what names start's question in its error.

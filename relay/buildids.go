@@ -12,14 +12,22 @@ import (
 	"herald/workflows"
 )
 
-// startAttributes are sa, the search attributes of a run the relay starts,
-// with the BuildIds its first workflow task's worker will give it
-// (workflows.WithBuildID, Relay.BuildID), unless Temporal refused them.
-func (r *Relay) startAttributes(sa temporal.SearchAttributes) temporal.SearchAttributes {
-	if r.buildIDsRefused.Load() {
-		return sa
+// withBuildIDs makes call, a start of a run with opts, with base (the run's
+// search attributes) and the BuildIds its first workflow task's worker
+// will give it (workflows.WithBuildID, Relay.BuildID), unless Temporal
+// refused them; when Temporal refuses them now, it makes call again with
+// base alone (refusedBuildIDs). It returns call's last error.
+func (r *Relay) withBuildIDs(opts *client.StartWorkflowOptions, base temporal.SearchAttributes, call func() error) error {
+	opts.TypedSearchAttributes = base
+	if !r.buildIDsRefused.Load() {
+		opts.TypedSearchAttributes = workflows.WithBuildID(base, r.BuildID)
 	}
-	return workflows.WithBuildID(sa, r.BuildID)
+	err := call()
+	if r.refusedBuildIDs(err, *opts) {
+		opts.TypedSearchAttributes = base
+		err = call()
+	}
+	return err
 }
 
 // refusedBuildIDs reports whether err is Temporal refusing the BuildIds of

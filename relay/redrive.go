@@ -99,17 +99,13 @@ func (r *Relay) redriveKey(ctx context.Context, desc Describer, k store.OwingKey
 		return false
 	}
 	params := r.keyParams(k.SubscriptionID, k.App, k.Type, k.Subject)
-	base := workflows.StartAttributes(params)
-	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-		TypedSearchAttributes: r.startAttributes(base), StaticSummary: workflows.Summary(params)}
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue, StaticSummary: workflows.Summary(params)}
 	// No events in the signal: the new run reads them from the rows.
-	_, err = r.Temporal.SignalWithStartWorkflow(cctx, id, workflows.SignalEvent, workflows.EventSignal{}, opts,
-		workflows.DeliveryWorkflowType, params)
-	if r.refusedBuildIDs(err, opts) {
-		opts.TypedSearchAttributes = base
-		_, err = r.Temporal.SignalWithStartWorkflow(cctx, id, workflows.SignalEvent, workflows.EventSignal{}, opts,
+	err = r.withBuildIDs(&opts, workflows.StartAttributes(params), func() error {
+		_, err := r.Temporal.SignalWithStartWorkflow(cctx, id, workflows.SignalEvent, workflows.EventSignal{}, opts,
 			workflows.DeliveryWorkflowType, params)
-	}
+		return err
+	})
 	if err != nil {
 		r.Logger.Warn("re-drive a key whose workflow is gone", zap.String("workflow", id), zap.Error(err))
 		return false

@@ -645,14 +645,13 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 		// attributes only when it starts the workflow).
 		base = workflows.OneEventStartAttributes(params)
 	}
-	opts.TypedSearchAttributes = r.startAttributes(base)
 	if starter != nil {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
-		started, err := r.startKey(sctx, starter, id, opts, params)
-		if r.refusedBuildIDs(err, opts) {
-			opts.TypedSearchAttributes = base
+		var started bool
+		err := r.withBuildIDs(&opts, base, func() (err error) {
 			started, err = r.startKey(sctx, starter, id, opts, params)
-		}
+			return err
+		})
 		endSignalSpan(span, err)
 		switch {
 		case started:
@@ -675,14 +674,12 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 			sig.Events = append(sig.Events, activities.Event{ID: ev.ID, Seq: ev.Seq})
 		}
 		sctx, span := startSignalSpan(ctx, id, g, g.events[start:end])
-		_, err := r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
-			workflows.DeliveryWorkflowType, params)
-		if r.refusedBuildIDs(err, opts) {
-			// Refused as a request: nothing was signalled.
-			opts.TypedSearchAttributes = base
-			_, err = r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
+		// A start refused for its BuildIds signalled nothing: sent again.
+		err := r.withBuildIDs(&opts, base, func() error {
+			_, err := r.Temporal.SignalWithStartWorkflow(sctx, id, workflows.SignalEvent, sig, opts,
 				workflows.DeliveryWorkflowType, params)
-		}
+			return err
+		})
 		endSignalSpan(span, err)
 		if err != nil {
 			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))

@@ -494,16 +494,8 @@ func (d *delivery) pausedRunsLook(ctx workflow.Context) bool {
 // holds the key paused, and shows among the running keys as paused, until
 // an operator resumes it.
 func (d *delivery) lookWhilePaused(ctx workflow.Context) {
-	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, Limit: d.readLimit()}
-	var q activities.QueueResult
-	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
-		d.logger.Warn("read the paused key's rows", "error", err)
-		d.wait(ctx, workflow.Now(ctx).Add(5*time.Second))
-		return
-	}
-	if len(q.Events) > 0 {
-		d.addRows(ctx, q)
-		return
+	if !d.owesNothing(ctx) {
+		return // rows queued behind the pause, or the read failed
 	}
 	var state string
 	if err := workflow.ExecuteActivity(d.shortActivity(ctx), (*activities.Activities).SubscriptionState, d.p.SubscriptionID).Get(ctx, &state); err != nil {
