@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"herald/internal/testenv"
 	"herald/signing"
@@ -60,6 +61,63 @@ func TestEnsureAppSecretsConcurrent(t *testing.T) {
 	}
 	if _, err := s.EnsureAppSecrets(ctx, store.SecretRequest{App: "nope", Box: box, New: signing.NewSecret}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown app: %v, want ErrNotFound", err)
+	}
+}
+
+// The worker's read (one statement since it also checks the app) returns
+// the current secret first and the valid previous ones newest first, as a
+// rotation left them; an expired one is gone, and an app with no valid
+// secret gets a new current one.
+func TestEnsureAppSecretsAfterRotations(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: "alice", AllowRemoved: true}
+	first, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.RotateAppSecret(ctx, store.RotateRequest{SecretRequest: req, Overlap: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := s.RotateAppSecret(ctx, store.RotateRequest{SecretRequest: req, Overlap: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := got.All()
+	want := []string{third.Current.Secret, second.Current.Secret, first.Current.Secret}
+	if len(all) != 3 || all[0] != want[0] || all[1] != want[1] || all[2] != want[2] {
+		t.Fatalf("secrets %q, want current then newest previous first %q", all, want)
+	}
+	if got.Current.ValidUntil != nil || got.Previous[0].ValidUntil == nil || got.Previous[1].ValidUntil == nil ||
+		!got.Previous[0].ValidUntil.After(*got.Previous[1].ValidUntil) {
+		t.Fatalf("valid until: current %v, previous %v and %v", got.Current.ValidUntil, got.Previous[0].ValidUntil, got.Previous[1].ValidUntil)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE app_secrets SET valid_until = now() - interval '1 second'
+		WHERE app = 'contacts' AND valid_until IS NOT NULL AND valid_until < now() + interval '90 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.EnsureAppSecrets(ctx, req); err != nil || len(got.All()) != 2 || got.Previous[0].Secret != second.Current.Secret {
+		t.Fatalf("after the oldest expired: %d secrets, %v", len(got.All()), err)
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE app_secrets SET valid_until = now() - interval '1 second' WHERE app = 'contacts'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.EnsureAppSecrets(ctx, req)
+	if err != nil || len(got.All()) != 1 || got.Current.ValidUntil != nil || got.Current.Secret == third.Current.Secret {
+		t.Fatalf("with no valid secret: %d secrets, current valid until %v, %v; want a new current one", len(got.All()), got.Current.ValidUntil, err)
 	}
 }
 
