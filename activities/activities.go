@@ -55,6 +55,10 @@ type Store interface {
 	// claimed events against its outcome rows and, given a run id, reads
 	// the rows above after a local execution of that run delivered.
 	KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []store.ClaimedEvent, run string, withPause bool) (store.KeyQueue, error)
+	// KeyStart reads what a key's run reads first (the first rows the key
+	// owes, those a local execution of run delivered, its pause and its
+	// subscription's error policy) in one round trip.
+	KeyStart(ctx context.Context, subscriptionID, subject string, limit int, run string) (store.KeyQueue, store.Policy, error)
 	// TakeKeyLease and ReleaseKeyLease keep which run may deliver a key's
 	// events now.
 	TakeKeyLease(ctx context.Context, subscriptionID, subject, holder string, ttl time.Duration) (bool, time.Time, error)

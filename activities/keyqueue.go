@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -88,10 +89,38 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 	if err != nil {
 		return QueueResult{}, err
 	}
+	return queueResult(q, in.Claims, runID), nil
+}
+
+// StartRead is what a key's run reads before it delivers anything, in one
+// round trip: the first limit events the key owes, the events a local
+// execution of this run delivered in a workflow task it lost (a run's
+// start has counted none: DeliveredHere), whether the key is paused, and
+// its subscription's error policy (as ErrorPolicy reads it). It is the
+// read of the DeliveryStart local activity (workflows.Register), and no
+// method of Activities: each of those is registered as an activity.
+func StartRead(ctx context.Context, a *Activities, subscriptionID, subject string, limit int) (QueueResult, ErrorPolicy, error) {
+	if !ownKey(ctx, subscriptionID, subject) {
+		return QueueResult{}, ErrorPolicy{}, errNotTheKey(subscriptionID, subject)
+	}
+	runID := activity.GetInfo(ctx).WorkflowExecution.RunID
+	q, p, err := a.Store.KeyStart(ctx, subscriptionID, subject, limit, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		p = store.Policy{OnFailure: OnFailureHold}
+	case err != nil:
+		return QueueResult{}, ErrorPolicy{}, err
+	}
+	return queueResult(q, nil, runID), ErrorPolicy(p), nil
+}
+
+// queueResult is what a run takes from a read of its key's rows: the rows
+// the key owes, and the claims and rows a local execution of run delivered.
+func queueResult(q store.KeyQueue, claims []Event, runID string) QueueResult {
 	res := QueueResult{More: q.More, Unknown: len(q.Unknown), Paused: q.Paused}
 	run := runID + "/"
 	here := map[string]bool{}
-	for _, c := range in.Claims {
+	for _, c := range claims {
 		if by, ok := q.DeliveredBy[c.ID]; ok && strings.HasPrefix(by, run) && !here[c.ID] {
 			here[c.ID] = true
 			res.DeliveredHere = append(res.DeliveredHere, Event{ID: c.ID, Seq: c.Seq})
@@ -119,5 +148,5 @@ func (a *Activities) KeyQueue(ctx context.Context, in QueueInput) (QueueResult, 
 		}
 		res.Events = append(res.Events, h)
 	}
-	return res, nil
+	return res
 }

@@ -38,13 +38,16 @@ type Policy struct {
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 }
 
+// policyQuery reads a subscription's error policy (SubscriptionPolicy,
+// KeyStart).
+const policyQuery = `SELECT on_failure, max_attempts FROM subscriptions WHERE id = $1`
+
 // SubscriptionPolicy reads a subscription's error policy; a subscription
 // that does not exist answers ErrNotFound.
 func (s *Store) SubscriptionPolicy(ctx context.Context, subscriptionID string) (Policy, error) {
 	var p Policy
 	var maxAttempts *int32
-	err := s.Pool.QueryRow(ctx, `SELECT on_failure, max_attempts FROM subscriptions WHERE id = $1`,
-		subscriptionID).Scan(&p.OnFailure, &maxAttempts)
+	err := s.Pool.QueryRow(ctx, policyQuery, subscriptionID).Scan(&p.OnFailure, &maxAttempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Policy{}, ErrNotFound
 	}

@@ -72,6 +72,42 @@ const maxLocalAbove = 1000
 // reads whether an operator paused the key (Paused), in the same round
 // trip.
 func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent, run string, withPause bool) (KeyQueue, error) {
+	return s.keyQueue(ctx, subscriptionID, subject, after, limit, claims, run, withPause, nil)
+}
+
+// KeyStart is what a key's run reads before it delivers anything: the first
+// limit rows the key owes, the rows a local execution of run delivered
+// (LocalAbove), whether the key is paused, and its subscription's error
+// policy, in one round trip. A subscription that does not exist answers
+// ErrNotFound for the policy, beside the rows.
+func (s *Store) KeyStart(ctx context.Context, subscriptionID, subject string, limit int, run string) (KeyQueue, Policy, error) {
+	var p Policy
+	found := false
+	q, err := s.keyQueue(ctx, subscriptionID, subject, 0, limit, nil, run, true, func(b *pgx.Batch) {
+		b.Queue(policyQuery, subscriptionID).Query(func(rows pgx.Rows) error {
+			var maxAttempts *int32
+			_, err := pgx.ForEachRow(rows, []any{&p.OnFailure, &maxAttempts}, func() error {
+				found = true
+				if maxAttempts != nil {
+					p.MaxAttempts = int(*maxAttempts)
+				}
+				return nil
+			})
+			return err
+		})
+	})
+	switch {
+	case err != nil:
+		return KeyQueue{}, Policy{}, err
+	case !found:
+		return q, Policy{}, ErrNotFound
+	}
+	return q, p, nil
+}
+
+// keyQueue is KeyQueue, with more queries of the caller's (more) sent in
+// the same round trip.
+func (s *Store) keyQueue(ctx context.Context, subscriptionID, subject string, after int64, limit int, claims []ClaimedEvent, run string, withPause bool, more func(*pgx.Batch)) (KeyQueue, error) {
 	var out KeyQueue
 	var ids []string
 	var seqs []int64
@@ -158,6 +194,9 @@ func (s *Store) KeyQueue(ctx context.Context, subscriptionID, subject string, af
 	}
 	if withPause {
 		batch.Queue(keyPausedQuery, subscriptionID, subject).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Paused) })
+	}
+	if more != nil {
+		more(batch)
 	}
 	if batch.Len() == 0 {
 		return out, nil

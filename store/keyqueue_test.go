@@ -3,10 +3,15 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"herald/internal/testkit"
+	"herald/manifest"
 	"herald/store"
 )
 
@@ -131,6 +136,71 @@ func TestKeyQueueReadsLocalDeliveriesAboveTheCursor(t *testing.T) {
 		if len(q.Rows) != 1 || q.Rows[0].ID != evs[2].ID {
 			t.Fatalf("after %d: rows %+v, want the redelivered event 3", c.after, q.Rows)
 		}
+	}
+}
+
+// TestKeyStartReadsInOneRoundTrip: what a key's run reads before it
+// delivers (the rows it owes, those a local execution of the run
+// delivered, the pause and the subscription's error policy) is one batch;
+// a subscription that is gone answers ErrNotFound for the policy, beside
+// its rows.
+func TestKeyStartReadsInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	mustApply(t, s, mkManifest("billing", nil, manifest.Subscription{Type: "contacts.person.updated", Version: 1,
+		OnFailure: manifest.OnFailureSkip, MaxAttempts: 3}))
+	if _, err := s.RecordDispatch(ctx, []store.Dispatch{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[2].ID, Seq: 3, Subject: "p1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 1, DeliveredBy: "run-1/" + evs[0].ID},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO paused_keys (subscription_id, subject) VALUES ($1, 'p1')`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.Pool.Config()
+	counter := &testkit.Sent{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	traced := &store.Store{Pool: pool}
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counter.Reset()
+	q, p, err := traced.KeyStart(ctx, billingPersonSub, "p1", 1, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if statements, batches := counter.Reset(); len(statements) != 0 || batches != 1 {
+		t.Errorf("KeyStart sent %q one by one and %d batches; want one batch", statements, batches)
+	}
+	if len(q.Rows) != 1 || q.Rows[0].Seq != 2 || !q.More || !q.Paused ||
+		len(q.LocalAbove) != 1 || q.LocalAbove[0].Seq != 1 {
+		t.Fatalf("rows %+v more %v paused %v local above %+v", q.Rows, q.More, q.Paused, q.LocalAbove)
+	}
+	if p.OnFailure != manifest.OnFailureSkip || p.MaxAttempts != 3 {
+		t.Fatalf("policy %+v, want skip after 3 attempts", p)
+	}
+	if q, _, err := traced.KeyStart(ctx, billingPersonSub, "p2", 10, "run-1"); err != nil || len(q.Rows) != 0 || q.Paused {
+		t.Fatalf("a key with nothing owed: %+v, %v", q, err)
+	}
+	gone := "gone:contacts.person.updated@1"
+	if _, err := s.Pool.Exec(ctx, `INSERT INTO paused_keys (subscription_id, subject) VALUES ($1, 'p1')`, gone); err != nil {
+		t.Fatal(err)
+	}
+	if q, _, err := traced.KeyStart(ctx, gone, "p1", 10, ""); !errors.Is(err, store.ErrNotFound) || !q.Paused {
+		t.Fatalf("a subscription that is gone: paused %v, %v; want its rows and ErrNotFound", q.Paused, err)
 	}
 }
 

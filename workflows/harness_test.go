@@ -572,6 +572,17 @@ func (s *fakeStore) CancelQueuedAfter(_ context.Context, _, _ string, after int6
 	return n, nil
 }
 
+// KeyStart is KeyQueue's read of a run's start and SubscriptionPolicy, as
+// the store sends them in one round trip.
+func (s *fakeStore) KeyStart(ctx context.Context, sub, subject string, limit int, run string) (store.KeyQueue, store.Policy, error) {
+	q, err := s.KeyQueue(ctx, sub, subject, 0, limit, nil, run, true)
+	if err != nil {
+		return store.KeyQueue{}, store.Policy{}, err
+	}
+	p, err := s.SubscriptionPolicy(ctx, sub)
+	return q, p, err
+}
+
 func (s *fakeStore) SubscriptionPolicy(context.Context, string) (store.Policy, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

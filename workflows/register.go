@@ -52,17 +52,15 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 		w = w.WithDefaults()
 		// The run's hints, recorded with the settings (StartInput).
 		w.Busy, w.Quiet = in.Busy, in.Quiet
-		// Uncounted: a run's start has counted nothing yet, so what a local
-		// attempt of the run delivered was delivered by a first workflow
-		// task it lost.
-		q, err := acts.KeyQueue(ctx, activities.QueueInput{SubscriptionID: in.SubscriptionID,
-			SubjectKey: in.SubjectKey, Limit: w.MaxQueue, Uncounted: true, WithPause: true})
+		// The rows, the pause and the subscription's error policy (from its
+		// row, never from the workflow's input: ErrorPolicyChange), in one
+		// round trip. A run's start has counted nothing yet, so what a
+		// local attempt of the run delivered was delivered by a first
+		// workflow task it lost.
+		q, pol, err := activities.StartRead(ctx, acts, in.SubscriptionID, in.SubjectKey, w.MaxQueue)
 		if err != nil {
 			return StartResult{}, err
 		}
-		// The subscription's error policy comes from its row, never from
-		// the workflow's input (ErrorPolicyChange).
-		pol, err := acts.ErrorPolicy(ctx, in.SubscriptionID)
-		return StartResult{Settings: w, Queue: q, Policy: pol}, err
+		return StartResult{Settings: w, Queue: q, Policy: pol}, nil
 	}, activity.RegisterOptions{Name: StartActivity})
 }
