@@ -39,8 +39,15 @@ type Config struct {
 	// a new temporary folder, removed at the end.
 	WorkDir string
 
-	// Shapes are measured in order, each first on the ceiling, then on Herald.
+	// Shapes are measured in order, each first on the ceiling, then on Herald
+	// (HeraldFirst: the other way round).
 	Shapes []Shape
+	// HeraldFirst measures each shape on Herald before its references (the
+	// ceilings, the floors). Measurements on one server are not
+	// independent (a server slows as runs accumulate, or a neighbour's
+	// load moves), so -repeat alternates the order and each ratio's median
+	// has both.
+	HeraldFirst bool
 	// HeraldOnly skips the ceilings (no ratios), for quicker runs.
 	HeraldOnly bool
 	// Batched also measures the batched ceiling (one activity per drained
@@ -276,37 +283,53 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c, bc, fl, sf Measurement
-		if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
-			if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
-				return rep, fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
-			}
-			rep.Measurements = append(rep.Measurements, c)
-			if cfg.Batched {
-				if bc, err = b.ceiling(ctx, sh, SystemBatched); err != nil {
-					return rep, fmt.Errorf("shape %s on the batched ceiling: %w", sh.Name, err)
+		var c, bc, fl, sf, h Measurement
+		references := func() error {
+			var err error
+			if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
+				if c, err = b.ceiling(ctx, sh, SystemCeiling); err != nil {
+					return fmt.Errorf("shape %s on the ceiling: %w", sh.Name, err)
 				}
-				rep.Measurements = append(rep.Measurements, bc)
+				rep.Measurements = append(rep.Measurements, c)
+				if cfg.Batched {
+					if bc, err = b.ceiling(ctx, sh, SystemBatched); err != nil {
+						return fmt.Errorf("shape %s on the batched ceiling: %w", sh.Name, err)
+					}
+					rep.Measurements = append(rep.Measurements, bc)
+				}
 			}
+			if !cfg.HeraldOnly && !sh.HeraldOnly && hasFloor(sh) {
+				if fl, err = b.floor(ctx, sh, SystemFloor); err != nil {
+					return fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
+				}
+				rep.Measurements = append(rep.Measurements, fl)
+				if cfg.ShapedFloor {
+					if sf, err = b.floor(ctx, sh, SystemShapedFloor); err != nil {
+						return fmt.Errorf("shape %s on the shaped floor: %w", sh.Name, err)
+					}
+					rep.Measurements = append(rep.Measurements, sf)
+					if err := b.dropCachedRuns(); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
 		}
-		if !cfg.HeraldOnly && !sh.HeraldOnly && hasFloor(sh) {
-			if fl, err = b.floor(ctx, sh, SystemFloor); err != nil {
-				return rep, fmt.Errorf("shape %s on the floor: %w", sh.Name, err)
+		herald := func() error {
+			var err error
+			if h, err = b.herald(ctx, sh); err != nil {
+				return fmt.Errorf("shape %s on Herald: %w", sh.Name, err)
 			}
-			rep.Measurements = append(rep.Measurements, fl)
-			if cfg.ShapedFloor {
-				if sf, err = b.floor(ctx, sh, SystemShapedFloor); err != nil {
-					return rep, fmt.Errorf("shape %s on the shaped floor: %w", sh.Name, err)
-				}
-				rep.Measurements = append(rep.Measurements, sf)
-				if err := b.dropCachedRuns(); err != nil {
-					return rep, err
-				}
-			}
+			return nil
 		}
-		h, err := b.herald(ctx, sh)
-		if err != nil {
-			return rep, fmt.Errorf("shape %s on Herald: %w", sh.Name, err)
+		order := []func() error{references, herald}
+		if cfg.HeraldFirst {
+			order = []func() error{herald, references}
+		}
+		for _, measure := range order {
+			if err := measure(); err != nil {
+				return rep, err
+			}
 		}
 		if sh.Rate == 0 && c.PerSecond > 0 {
 			h.Ratio = h.PerSecond / c.PerSecond

@@ -159,6 +159,45 @@ func TestSmoke(t *testing.T) {
 	t.Log("\n" + table.String())
 }
 
+// TestHeraldFirst: with HeraldFirst (every other -repeat run) a shape is
+// measured on Herald before its references, and its ratios are still set.
+func TestHeraldFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a worker process and real services")
+	}
+	dbURL := testenv.NewSchema(t)
+	addr, ns := testenv.NewNamespace(t)
+	var progress bytes.Buffer
+	cfg := Config{
+		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
+		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
+		Shapes:  []Shape{{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 1}},
+		Timeout: 90 * time.Second, Grace: 300 * time.Millisecond, PublishBatch: 5,
+		HeraldFirst: true, Progress: &progress,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	t.Log("\n" + progress.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	log := progress.String()
+	herald, ceiling, floor := strings.Index(log, "herald C: starting"), strings.Index(log, "ceiling C:"), strings.Index(log, "floor C:")
+	if herald < 0 || ceiling < 0 || floor < 0 || herald > ceiling || herald > floor {
+		t.Errorf("Herald measured at %d of the log, the ceiling at %d, the floor at %d: want Herald first", herald, ceiling, floor)
+	}
+	var h *Measurement
+	for i, m := range rep.Measurements {
+		if m.System == SystemHerald {
+			h = &rep.Measurements[i]
+		}
+	}
+	if h == nil || h.Ratio <= 0 || h.RatioFloor <= 0 || h.Delivered != 3 {
+		t.Fatalf("Herald's measurement %+v: want its 3 deliveries and its ratios to the ceiling and the floor", h)
+	}
+}
+
 // TestNoisySmoke runs the noisy-neighbour comparison on tiny shapes and
 // asserts that it measures what it claims: the healthy deliveries all
 // arrive in order alone and beside the neighbours, and the neighbours really

@@ -100,7 +100,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")
 	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on), pinned (the defaults, the server on a CPU of its own and everything else on the others; not by default); not with TEMPORAL_ADDRESS, which names the one server to use")
-	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating), and summarise with medians")
+	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating; every other run measures each shape on Herald before its ceilings and floors), and summarise with medians")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -241,6 +241,8 @@ func runSuite(ctx context.Context, cfg Config, o options, servers []ServerConfig
 			if o.repeat > 1 {
 				progress("== %s, run %d of %d", sc.Settings, i+1, o.repeat)
 			}
+			// Every other run measures Herald before its references.
+			cfg.HeraldFirst = i%2 == 1
 			rep, err := runOnServer(ctx, cfg, o, sc, progress)
 			if rep != nil && len(rep.Measurements) > 0 {
 				suite.Runs = append(suite.Runs, rep)
