@@ -129,7 +129,9 @@ type Report struct {
 	// Server is the configuration of the Temporal server measured on.
 	Server ServerConfig `json:"server"`
 	// WorkerEnv are the extra settings Herald's worker ran with.
-	WorkerEnv    []string      `json:"workerEnv,omitempty"`
+	WorkerEnv []string `json:"workerEnv,omitempty"`
+	// HeraldFirst: each shape was measured on Herald before its references.
+	HeraldFirst  bool          `json:"heraldFirst,omitempty"`
 	Measurements []Measurement `json:"measurements"`
 }
 
@@ -258,13 +260,16 @@ func (b *bench) dropCachedRuns() error {
 	return nil
 }
 
-// Run measures every shape of cfg on the ceiling, then the batched ceiling
-// (when Batched; neither when HeraldOnly), then on Herald, then the steady run. It returns what was measured so far along
-// with any error.
+// Run measures every shape of cfg, then the steady run, each on its
+// references (the ceiling, the batched ceiling when Batched, the floors on
+// shapes of one event per key; none when HeraldOnly) and on Herald, in that
+// order or, with HeraldFirst, Herald first. It returns what was measured so
+// far along with any error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server, WorkerEnv: cfg.WorkerEnv}
+		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server, WorkerEnv: cfg.WorkerEnv,
+		HeraldFirst: cfg.HeraldFirst}
 	b := &bench{cfg: cfg, runID: randomHex(3)}
 	cleanup, err := b.setUp(ctx)
 	defer cleanup()
@@ -283,7 +288,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		all = append(all, cfg.Steady)
 	}
 	for _, sh := range all {
-		var c, bc, fl, sf, h Measurement
+		var c, bc, fl, sf Measurement
+		at := -1 // Herald's measurement in the report, kept if a reference then fails
 		references := func() error {
 			var err error
 			if !cfg.HeraldOnly && !sh.FloorOnly && !sh.HeraldOnly {
@@ -316,10 +322,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil
 		}
 		herald := func() error {
-			var err error
-			if h, err = b.herald(ctx, sh); err != nil {
+			h, err := b.herald(ctx, sh)
+			if err != nil {
 				return fmt.Errorf("shape %s on Herald: %w", sh.Name, err)
 			}
+			at = len(rep.Measurements)
+			rep.Measurements = append(rep.Measurements, h)
 			return nil
 		}
 		order := []func() error{references, herald}
@@ -331,6 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 		}
+		h := &rep.Measurements[at]
 		if sh.Rate == 0 && c.PerSecond > 0 {
 			h.Ratio = h.PerSecond / c.PerSecond
 		}
@@ -343,7 +352,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if sf.PerSecond > 0 {
 			h.RatioShapedFloor = h.PerSecond / sf.PerSecond
 		}
-		rep.Measurements = append(rep.Measurements, h)
 	}
 	if err := b.noisy(ctx, rep); err != nil {
 		return rep, err

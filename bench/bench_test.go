@@ -193,6 +193,9 @@ func TestHeraldFirst(t *testing.T) {
 			h = &rep.Measurements[i]
 		}
 	}
+	if !rep.HeraldFirst {
+		t.Error("the report does not say Herald went first")
+	}
 	if h == nil || h.Ratio <= 0 || h.RatioFloor <= 0 || h.Delivered != 3 {
 		t.Fatalf("Herald's measurement %+v: want its 3 deliveries and its ratios to the ceiling and the floor", h)
 	}

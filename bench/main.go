@@ -241,8 +241,7 @@ func runSuite(ctx context.Context, cfg Config, o options, servers []ServerConfig
 			if o.repeat > 1 {
 				progress("== %s, run %d of %d", sc.Settings, i+1, o.repeat)
 			}
-			// Every other run measures Herald before its references.
-			cfg.HeraldFirst = i%2 == 1
+			cfg.HeraldFirst = heraldFirst(i)
 			rep, err := runOnServer(ctx, cfg, o, sc, progress)
 			if rep != nil && len(rep.Measurements) > 0 {
 				suite.Runs = append(suite.Runs, rep)
@@ -254,6 +253,11 @@ func runSuite(ctx context.Context, cfg Config, o options, servers []ServerConfig
 	}
 	return suite, nil
 }
+
+// heraldFirst reports whether the run of index i (from 0) measures each
+// shape on Herald before its references: every other run, so that -repeat's
+// medians have both orders (a single run keeps Herald last).
+func heraldFirst(i int) bool { return i%2 == 1 }
 
 // keepOrStop stops the servers started here, or with -keep says how to.
 func keepOrStop(s *services, keep bool, progress func(string, ...any)) {

@@ -305,3 +305,13 @@ func TestShapedFloorColumns(t *testing.T) {
 		t.Errorf("Herald's ratio to the shaped floor is not 0.90× under × shaped floor:\n%s", b.String())
 	}
 }
+
+// TestHeraldFirstEveryOtherRun: a single run measures Herald last; with
+// -repeat, every other one measures it first.
+func TestHeraldFirstEveryOtherRun(t *testing.T) {
+	for i, want := range []bool{false, true, false, true} {
+		if got := heraldFirst(i); got != want {
+			t.Errorf("run %d: Herald first %v, want %v", i, got, want)
+		}
+	}
+}
