@@ -103,11 +103,6 @@ func (s *deliverStore) KeyQueue(_ context.Context, _, _ string, _ int64, limit i
 	return store.KeyQueue{Rows: s.owed}, s.owedErr
 }
 
-func (s *deliverStore) KeyStart(ctx context.Context, sub, subject string, limit int, run string) (store.KeyQueue, store.Policy, error) {
-	q, err := s.KeyQueue(ctx, sub, subject, 0, limit, nil, run, true)
-	return q, store.Policy{OnFailure: OnFailureHold}, err
-}
-
 func (s *deliverStore) TakeKeyLease(context.Context, string, string, string, time.Duration) (bool, time.Time, error) {
 	s.call("lease")
 	return true, time.Now().Add(time.Hour), nil

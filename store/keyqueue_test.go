@@ -141,9 +141,11 @@ func TestKeyQueueReadsLocalDeliveriesAboveTheCursor(t *testing.T) {
 
 // TestKeyStartReadsInOneRoundTrip: what a key's run reads before it
 // delivers (the rows it owes, those a local execution of the run
-// delivered, the pause and the subscription's error policy) is one batch;
-// a subscription that is gone answers ErrNotFound for the policy, beside
-// its rows.
+// delivered, the pause and the subscription's error policy) is one batch,
+// one round trip on a connection that has prepared its statements (a
+// worker's pooled one; the tracer sees batches, not the first one's
+// prepare); a subscription that is gone answers ErrNotFound for the
+// policy, beside its rows.
 func TestKeyStartReadsInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	s, evs := outcomeFixture(t)
@@ -168,13 +170,14 @@ func TestKeyStartReadsInOneRoundTrip(t *testing.T) {
 	cfg := s.Pool.Config()
 	counter := &testkit.Sent{}
 	cfg.ConnConfig.Tracer = counter
+	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
 	traced := &store.Store{Pool: pool}
-	if err := pool.Ping(ctx); err != nil {
+	if _, _, err := traced.KeyStart(ctx, billingPersonSub, "p1", 1, "run-1"); err != nil {
 		t.Fatal(err)
 	}
 	counter.Reset()

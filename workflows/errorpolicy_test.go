@@ -249,3 +249,25 @@ func TestRunsBeforeErrorPolicyKeepTheirBehaviour(t *testing.T) {
 		t.Fatalf("an old run skipped %d events", n)
 	}
 }
+
+// TestStartWithTheSubscriptionRowGone: a run whose start read finds no
+// subscription row for the error policy (removed meanwhile) holds, as
+// ErrorPolicy answers, and delivers what the rows say the key owes: the
+// read is not a failure to try again every 5 s with the key blocked.
+func TestStartWithTheSubscriptionRowGone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.QueueFromLogVersion)
+	h.store.mu.Lock()
+	h.store.policyGone = true
+	h.store.mu.Unlock()
+	h.eventsAt(time.Second, 1, 2)
+	state := h.queryAt(time.Minute)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1 and 2", got)
+	}
+	if state.Status == workflows.StatusBlocked {
+		t.Fatalf("state %+v: the key shows blocked", state)
+	}
+}

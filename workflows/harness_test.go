@@ -294,8 +294,10 @@ type fakeStore struct {
 	// deliveredBy is the outcome rows' delivered_by.
 	deliveredBy map[string]string
 	// policy is the subscription's error policy; policyReads counts its reads.
+	// policyGone: the subscription's row is gone (ErrNotFound).
 	policy      store.Policy
 	policyReads int
+	policyGone  bool
 	// paused is the key's row in paused_keys, kept from the pause and
 	// resume audit rows as the store keeps it.
 	paused bool
@@ -587,6 +589,9 @@ func (s *fakeStore) SubscriptionPolicy(context.Context, string) (store.Policy, e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.policyReads++
+	if s.policyGone {
+		return store.Policy{}, store.ErrNotFound
+	}
 	if s.policy.OnFailure == "" {
 		return store.Policy{OnFailure: activities.OnFailureHold, MaxAttempts: s.policy.MaxAttempts}, nil
 	}
