@@ -17,6 +17,21 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// liveConfig is a benchmark of tiny shapes against the test services, on a
+// schema and a namespace of its own, writing its progress to progress.
+func liveConfig(t *testing.T, progress *bytes.Buffer) Config {
+	t.Helper()
+	dbURL := testenv.NewSchema(t)
+	addr, ns := testenv.NewNamespace(t)
+	return Config{
+		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
+		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
+		Timeout: 90 * time.Second, Grace: 300 * time.Millisecond,
+		PublishBatch: 5, // several batches even for tiny shapes
+		Progress:     progress,
+	}
+}
+
 // TestSmoke runs the benchmark's own code path (both ceilings and Herald, the
 // worker as a separate process, the sink, a paced run) on tiny shapes against
 // the test services, and asserts only correctness: every delivery arrived,
@@ -25,26 +40,16 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a worker process and real services")
 	}
-	dbURL := testenv.NewSchema(t)
-	addr, ns := testenv.NewNamespace(t)
 	var progress bytes.Buffer
-	cfg := Config{
-		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
-		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
-		Shapes: []Shape{
-			{Name: "A", Keys: 2, EventsPerKey: 6, Subscriptions: 1},
-			{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 2}, // one event per key: the floor too
-			{Name: "D", Keys: 3, EventsPerKey: 2, Subscriptions: 3},
-			{Name: "F", Keys: 3, EventsPerKey: 2, Subscriptions: 1, HeraldOnly: true}, // a burst: Herald alone
-		},
-		Steady:       Shape{Name: "steady", Keys: 4, EventsPerKey: 2, Subscriptions: 1, Rate: 10},
-		Timeout:      90 * time.Second,
-		Grace:        300 * time.Millisecond,
-		PublishBatch: 5, // several batches even for tiny shapes
-		Batched:      true,
-		ShapedFloor:  true,
-		Progress:     &progress,
+	cfg := liveConfig(t, &progress)
+	cfg.Shapes = []Shape{
+		{Name: "A", Keys: 2, EventsPerKey: 6, Subscriptions: 1},
+		{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 2}, // one event per key: the floor too
+		{Name: "D", Keys: 3, EventsPerKey: 2, Subscriptions: 3},
+		{Name: "F", Keys: 3, EventsPerKey: 2, Subscriptions: 1, HeraldOnly: true}, // a burst: Herald alone
 	}
+	cfg.Steady = Shape{Name: "steady", Keys: 4, EventsPerKey: 2, Subscriptions: 1, Rate: 10}
+	cfg.Batched, cfg.ShapedFloor = true, true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -128,7 +133,7 @@ func TestSmoke(t *testing.T) {
 	// The shaped floor's runs start with Herald's search attributes, as an
 	// idle key of the bench's app (3 keys to 2 subscriptions); the floor's
 	// have none.
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns})
+	c, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,16 +170,10 @@ func TestHeraldFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a worker process and real services")
 	}
-	dbURL := testenv.NewSchema(t)
-	addr, ns := testenv.NewNamespace(t)
 	var progress bytes.Buffer
-	cfg := Config{
-		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
-		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
-		Shapes:  []Shape{{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 1}},
-		Timeout: 90 * time.Second, Grace: 300 * time.Millisecond, PublishBatch: 5,
-		HeraldFirst: true, Progress: &progress,
-	}
+	cfg := liveConfig(t, &progress)
+	cfg.Shapes = []Shape{{Name: "C", Keys: 3, EventsPerKey: 1, Subscriptions: 1}}
+	cfg.HeraldFirst = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)

@@ -17,15 +17,8 @@ import (
 // agree on one secret, created and audited once, and stored sealed.
 func TestEnsureAppSecretsConcurrent(t *testing.T) {
 	t.Parallel()
-	s := openSyncStore(t)
+	s, box := contactsWithSecretBox(t)
 	ctx := context.Background()
-	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
-		t.Fatal(err)
-	}
-	box, err := signing.LoadSecretBox(testenv.SecretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: store.ActorSystem}
 	const n = 8
 	got := make([]string, n)
@@ -70,15 +63,8 @@ func TestEnsureAppSecretsConcurrent(t *testing.T) {
 // secret gets a new current one.
 func TestEnsureAppSecretsAfterRotations(t *testing.T) {
 	t.Parallel()
-	s := openSyncStore(t)
+	s, box := contactsWithSecretBox(t)
 	ctx := context.Background()
-	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
-		t.Fatal(err)
-	}
-	box, err := signing.LoadSecretBox(testenv.SecretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: "alice", AllowRemoved: true}
 	first, err := s.EnsureAppSecrets(ctx, req)
 	if err != nil {
@@ -125,15 +111,8 @@ func TestEnsureAppSecretsAfterRotations(t *testing.T) {
 // worker, which signs the attempts in flight.
 func TestEnsureAppSecretsRemovedApp(t *testing.T) {
 	t.Parallel()
-	s := openSyncStore(t)
+	s, box := contactsWithSecretBox(t)
 	ctx := context.Background()
-	if _, err := s.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
-		t.Fatal(err)
-	}
-	box, err := signing.LoadSecretBox(testenv.SecretKey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req := store.SecretRequest{App: "contacts", Box: box, New: signing.NewSecret, Actor: "alice"}
 	before, err := s.EnsureAppSecrets(ctx, req)
 	if err != nil {
@@ -209,4 +188,19 @@ func TestReappliedAppForgetsRolesAndSecrets(t *testing.T) {
 			t.Errorf("%s rows %+v, %v: want one by bob", action, rows, err)
 		}
 	}
+}
+
+// contactsWithSecretBox is a store where app contacts is applied, and the
+// box its secrets are sealed with.
+func contactsWithSecretBox(t testing.TB) (*store.Store, *signing.SecretBox) {
+	t.Helper()
+	s := openSyncStore(t)
+	if _, err := s.ApplyManifest(context.Background(), contactsManifest(decl("person.updated", 1)), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, box
 }
