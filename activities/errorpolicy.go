@@ -40,7 +40,12 @@ func (in DeliverInput) maxAttempts() int {
 // database decides, never a workflow's input. A subscription that no longer
 // exists holds (it receives nothing more anyway).
 func (a *Activities) ErrorPolicy(ctx context.Context, subscriptionID string) (ErrorPolicy, error) {
-	p, err := a.Store.SubscriptionPolicy(ctx, subscriptionID)
+	return policyOrHold(a.Store.SubscriptionPolicy(ctx, subscriptionID))
+}
+
+// policyOrHold is the error policy a read of a subscription's row gives: a
+// subscription that no longer exists (store.ErrNotFound) holds.
+func policyOrHold(p store.Policy, err error) (ErrorPolicy, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrorPolicy{OnFailure: OnFailureHold}, nil
 	}

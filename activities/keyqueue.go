@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -105,13 +104,11 @@ func StartRead(ctx context.Context, a *Activities, subscriptionID, subject strin
 	}
 	runID := activity.GetInfo(ctx).WorkflowExecution.RunID
 	q, p, err := a.Store.KeyStart(ctx, subscriptionID, subject, limit, runID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		p = store.Policy{OnFailure: OnFailureHold}
-	case err != nil:
+	pol, err := policyOrHold(p, err)
+	if err != nil {
 		return QueueResult{}, ErrorPolicy{}, err
 	}
-	return queueResult(q, nil, runID), ErrorPolicy(p), nil
+	return queueResult(q, nil, runID), pol, nil
 }
 
 // queueResult is what a run takes from a read of its key's rows: the rows

@@ -208,7 +208,9 @@ func (s *Store) RotateAppSecret(ctx context.Context, r RotateRequest) (AppSecret
 		if secret == nil {
 			return errors.New("a current secret appeared during the rotation")
 		}
-		rows, err := readSecrets(ctx, tx, r.App, r.Box)
+		// The app was live before its row's lock: read its secrets as they
+		// are now, as the worker reads them.
+		rows, err := SecretRequest{App: r.App, Box: r.Box, AllowRemoved: true}.read(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -239,29 +241,6 @@ func liveApp(ctx context.Context, q Querier, app string) error {
 		return ErrAppRemoved
 	}
 	return nil
-}
-
-// readSecrets returns app's valid secrets, the current one first, then the
-// previous ones newest first.
-func readSecrets(ctx context.Context, q Querier, app string, box SecretSealer) ([]AppSecret, error) {
-	rows, err := q.Query(ctx, `SELECT sealed, created_at, valid_until FROM app_secrets
-		WHERE app = $1 AND (valid_until IS NULL OR valid_until > now())
-		ORDER BY valid_until IS NULL DESC, id DESC`, app)
-	if err != nil {
-		return nil, err
-	}
-	var out []AppSecret
-	var sealed []byte
-	var s AppSecret
-	_, err = pgx.ForEachRow(rows, []any{&sealed, &s.CreatedAt, &s.ValidUntil}, func() error {
-		plain, err := box.Open(sealed, app)
-		if err != nil {
-			return err
-		}
-		out = append(out, AppSecret{Secret: plain, CreatedAt: s.CreatedAt, ValidUntil: s.ValidUntil})
-		return nil
-	})
-	return out, err
 }
 
 // insertSecret adds a new current secret; nil when the app has one already.
