@@ -184,9 +184,10 @@ func LookupPublisherDeclarationIn(ctx context.Context, q Querier, typ string, ve
 // raising an error, which the call's savepoint takes back, leaving tx as it
 // was before the call.
 //
-// One event, on a connection that has prepared the role's statements (its
-// first publish did) where the role may run herald_publish_fast (migration
-// 0036), is first sent to that function alone, with no savepoint: it
+// One event, where the role may run herald_publish_fast (migration 0036),
+// is first sent to that function alone, with no savepoint (a connection's
+// first publish prepares the role's statements before, under a savepoint
+// of its own, and asks whether it may: prepareUnderSavepoint): it
 // inserts the event when herald_publish would have at once, and otherwise
 // writes nothing, and the call goes on as above. A database error there (a
 // lock not granted, a deadlock) aborts tx, as it does for one event in
@@ -201,7 +202,15 @@ func InsertPublisherEventsTx(ctx context.Context, tx pgx.Tx, evs []NewEvent) ([]
 		return nil, err
 	}
 	pc := tx.Conn().PgConn()
-	if len(evs) == 1 && roleStatements.preparedWith(pc, stmtPublishFast) && !jsonbMayRefuse(a.envelopes[0]) {
+	fast := len(evs) == 1 && !simpleProtocol(tx) && !jsonbMayRefuse(a.envelopes[0])
+	if fast {
+		// A connection's first publish prepares the statements, and asks
+		// whether the role may run herald_publish_fast, before anything.
+		if err := prepareUnderSavepoint(ctx, tx, roleStatements); err != nil {
+			return nil, fmt.Errorf("insert events: %w", err)
+		}
+	}
+	if fast && roleStatements.preparedWith(pc, stmtPublishFast) {
 		var seq *int64
 		if err := tx.QueryRow(ctx, stmtPublishFast.name, a.publishFastArgs()...).Scan(&seq); err != nil {
 			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && slices.Contains(fastGone, pgErr.Code) {

@@ -105,72 +105,84 @@ const undoTimeout = 5 * time.Second
 
 // underSavepoint runs in tx, under a savepoint of its own, the statements
 // queue adds to a batch (set's, by what ref gives: their names, or their
-// text on a connection of the simple protocol) and reads their
-// results with read. Once set is prepared on tx's connection it sends the
-// savepoint, the statements and its release in one round trip; the first
-// time it takes the savepoint, prepares set, sends the statements and
-// releases the savepoint, each in a round trip of its own. When anything
-// fails it rolls back to the savepoint and returns the failure: tx goes on
-// as it was before the call.
+// text on a connection of the simple protocol) and reads their results with
+// read. It sends the savepoint, the statements and its release in one round
+// trip, once set is prepared on tx's connection (prepareUnderSavepoint
+// prepares it first). When anything fails it rolls back to the savepoint
+// and returns the failure: tx goes on as it was before the call.
 func underSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet, queue func(*pgx.Batch, func(namedStatement) string), read func(pgx.BatchResults) error) error {
-	conn := tx.Conn()
-	byName := func(s namedStatement) string { return s.name }
-	bySQL := func(s namedStatement) string { return s.sql }
-	var err error
-	saved := false
+	ref := func(s namedStatement) string { return s.name }
 	// The simple protocol (a connection configured for a pooler in
 	// transaction mode) prepares nothing, and knows no names.
-	simple := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
-	if simple || set.preparedOn(conn.PgConn()) {
-		ref := byName
-		if simple {
-			ref = bySQL
-		}
-		b := &pgx.Batch{}
-		b.Queue(ref(stmtTakeSavepoint))
-		queue(b, ref)
-		b.Queue(ref(stmtReleaseSavepoint))
-		br := tx.SendBatch(ctx, b)
-		if _, err = br.Exec(); err == nil {
-			saved = true
-			if err = read(br); err == nil {
-				_, err = br.Exec()
-			}
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-	} else {
-		// No argument: the simple protocol, nothing to prepare first.
-		if _, err = tx.Exec(ctx, takeSavepoint); err == nil {
-			saved = true
-			// Prepared statements outlive a rollback: noted at once.
-			var with preparedStatements
-			if with, err = prepareSet(ctx, conn, set); err == nil {
-				set.notePrepared(conn.PgConn(), with)
-			}
-		}
-		if err == nil {
-			b := &pgx.Batch{}
-			queue(b, byName)
-			br := tx.SendBatch(ctx, b)
-			err = read(br)
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err == nil {
-			_, err = tx.Exec(ctx, releaseSavepoint)
+	if simpleProtocol(tx) {
+		ref = func(s namedStatement) string { return s.sql }
+	} else if err := prepareUnderSavepoint(ctx, tx, set); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue(ref(stmtTakeSavepoint))
+	queue(b, ref)
+	b.Queue(ref(stmtReleaseSavepoint))
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	saved := err == nil
+	if saved {
+		if err = read(br); err == nil {
+			_, err = br.Exec()
 		}
 	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil && saved {
-		// Only a savepoint this call took is undone: the caller may have
-		// one of the same name.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-		defer cancel()
-		if _, uerr := tx.Exec(uctx, undoSavepoint); uerr != nil {
-			return errors.Join(err, fmt.Errorf("%w: %w", errSavepointKept, uerr))
-		}
+		return undoSavepointAfter(ctx, tx, err)
+	}
+	return err
+}
+
+// simpleProtocol reports whether tx's connection uses the simple protocol.
+func simpleProtocol(tx pgx.Tx) bool {
+	return tx.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol
+}
+
+// prepareUnderSavepoint prepares set on tx's connection, once a
+// connection, under a savepoint taken and released in round trips of their
+// own: a failure (a lock timeout while a migration holds a table, a
+// statement timeout) rolls back to it, and tx goes on as it was. Prepared
+// statements outlive that rollback, so they are noted as soon as they are.
+// Nothing else runs under that savepoint: a connection's first publish
+// then goes as every later one does (before, it also ran its statements
+// there, so a publisher role's first publish on each connection compiled
+// herald_publish, however it went on).
+func prepareUnderSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet) error {
+	conn := tx.Conn()
+	if set.preparedOn(conn.PgConn()) {
+		return nil
+	}
+	// No argument: the simple protocol, nothing to prepare first.
+	if _, err := tx.Exec(ctx, takeSavepoint); err != nil {
+		return err
+	}
+	with, err := prepareSet(ctx, conn, set)
+	if err == nil {
+		set.notePrepared(conn.PgConn(), with)
+		_, err = tx.Exec(ctx, releaseSavepoint)
+	}
+	if err != nil {
+		return undoSavepointAfter(ctx, tx, err)
+	}
+	return nil
+}
+
+// undoSavepointAfter rolls tx back to the savepoint a call took, after err,
+// even when the call's context is done, and returns err (with
+// errSavepointKept when the rollback failed too). Only a savepoint the call
+// took is undone: the caller may have one of the same name.
+func undoSavepointAfter(ctx context.Context, tx pgx.Tx, err error) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if _, uerr := tx.Exec(uctx, undoSavepoint); uerr != nil {
+		return errors.Join(err, fmt.Errorf("%w: %w", errSavepointKept, uerr))
 	}
 	return err
 }
