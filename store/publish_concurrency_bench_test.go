@@ -70,8 +70,10 @@ const (
 // envelope and a one-letter content hash, so their rows were smaller than
 // PublishTx's and Publish's).
 //
-// It runs with synchronous_commit on (each commit waits for its WAL flush,
-// as in production) and off. Every op is one event; the thirteen ways take
+// Every connection of a way's pool has published before its clock starts
+// (warm), as an app's pool of connections has: the first publish of a
+// connection is BenchmarkFirstPublish's. It runs with synchronous_commit on
+// (each commit waits for its WAL flush, as in production) and off. Every op is one event; the thirteen ways take
 // turns three times, each turn reports events/s, and the parent prints each
 // way's mean and its ratio to plain INSERTs.
 //
@@ -248,6 +250,7 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 						}
 					}
 					openConns(ctx, b, active)
+					warm(ctx, b, func(w int, i int64) error { return mode.insert(ctx, w, -int64(round+1)*int64(publishers)-i) })
 					var next atomic.Int64
 					var wg sync.WaitGroup
 					errs := make(chan error, publishers)
@@ -308,6 +311,42 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 			line += fmt.Sprintf(" %s %.0f (%.2f×)", mode.name, r, r/plain)
 		}
 		fmt.Println(line)
+	}
+}
+
+// warmRounds is how many times warm has all publishers publish at once:
+// enough that every connection of a pool has published (a pool hands out
+// its idle connections newest first, so one round may leave a few out).
+const warmRounds = 4
+
+// warm has every publisher publish warmRounds times at once before a way's
+// clock starts, so that its figure is the steady state of an app's pool of
+// connections rather than of connections new to the way: the first publish
+// of a connection prepares its statements (a publisher role's also asks
+// whether it may run herald_publish_fast, and compiles the PL/pgSQL it
+// calls). Until 2026-12-05 each way's turn ran on connections new to it,
+// some 300 publishes each at -benchtime 20000x, and that first publish
+// weighed on a publisher role's figure most (0.54× and 0.63× plain
+// INSERTs cold, 0.72× and 0.80× warm, in turns at 7c08af5). The first
+// publish of a new connection is BenchmarkFirstPublish's.
+func warm(ctx context.Context, b *testing.B, publish func(w int, i int64) error) {
+	b.Helper()
+	for i := range warmRounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, publishers)
+		for w := range publishers {
+			wg.Go(func() {
+				if err := publish(w, int64(i)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			b.Fatalf("warming the way's connections: %v", err)
+		default:
+		}
 	}
 }
 
