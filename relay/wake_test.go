@@ -127,3 +127,44 @@ func TestWakeRelayFoldsABurst(t *testing.T) {
 	st.Close()
 	st.WakeRelay()
 }
+
+// TestWakeRelayPacesASteadyStream: wake-ups asked for without pause, as a
+// steady stream of publishes asks for them, cost one notification every
+// gap (25 ms), not one per round trip of the notifying connection.
+func TestWakeRelayPacesASteadyStream(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema, err := testkit.Schema(ctx, st.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, st.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN herald_events"); err != nil {
+		t.Fatal(err)
+	}
+	const stream = 500 * time.Millisecond
+	for start := time.Now(); time.Since(start) < stream; time.Sleep(200 * time.Microsecond) {
+		st.WakeRelay()
+	}
+	got := 0
+	for {
+		waitCtx, waitCancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := testkit.WaitWakeUp(waitCtx, listener, schema)
+		waitCancel()
+		if err != nil {
+			break
+		}
+		got++
+	}
+	// 500 ms of wake-ups: at most 21 gaps, and the stream may have run a
+	// little longer than its clock says.
+	if got < 2 || got > 25 {
+		t.Errorf("%d notifications for a stream of wake-ups over %v, want 2 to 25 (one every 25 ms)", got, stream)
+	}
+}
