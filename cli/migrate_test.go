@@ -2,15 +2,14 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"herald/internal/testenv"
 )
 
 // runtimeRoleEnv creates a login role for one test and returns its name and
@@ -18,34 +17,7 @@ import (
 // CREATEROLE (scripts/pg.sh gives it).
 func runtimeRoleEnv(t *testing.T, ownerURL string) (string, string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, ownerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	role, password := "herald_cli_rt_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
-	ident := pgx.Identifier{role}.Sanitize()
-	for _, sql := range []string{"CREATE ROLE " + ident + " LOGIN PASSWORD '" + password + "'", "GRANT " + ident + " TO current_user"} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s (the test database's role needs CREATEROLE): %v", sql, err)
-		}
-	}
-	t.Cleanup(func() {
-		defer conn.Close(ctx)
-		for _, sql := range []string{"DROP OWNED BY " + ident, "DROP ROLE " + ident} {
-			if _, err := conn.Exec(ctx, sql); err != nil {
-				t.Errorf("%s: %v", sql, err)
-			}
-		}
-	})
-	u, err := url.Parse(ownerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return role, u.String()
+	return testenv.LoginRole(t, ownerURL, "herald_cli_rt_")
 }
 
 func TestMigrateGrantsTheRuntimeRole(t *testing.T) {

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -46,11 +45,11 @@ func (c SchemaChange) String() string {
 // An empty list means every document the old schema accepted, the new one
 // accepts too. Both schemas must be valid JSON.
 func BreakingChanges(oldSchema, newSchema json.RawMessage) ([]SchemaChange, error) {
-	o, err := decodeSchemaDoc(oldSchema)
+	o, err := decodeJSON(oldSchema)
 	if err != nil {
 		return nil, fmt.Errorf("read the previous schema: %w", err)
 	}
-	n, err := decodeSchemaDoc(newSchema)
+	n, err := decodeJSON(newSchema)
 	if err != nil {
 		return nil, fmt.Errorf("read the new schema: %w", err)
 	}
@@ -58,16 +57,6 @@ func BreakingChanges(oldSchema, newSchema json.RawMessage) ([]SchemaChange, erro
 	c.compare(o, n, "")
 	sort.SliceStable(c.out, func(i, j int) bool { return c.out[i].Pointer < c.out[j].Pointer })
 	return c.out, nil
-}
-
-func decodeSchemaDoc(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 type comparer struct {

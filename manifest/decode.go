@@ -267,10 +267,8 @@ func validJSON(v json.RawMessage) bool {
 // decodeNumber returns v as a number, if it is a JSON number (and not, say, a
 // string holding one).
 func decodeNumber(v json.RawMessage) (json.Number, bool) {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
+	x, err := decodeJSON(v)
+	if err != nil {
 		return "", false
 	}
 	n, ok := x.(json.Number)

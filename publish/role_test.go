@@ -2,8 +2,6 @@ package publish_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -18,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herald/internal/testenv"
 	"herald/internal/testkit"
 	"herald/publish"
 	"herald/store"
@@ -54,26 +53,7 @@ func documentedPublisherGrants(t *testing.T) []string {
 // and returns its name and a URL like e's that logs in as it.
 func (e *env) newPublisherRole() (string, string) {
 	e.t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	role, password := "herald_pub_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
-	ident := pgx.Identifier{role}.Sanitize()
-	e.exec("CREATE ROLE " + ident + " LOGIN PASSWORD '" + password + "'")
-	// Membership lets the owner drop what was granted to the role.
-	e.exec("GRANT " + ident + " TO current_user")
-	e.t.Cleanup(func() {
-		for _, sql := range []string{"DROP OWNED BY " + ident, "DROP ROLE " + ident} {
-			if _, err := e.store.Pool.Exec(context.Background(), sql); err != nil {
-				e.t.Errorf("%s: %v", sql, err)
-			}
-		}
-	})
-	u, err := url.Parse(e.url)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return role, u.String()
+	return testenv.LoginRole(e.t, e.url, "herald_pub_")
 }
 
 // grantedPublisherRole makes a publisher role for app contacts with the

@@ -34,21 +34,7 @@ import (
 func BenchmarkFirstPublish(b *testing.B) {
 	ctx := context.Background()
 	url := testenv.NewSchema(b)
-	st, err := store.Open(ctx, url, store.Options{MaxConns: 2})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "bench"); err != nil {
-		b.Fatal(err)
-	}
-	role, roleURL := newRuntimeRole(b, st)
-	if err := st.GrantPublisher(ctx, "contacts", role, "bench"); err != nil {
-		b.Fatal(err)
-	}
+	_, _, roleURL := publishingSchema(ctx, b, url, 2)
 	ways := []struct {
 		name, url string
 		publish   func(tx pgx.Tx, ev store.NewEvent) error

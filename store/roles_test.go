@@ -2,16 +2,14 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herald/internal/testenv"
 	"herald/store"
 )
 
@@ -21,16 +19,7 @@ import (
 // it). The role and its privileges are removed afterwards.
 func newRuntimeRole(t testing.TB, owner *store.Store) (string, string) {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	role, password := "herald_rt_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"-pw"
-	createRole(t, owner, role, "LOGIN PASSWORD '"+password+"'")
-	u, err := url.Parse(owner.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, password)
-	return role, u.String()
+	return testenv.LoginRole(t, owner.Pool.Config().ConnString(), "herald_rt_")
 }
 
 // createRole creates role, with options (CREATE ROLE's), for one test; the
