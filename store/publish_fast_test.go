@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,8 +106,12 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 	// savepoint of its own and then goes the fast way too: herald_publish is
 	// neither called nor compiled on a connection whose publishes all pass.
 	first, second := publish("after")
-	if n := len(first.statements); first.batches != 0 || n == 0 || first.statements[n-1] != "herald_publish_fast" {
-		t.Errorf("after 0036 the first publish sent %q and %d batches; want herald_publish_fast last, and no batch", first.statements, first.batches)
+	wantFirst := []string{"begin", "SAVEPOINT herald_publish",
+		"SELECT coalesce(has_function_privilege(to_regprocedure($1), 'EXECUTE'), false)",
+		"RELEASE SAVEPOINT herald_publish", "herald_publish_fast"}
+	if !slices.Equal(first.statements, wantFirst) || first.batches != 0 {
+		t.Errorf("after 0036 the first publish sent %q and %d batches; want %q (the statements prepared under the savepoint) and no batch",
+			first.statements, first.batches, wantFirst)
 	}
 	if len(second.statements) != 1 || second.statements[0] != "herald_publish_fast" || second.batches != 0 {
 		t.Errorf("after 0036 the second publish sent %q and %d batches; want herald_publish_fast alone", second.statements, second.batches)
@@ -147,5 +152,66 @@ func TestPublishFastAfterUpgrade(t *testing.T) {
 	}
 	if err := inTx(event("contacts.person.updated", "revoked-3")); err != nil {
 		t.Errorf("the next publish on the connection: %v; want it published the savepoint's way", err)
+	}
+}
+
+// TestPublishFastAfterDeallocate: herald_publish_fast deallocated behind
+// pgx fails that publish (26000, its transaction aborted) and the next one
+// on the connection prepares the statements anew and goes the fast way;
+// before, pgx kept its own description of the statement and every later
+// publish failed alike.
+func TestPublishFastAfterDeallocate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := openStoreAt(t, 0)
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	role, roleURL := newRuntimeRole(t, st)
+	if err := st.GrantPublisher(ctx, "contacts", role, "test"); err != nil {
+		t.Fatal(err)
+	}
+	counter := &testkit.Sent{}
+	cfg, err := pgx.ParseConfig(roleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = counter
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	publish := func(subject string) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			_, err := store.InsertPublisherEventsTx(ctx, tx, []store.NewEvent{
+				envelopedEvent("contacts", "contacts.person.updated", 1, subject, []byte(`{}`))})
+			return err
+		})
+	}
+	if err := publish("before"); err != nil {
+		t.Fatalf("the first publish: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "DEALLOCATE herald_publish_fast"); err != nil {
+		t.Fatal(err)
+	}
+	var pgErr *pgconn.PgError
+	if err := publish("deallocated"); !errors.As(err, &pgErr) || pgErr.Code != "26000" {
+		t.Fatalf("the publish after DEALLOCATE: %v; want 26000", err)
+	}
+	for _, subject := range []string{"again-1", "again-2"} {
+		counter.Reset()
+		if err := publish(subject); err != nil {
+			t.Fatalf("publish %s after the failed one: %v", subject, err)
+		}
+		statements, _ := counter.Reset()
+		if n := len(statements); n < 2 || statements[n-2] != "herald_publish_fast" {
+			t.Errorf("publish %s sent %q; want herald_publish_fast before the commit", subject, statements)
+		}
+	}
+	var n int
+	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE subject IN ('before', 'again-1', 'again-2')`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d events written (%v), want 3", n, err)
 	}
 }

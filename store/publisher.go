@@ -283,7 +283,8 @@ const (
 
 // fastGone are the SQLSTATEs with which herald_publish_fast fails when it
 // is no longer there to run as prepared: its EXECUTE revoked (42501), the
-// function gone (42883), the statement deallocated (26000).
+// function gone (42883), the statement deallocated behind pgx (26000). The
+// connection then forgets its statements and prepares them anew.
 var fastGone = []string{"42501", "42883", "26000"}
 
 // jsonbMayRefuse reports whether body may be refused by PostgreSQL's jsonb

@@ -25,8 +25,10 @@ import (
 // before the batch runs, outside the savepoint: a failure there (a lock
 // timeout while a migration holds a table, a statement timeout) would abort
 // the caller's transaction. So the statements are prepared by name, once a
-// connection, under the first call's savepoint taken on its own, and a
-// batch names them (pgx then prepares nothing).
+// connection, under a savepoint of their own taken and released before the
+// first call's statements (prepareUnderSavepoint), and a batch, or a
+// publisher role's call of herald_publish_fast, names them (pgx then
+// prepares nothing).
 
 // namedStatement is a statement prepared by name on a connection. One with
 // a function (a regprocedure's text) is prepared only where that function
@@ -56,7 +58,8 @@ type statementSet struct {
 }
 
 // preparedStatements names the statements of a set with a function that
-// are prepared on a connection (every other one is).
+// are prepared on a connection (every other one is). Nil: the set was
+// forgotten there (forget) and is to be prepared anew.
 type preparedStatements map[string]bool
 
 var (
@@ -66,8 +69,14 @@ var (
 
 // preparedOn reports whether set is prepared on pc.
 func (set *statementSet) preparedOn(pc *pgconn.PgConn) bool {
-	_, ok := set.prepared.Load(weak.Make(pc))
-	return ok
+	v, ok := set.prepared.Load(weak.Make(pc))
+	return ok && v.(preparedStatements) != nil
+}
+
+// forgotten reports whether set was forgotten on pc since it was prepared.
+func (set *statementSet) forgotten(pc *pgconn.PgConn) bool {
+	v, ok := set.prepared.Load(weak.Make(pc))
+	return ok && v.(preparedStatements) == nil
 }
 
 // preparedWith reports whether set is prepared on pc with s, a statement
@@ -77,17 +86,22 @@ func (set *statementSet) preparedWith(pc *pgconn.PgConn, s namedStatement) bool 
 	return ok && v.(preparedStatements)[s.name]
 }
 
-// forget forgets what set knows of pc: its next publish prepares set again,
-// asking again which statements with a function it may run.
+// forget forgets what set knows of pc: its next publish prepares set anew,
+// deallocating its statements first (pgx would otherwise keep its own
+// description of one the server no longer has) and asking again which
+// statements with a function it may run.
 func (set *statementSet) forget(pc *pgconn.PgConn) {
-	set.prepared.Delete(weak.Make(pc))
+	key := weak.Make(pc)
+	if _, ok := set.prepared.Load(key); ok {
+		set.prepared.Store(key, preparedStatements(nil))
+	}
 }
 
 // notePrepared notes that set is prepared on pc, with those of its
 // statements that have a function named in with.
 func (set *statementSet) notePrepared(pc *pgconn.PgConn, with preparedStatements) {
 	key := weak.Make(pc)
-	if _, loaded := set.prepared.LoadOrStore(key, with); !loaded {
+	if _, loaded := set.prepared.Swap(key, with); !loaded {
 		runtime.AddCleanup(pc, func(k weak.Pointer[pgconn.PgConn]) { set.prepared.Delete(k) }, key)
 	}
 }
@@ -163,7 +177,7 @@ func prepareUnderSavepoint(ctx context.Context, tx pgx.Tx, set *statementSet) er
 	if _, err := tx.Exec(ctx, takeSavepoint); err != nil {
 		return err
 	}
-	with, err := prepareSet(ctx, conn, set)
+	with, err := prepareSet(ctx, conn, set, set.forgotten(conn.PgConn()))
 	if err == nil {
 		set.notePrepared(conn.PgConn(), with)
 		_, err = tx.Exec(ctx, releaseSavepoint)
@@ -187,13 +201,20 @@ func undoSavepointAfter(ctx context.Context, tx pgx.Tx, err error) error {
 	return err
 }
 
-// prepareSet prepares set's statements on conn by name (a no-op for one
-// already prepared there), and names those with a function it prepared:
-// one whose function is missing, or which the session's role may not run,
-// is left out (asked first, so that nothing fails).
-func prepareSet(ctx context.Context, conn *pgx.Conn, set *statementSet) (preparedStatements, error) {
+// prepareSet prepares set's statements on conn by name (pgx does nothing
+// for one it has prepared there, unless again: then each is deallocated
+// first), and names those with a function it prepared: one whose function
+// is missing, or which the session's role may not run, is left out (asked
+// first, so that nothing fails).
+func prepareSet(ctx context.Context, conn *pgx.Conn, set *statementSet, again bool) (preparedStatements, error) {
 	with := preparedStatements{}
 	for _, s := range set.stmts {
+		if again {
+			// Closing a statement the server does not have succeeds.
+			if err := conn.Deallocate(ctx, s.name); err != nil {
+				return nil, fmt.Errorf("deallocate %s: %w", s.name, err)
+			}
+		}
 		if s.function != "" {
 			var runs bool
 			err := conn.QueryRow(ctx, `SELECT coalesce(has_function_privilege(to_regprocedure($1), 'EXECUTE'), false)`,

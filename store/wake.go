@@ -47,7 +47,8 @@ const wakeTimeout = 5 * time.Second
 const wakeGap = 25 * time.Millisecond
 
 // WakeRelay asks for the relay to be woken: at once when no notification
-// was sent within wakeGap, else at the gap's end. It never blocks. A
+// is being sent or was sent within wakeGap, else when the gap after the
+// last one ends. It never blocks. A
 // notification that fails is dropped: the relay's poll finds the events.
 func (s *Store) WakeRelay() {
 	w := &s.wake
@@ -75,8 +76,6 @@ func (s *Store) WakeRelay() {
 // most one every wakeGap.
 func (s *Store) sendWakeUps(poke <-chan struct{}, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	gap := time.NewTimer(0)
-	defer gap.Stop()
 	for {
 		select {
 		case <-stop:
@@ -89,9 +88,10 @@ func (s *Store) sendWakeUps(poke <-chan struct{}, stop <-chan struct{}, done cha
 		// their wake-ups apart by it.
 		_, _ = s.Pool.Exec(ctx, `SELECT pg_notify($1, current_schema())`, NotifyChannel)
 		cancel()
-		gap.Reset(wakeGap)
+		gap := time.NewTimer(wakeGap)
 		select {
 		case <-stop:
+			gap.Stop()
 			return
 		case <-gap.C:
 		}
