@@ -95,31 +95,11 @@ func TestWakeRelayFoldsABurst(t *testing.T) {
 	st, _ := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	schema, err := testkit.Schema(ctx, st.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := pgx.Connect(ctx, st.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN herald_events"); err != nil {
-		t.Fatal(err)
-	}
+	w := listenWakeUps(ctx, t, st)
 	for range 1000 {
 		st.WakeRelay()
 	}
-	got := 0
-	for {
-		waitCtx, waitCancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := testkit.WaitWakeUp(waitCtx, listener, schema)
-		waitCancel()
-		if err != nil {
-			break
-		}
-		got++
-	}
+	got := w.count(ctx)
 	if got < 1 || got > 10 {
 		t.Errorf("%d notifications for 1000 wake-ups, want 1 to 10", got)
 	}
@@ -137,26 +117,12 @@ func TestWakeRelayPacesASteadyStream(t *testing.T) {
 	st, _ := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	schema, err := testkit.Schema(ctx, st.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listener, err := pgx.Connect(ctx, st.Pool.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN herald_events"); err != nil {
-		t.Fatal(err)
-	}
+	w := listenWakeUps(ctx, t, st)
 	// One wake-up, then another at once, within the gap after the first
 	// notification: both are sent.
 	st.WakeRelay()
 	for i := range 2 {
-		waitCtx, waitCancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := testkit.WaitWakeUp(waitCtx, listener, schema)
-		waitCancel()
-		if err != nil {
+		if err := w.next(ctx, 5*time.Second); err != nil {
 			t.Fatalf("notification %d of two wake-ups: %v", i+1, err)
 		}
 		if i == 0 {
@@ -167,20 +133,52 @@ func TestWakeRelayPacesASteadyStream(t *testing.T) {
 	for start := time.Now(); time.Since(start) < stream; time.Sleep(200 * time.Microsecond) {
 		st.WakeRelay()
 	}
-	got := 0
-	for {
-		waitCtx, waitCancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		_, err := testkit.WaitWakeUp(waitCtx, listener, schema)
-		waitCancel()
-		if err != nil {
-			break
-		}
-		got++
-	}
+	got := w.count(ctx)
 	// A second of wake-ups: at most 41 gaps, and the stream may have run a
 	// little longer than its clock says; at least 5 unless a notification
 	// took over 175 ms.
 	if got < 5 || got > 45 {
 		t.Errorf("%d notifications for a stream of wake-ups over %v, want 5 to 45 (one every 25 ms)", got, stream)
 	}
+}
+
+// wakeUps is a connection listening for a schema's wake-ups.
+type wakeUps struct {
+	listener *pgx.Conn
+	schema   string
+}
+
+// listenWakeUps listens for the wake-ups of st's schema until the test ends.
+func listenWakeUps(ctx context.Context, t *testing.T, st *store.Store) *wakeUps {
+	t.Helper()
+	schema, err := testkit.Schema(ctx, st.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, st.Pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close(context.Background()) })
+	if _, err := listener.Exec(ctx, "LISTEN herald_events"); err != nil {
+		t.Fatal(err)
+	}
+	return &wakeUps{listener: listener, schema: schema}
+}
+
+// next waits up to within for the schema's next wake-up.
+func (w *wakeUps) next(ctx context.Context, within time.Duration) error {
+	waitCtx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	_, err := testkit.WaitWakeUp(waitCtx, w.listener, w.schema)
+	return err
+}
+
+// count counts the wake-ups that arrive until none has for 500 ms.
+func (w *wakeUps) count(ctx context.Context) int {
+	n := 0
+	for w.next(ctx, 500*time.Millisecond) == nil {
+		n++
+	}
+	return n
 }
