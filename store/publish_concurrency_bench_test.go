@@ -334,31 +334,6 @@ func warm(ctx context.Context, b *testing.B, publish func(w int, i int64) error)
 	}
 }
 
-// publishingSchema opens a store of at most maxConns connections on url (a
-// fresh schema), migrated, where the app contacts declares
-// contacts.person.updated, and makes a publisher role of that app, as an
-// app's own database role publishes: it returns the store, the role and
-// the role's URL.
-func publishingSchema(ctx context.Context, b *testing.B, url string, maxConns int32) (*store.Store, string, string) {
-	b.Helper()
-	st, err := store.Open(ctx, url, store.Options{MaxConns: maxConns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "bench"); err != nil {
-		b.Fatal(err)
-	}
-	role, roleURL := newRuntimeRole(b, st)
-	if err := st.GrantPublisher(ctx, "contacts", role, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	return st, role, roleURL
-}
-
 // openConns opens publishers connections of st's pool at once, so that a
 // way's timing does not include connecting.
 func openConns(ctx context.Context, b *testing.B, st *store.Store) {

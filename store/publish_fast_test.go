@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"herald/internal/testenv"
 	"herald/internal/testkit"
 	"herald/store"
 )
@@ -164,14 +165,7 @@ func TestPublishFastAfterDeallocate(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := openStoreAt(t, 0)
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
-		t.Fatal(err)
-	}
-	role, roleURL := newRuntimeRole(t, st)
-	if err := st.GrantPublisher(ctx, "contacts", role, "test"); err != nil {
-		t.Fatal(err)
-	}
+	st, _, roleURL := publishingSchema(ctx, t, testenv.NewSchema(t), 0)
 	counter := &testkit.Sent{}
 	cfg, err := pgx.ParseConfig(roleURL)
 	if err != nil {

@@ -206,3 +206,28 @@ func currentSchema(t *testing.T, s *store.Store) string {
 	}
 	return pgx.Identifier{schema}.Sanitize()
 }
+
+// publishingSchema opens a store of at most maxConns connections (zero:
+// pgx's default) on url (a fresh schema), migrated, where the app contacts
+// declares contacts.person.updated, and makes a publisher role of that app,
+// as an app's own database role publishes: it returns the store, the role
+// and the role's URL.
+func publishingSchema(ctx context.Context, t testing.TB, url string, maxConns int32) (*store.Store, string, string) {
+	t.Helper()
+	st, err := store.Open(ctx, url, store.Options{MaxConns: maxConns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	role, roleURL := newRuntimeRole(t, st)
+	if err := st.GrantPublisher(ctx, "contacts", role, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return st, role, roleURL
+}
