@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +17,10 @@ type partitionLoop struct {
 	cancel context.CancelFunc
 	wake   chan struct{} // a round is due (capacity 1)
 	done   chan struct{} // closed when the loop ended
+	// handOver, set when the member gives the partition back, cancels the
+	// loop when the member stops trusting the partition, if the round
+	// under way has not ended by then.
+	handOver *time.Timer
 }
 
 // serve joins the database's relays (store.Member) and dispatches the
@@ -61,6 +64,9 @@ func (r *Relay) serve(ctx context.Context) error {
 			wakeAll(loops)
 		case l := <-ended:
 			if loops[l.p] == l {
+				if l.handOver != nil {
+					l.handOver.Stop()
+				}
 				delete(loops, l.p)
 				m.Stopped(l.p)
 			}
@@ -70,15 +76,31 @@ func (r *Relay) serve(ctx context.Context) error {
 
 // reconcile stops the loops of partitions the member no longer leads (and
 // tells it they stopped) and starts one for each partition it newly leads.
+//
+// A partition given back to balance the relays (a relay joined) is handed
+// over: its loop ends the round under way and stops before the next one
+// (Member.Check), and serve tells the member once it ended. Cancelling that
+// round would cut its calls short, and an eager start cut short may have
+// created a run whose first workflow task no worker holds (the key waits
+// out the task's 10 s timeout: start.go). The member trusts the partition
+// until its lease could lapse, and the loop is cancelled then if it has not
+// ended. A partition the member lost, or stopped trusting, is stopped at
+// once.
 func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*partitionLoop, ended chan<- *partitionLoop) {
 	want := m.Partitions()
 	for p, l := range loops {
-		if !slices.Contains(want, p) {
-			l.cancel()
-			<-l.done
-			delete(loops, p)
-			m.Stopped(p)
+		if slices.Contains(want, p) || l.handOver != nil {
+			continue
 		}
+		if until, ok := m.GivingBack(p); ok {
+			l.handOver = time.AfterFunc(time.Until(until), l.cancel)
+			wakeLoop(l) // a loop waiting for its next round stops now
+			continue
+		}
+		l.cancel()
+		<-l.done
+		delete(loops, p)
+		m.Stopped(p)
 	}
 	for _, p := range want {
 		if loops[p] != nil {
@@ -100,7 +122,13 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 			}
 		}()
 	}
-	led := slices.Sorted(maps.Keys(loops))
+	var led []int
+	for p, l := range loops {
+		if l.handOver == nil {
+			led = append(led, p)
+		}
+	}
+	slices.Sort(led)
 	if !slices.Equal(led, r.Partitions()) {
 		r.Logger.Info("relay partitions led", zap.Ints("partitions", led), zap.Int("relays", m.Workers()))
 	}
@@ -109,10 +137,14 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 
 func wakeAll(loops map[int]*partitionLoop) {
 	for _, l := range loops {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		wakeLoop(l)
+	}
+}
+
+func wakeLoop(l *partitionLoop) {
+	select {
+	case l.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -151,8 +183,9 @@ func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, pulse chan<
 // stops trusting the partition. Every round first checks that it still
 // does: a backlog keeps the loop going without waiting on the member, and
 // a partition lost may already have another leader. A round under way when
-// the member is lost or gives the partition back is cancelled; the key
-// workflows drop what they already have. An idle partition runs a round
+// the member is lost or stops trusting the partition is cancelled (the key
+// workflows drop what they already have); one under way when it gives the
+// partition back ends first (reconcile). An idle partition runs a round
 // when woken (a notification or the probe) and at least every
 // PollInterval, which finds events backing off that came due.
 func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partitionLoop) error {
@@ -160,9 +193,12 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		var wg sync.WaitGroup
 		wg.Add(1)
 		// The sweep runs beside dispatching, so a removal with many held
-		// keys never delays the events of other subscriptions.
-		go func() { defer wg.Done(); r.sweepLoop(ctx) }()
+		// keys never delays the events of other subscriptions. It stops
+		// with the loop.
+		sctx, stopSweep := context.WithCancel(ctx)
+		go func() { defer wg.Done(); r.sweepLoop(sctx) }()
 		defer wg.Wait()
+		defer stopSweep()
 	}
 	for ctx.Err() == nil {
 		if err := m.Check(l.p); err != nil {

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"herald/internal/testkit"
 	"herald/manifest"
 	"herald/relay"
@@ -193,5 +196,67 @@ func TestOnlyPartitionZeroSweeps(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // ten more sweep intervals
 	if n := told(other); n != before {
 		t.Fatalf("the relay without partition 0 told %d keys of removed subscriptions", n-before)
+	}
+}
+
+// TestHandOverEndsTheRoundUnderWay: when a relay joins, the one leading
+// every partition gives half of them back without cutting the rounds under
+// way short: not one of its eager starts is cancelled (a start cut short
+// may have created a run whose first workflow task no worker holds, and
+// its key waits out the task's timeout), it warns of nothing, and the two
+// then lead the partitions between them with every event dispatched.
+func TestHandOverEndsTheRoundUnderWay(t *testing.T) {
+	// Serial: rounds in flight at the moment of a hand-over.
+	st, p := setup(t)
+	ctx := context.Background()
+	core, logs := observer.New(zap.WarnLevel)
+	slow := &cuttableStarter{delay: 300 * time.Millisecond}
+	r1 := &relay.Relay{Store: st, Temporal: slow, StartNewKeys: true, ParallelStarts: 64,
+		PollInterval: 50 * time.Millisecond, Logger: zap.New(core)}
+	r2 := &relay.Relay{Store: st, Temporal: &startingTemporal{}, StartNewKeys: true, PollInterval: 50 * time.Millisecond}
+	ctx1, stop1 := context.WithCancel(ctx)
+	ctx2, stop2 := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Go(func() { _ = r1.Run(ctx1) })
+	defer func() { stop1(); stop2(); running.Wait() }()
+	testkit.Eventually(t, 20*time.Second, "the first relay to lead every partition", func() bool {
+		return len(r1.Partitions()) == store.RelayPartitions
+	})
+
+	// New keys, one event each, 50 a second, until the hand-over is done:
+	// the first relay's partitions have starts in flight all along.
+	pctx, stopPublishing := context.WithCancel(ctx)
+	published := make(chan error, 1)
+	go func() {
+		var err error
+		for k := 0; pctx.Err() == nil && err == nil; k++ {
+			err = tryPublishN(p, "contacts.person.deleted", fmt.Sprintf("k%d", k), 1) // crm's only
+			time.Sleep(20 * time.Millisecond)
+		}
+		published <- err
+	}()
+	testkit.Eventually(t, 20*time.Second, "starts in flight", func() bool { return slow.inFlight.Load() > 0 })
+	running.Go(func() { _ = r2.Run(ctx2) })
+	testkit.Eventually(t, 20*time.Second, "both relays to lead, all partitions between them", func() bool {
+		n1, n2 := len(r1.Partitions()), len(r2.Partitions())
+		return n1 > 0 && n2 > 0 && n1+n2 == store.RelayPartitions
+	})
+	time.Sleep(300 * time.Millisecond)
+	stopPublishing()
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "everything dispatched", func() bool {
+		lag, err := st.RelayLag(ctx)
+		return err == nil && lag.Undispatched == 0
+	})
+	if n := slow.cut.Load(); n != 0 {
+		t.Fatalf("%d eager starts cut short by the hand-over, want none (%d went through)", n, slow.startedEagerly.Load())
+	}
+	if slow.startedEagerly.Load() == 0 {
+		t.Fatal("the first relay started no key: nothing was in flight to cut")
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("warnings from the relay that gave partitions back: %v", logs.All())
 	}
 }

@@ -682,7 +682,9 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 		})
 		endSignalSpan(span, err)
 		if err != nil {
-			r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
+			if ctx.Err() == nil { // not a round the relay cut short
+				r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
+			}
 			return sent, start, fmt.Errorf("signal %s: %w", id, err)
 		}
 		sent++

@@ -248,6 +248,11 @@ func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts c
 	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		return false, nil
 	}
+	if ctx.Err() != nil {
+		// The relay cut the call short (shutdown, or the partition lapsed):
+		// nothing is wrong with Temporal, and the round records nothing.
+		return false, err
+	}
 	r.Logger.Warn("start a key's workflow", zap.String("workflow", id), zap.Error(err))
 	if outage(err) && r.eager.pause(time.Now(), eagerPause) {
 		r.Logger.Warn("Temporal did not answer an eager start; new keys are signalled with SignalWithStart for a while",

@@ -642,3 +642,66 @@ func TestStartsCarryTheWorkersBuildID(t *testing.T) {
 		t.Fatalf("signal-with-start refused for BuildIds: round %+v (%v), want both signals sent again without", round, err)
 	}
 }
+
+// cuttableStarter starts workflows after delay, unless the call's context
+// ends first: then it counts the call as cut short and answers its error.
+type cuttableStarter struct {
+	startingTemporal
+	delay          time.Duration
+	inFlight, cut  atomic.Int64
+	startedEagerly atomic.Int64
+}
+
+func (f *cuttableStarter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	t := time.NewTimer(f.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		f.cut.Add(1)
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	run, err := f.startingTemporal.ExecuteWorkflow(ctx, opts, wf, args...)
+	if err == nil {
+		f.startedEagerly.Add(1)
+	}
+	return run, err
+}
+
+// TestCancelledStartKeepsEagerStarts: a start cut short because the relay
+// stopped its round (shutdown, a partition lost) says nothing about
+// Temporal: no warning, eager starts go on (TestUnansweredStartPausesEagerStarts
+// is the start Temporal did not answer).
+func TestCancelledStartKeepsEagerStarts(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	core, logs := observer.New(zap.WarnLevel)
+	tmp := &cuttableStarter{delay: time.Minute}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, MaxAttempts: 5, Logger: zap.New(core)}
+	publishN(t, p, "contacts.person.deleted", "p1", 1) // crm's only
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for tmp.inFlight.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	round, _ := r.DispatchOnce(ctx) // its error, if any, is the cancellation's
+	if tmp.cut.Load() != 1 || round.Dispatched != 0 {
+		t.Fatalf("round %+v, %d starts cut short: want p1's start cut short", round, tmp.cut.Load())
+	}
+
+	tmp.delay = 0
+	publishN(t, p, "contacts.person.deleted", "p2", 1)
+	if _, err := r.DispatchOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := tmp.startedEagerly.Load(); got != 2 {
+		t.Fatalf("%d keys started eagerly after a round cut short, want p1 and p2: eager starts were paused", got)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("warnings after a round the relay cut short: %v", logs.All())
+	}
+}

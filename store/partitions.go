@@ -413,6 +413,20 @@ func (m *Member) Check(p int) error {
 	return nil
 }
 
+// GivingBack reports whether partition p is being given back to balance
+// the relays while the member still trusts it, and until when: its
+// dispatching may end the round under way until then (not start another:
+// Check), and must have stopped by then.
+func (m *Member) GivingBack(p int) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, held := m.valid[p]
+	if m.err != nil || !held || !m.shed[p] || !time.Now().Before(v) {
+		return time.Time{}, false
+	}
+	return v, true
+}
+
 // Stopped tells the member that the dispatching of partition p ended; a
 // partition it gives back is freed at the next tick.
 func (m *Member) Stopped(p int) {
