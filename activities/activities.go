@@ -48,6 +48,11 @@ type Store interface {
 	// across every worker process: a token of its rate and an in-flight lease.
 	AcquireDelivery(ctx context.Context, app string, ttl, maxWait time.Duration) (store.Grant, error)
 	ReleaseDelivery(ctx context.Context, app, lease string) error
+	// ReturnDelivery gives back a turn that was granted and not used;
+	// AppLimits reads apps' current limits (the waits watch them for a
+	// raise).
+	ReturnDelivery(ctx context.Context, app, lease string) error
+	AppLimits(ctx context.Context, apps []string) (map[string]store.Limits, error)
 	// QueuedAfter and CancelQueuedAfter read and drop a key's backlog: the
 	// queued events its workflow does not hold in memory.
 	QueuedAfter(ctx context.Context, subscriptionID, subject string, after int64, limit int) ([]store.QueuedEvent, error)
@@ -108,6 +113,9 @@ type Activities struct {
 	// Retention is the worker's HERALD_RETENTION: PurgeEvents never deletes
 	// anything newer, whatever its input says; DefaultRetention when zero.
 	Retention time.Duration
+
+	// limits tells the waits for apps' limits when those were raised.
+	limits limitWatch
 }
 
 // ownKey reports whether the calling workflow is the delivery workflow of

@@ -274,7 +274,7 @@ func (d *delivery) waitTurn(i int) (string, *ending) {
 	if i > 0 {
 		budget = min(d.batchTime, maxLimitBatchWait) - time.Since(d.started)
 	}
-	lease, turn, err := d.a.waitTurn(d.ctx, d.batch.Target.App, d.in.Timeout, budget, i)
+	lease, turn, err := d.a.waitTurn(d.ctx, d.batch.Target.App, d.batch.Limits, d.in.Timeout, budget, i)
 	switch {
 	case turn == turnGranted:
 		return lease, nil

@@ -3,10 +3,14 @@ package activities
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
+
+	"herald/store"
 )
 
 // Waits for a subscriber app's limits (manifest "limits"). A wait is not an
@@ -47,10 +51,17 @@ const (
 // waitTurn waits until the app's limits let one more POST go, for at most
 // budget, heartbeating with hb while it waits. A token becoming available
 // within the budget is reserved at once and slept for; a full in-flight
-// allowance is polled, with a growing, jittered pause.
-func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget time.Duration, hb any) (string, turnResult, error) {
+// allowance is polled, with a growing, jittered pause. under are the
+// limits the caller read with its batch: when the app's limits are raised
+// beyond them during a wait (limitWatch), a reserved turn is given back and
+// the wait asks again under the new ones at once, so that a raise takes
+// effect within about a second rather than when the tokens reserved under
+// the old rate come due (up to the budget, 10 s, later).
+func (a *Activities) waitTurn(ctx context.Context, app string, under store.Limits, timeout, budget time.Duration, hb any) (string, turnResult, error) {
 	deadline := time.Now().Add(budget)
 	pause := capacityPoll
+	w := a.limits.watch(a.Store, app, under)
+	defer func() { a.limits.forget(w) }()
 	for {
 		left := time.Until(deadline)
 		if left <= 0 || (activity.IsActivity(ctx) && workerStopping(ctx)) {
@@ -67,7 +78,13 @@ func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget t
 			return "", turnFailed, err
 		case g.Granted:
 			if g.Wait > 0 {
-				if slept := sleepBeating(ctx, g.Wait, hb); slept != sleptFully {
+				switch slept := sleepBeating(ctx, g.Wait, hb, w.raised); slept {
+				case sleptFully:
+				case sleepRaised:
+					a.returnTurn(ctx, app, g.Lease)
+					w = a.limits.rewatch(a.Store, w)
+					continue
+				default:
 					a.release(ctx, app, g.Lease)
 					return "", slept.turn(), ctx.Err()
 				}
@@ -78,16 +95,128 @@ func (a *Activities) waitTurn(ctx context.Context, app string, timeout, budget t
 			// rather than end at once: the workflow starts the next execution
 			// as soon as this one ends, so a key held back by the rate asks
 			// again once per budget, not in a tight loop.
-			if slept := sleepBeating(ctx, left, hb); slept == sleepCancelled {
+			switch sleepBeating(ctx, left, hb, w.raised) {
+			case sleepCancelled:
 				return "", turnCancelled, ctx.Err()
+			case sleepRaised:
+				w = a.limits.rewatch(a.Store, w)
+				continue
 			}
 			return "", turnTooLate, nil
 		}
 		d := min(pause/2+rand.N(pause), left)
-		if slept := sleepBeating(ctx, d, hb); slept != sleptFully {
+		switch slept := sleepBeating(ctx, d, hb, w.raised); slept {
+		case sleptFully:
+		case sleepRaised:
+			w = a.limits.rewatch(a.Store, w)
+			pause = capacityPoll
+			continue
+		default:
 			return "", slept.turn(), ctx.Err()
 		}
 		pause = min(pause*3/2, maxCapacityPoll)
+	}
+}
+
+// returnTurn gives back a turn that was granted and not used (the app's
+// limits were raised while it waited for it). A turn that cannot be given
+// back is a token spent for nothing and a lease that expires by itself.
+func (a *Activities) returnTurn(ctx context.Context, app, lease string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := a.Store.ReturnDelivery(rctx, app, lease); err != nil && a.Logger != nil {
+		a.Logger.Warn("give back a turn after the app's limits were raised", zap.String("app", app), zap.Error(err))
+	}
+}
+
+// limitWatchInterval is how often a worker reads the limits of the apps its
+// waits are under: one query per process, only while a wait is under way.
+const limitWatchInterval = time.Second
+
+// limitWatch tells this process's waits for apps' limits when those were
+// raised: one goroutine reads the watched apps' limits every
+// limitWatchInterval while any wait is under way, one query for them all
+// (a thousand waiting keys of one app cost that one query, not a thousand).
+// The zero value is ready.
+type limitWatch struct {
+	mu      sync.Mutex
+	waits   map[*limitWaiter]struct{}
+	running bool
+}
+
+// limitWaiter is one wait's watch: raised is closed once the app's limits
+// let more through than under; now are those limits then.
+type limitWaiter struct {
+	app    string
+	under  store.Limits
+	raised chan struct{}
+	now    store.Limits
+}
+
+// watch starts watching app's limits for a wait under under; forget ends
+// it.
+func (lw *limitWatch) watch(st Store, app string, under store.Limits) *limitWaiter {
+	w := &limitWaiter{app: app, under: under, raised: make(chan struct{})}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.waits == nil {
+		lw.waits = map[*limitWaiter]struct{}{}
+	}
+	lw.waits[w] = struct{}{}
+	if !lw.running {
+		lw.running = true
+		go lw.run(st)
+	}
+	return w
+}
+
+// rewatch replaces a watch that fired with one under the raised limits.
+func (lw *limitWatch) rewatch(st Store, w *limitWaiter) *limitWaiter {
+	lw.forget(w)
+	return lw.watch(st, w.app, w.now)
+}
+
+func (lw *limitWatch) forget(w *limitWaiter) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	delete(lw.waits, w)
+}
+
+// run reads the watched apps' limits every limitWatchInterval and fires
+// the watches whose app's limits were raised, until none is left. A read
+// that fails is tried again at the next tick: the waits go on meanwhile.
+func (lw *limitWatch) run(st Store) {
+	t := time.NewTicker(limitWatchInterval)
+	defer t.Stop()
+	for range t.C {
+		lw.mu.Lock()
+		if len(lw.waits) == 0 {
+			lw.running = false
+			lw.mu.Unlock()
+			return
+		}
+		var apps []string
+		for w := range lw.waits {
+			if !slices.Contains(apps, w.app) {
+				apps = append(apps, w.app)
+			}
+		}
+		lw.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), limitWatchInterval)
+		now, err := st.AppLimits(ctx, apps)
+		cancel()
+		if err != nil {
+			continue
+		}
+		lw.mu.Lock()
+		for w := range lw.waits {
+			if l, ok := now[w.app]; ok && w.under.Raised(l) {
+				w.now = l
+				close(w.raised)
+				delete(lw.waits, w)
+			}
+		}
+		lw.mu.Unlock()
 	}
 }
 
@@ -113,6 +242,8 @@ const (
 	// sleepStopping: the worker is shutting down; the wait ends early, as
 	// one that ran out of time, so that no attempt is spent on it.
 	sleepStopping
+	// sleepRaised: the app's limits were raised (limitWatch).
+	sleepRaised
 )
 
 func (r sleepResult) turn() turnResult {
@@ -123,8 +254,9 @@ func (r sleepResult) turn() turnResult {
 }
 
 // sleepBeating sleeps for d, heartbeating every second (the SDK throttles
-// what it sends), unless ctx ends or the worker stops first.
-func sleepBeating(ctx context.Context, d time.Duration, hb any) sleepResult {
+// what it sends), unless ctx ends, the worker stops or raised is closed
+// first (a nil raised never is).
+func sleepBeating(ctx context.Context, d time.Duration, hb any, raised <-chan struct{}) sleepResult {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	tick := time.NewTicker(time.Second)
@@ -140,6 +272,8 @@ func sleepBeating(ctx context.Context, d time.Duration, hb any) sleepResult {
 			return sleepCancelled
 		case <-stopping:
 			return sleepStopping
+		case <-raised:
+			return sleepRaised
 		case <-t.C:
 			return sleptFully
 		case <-tick.C:

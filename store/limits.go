@@ -85,3 +85,52 @@ func (s *Store) ReleaseDelivery(ctx context.Context, app, lease string) error {
 	}
 	return nil
 }
+
+// ReturnDelivery gives back a turn AcquireDelivery granted and that was not
+// used: the token (reserved ahead, or taken now) goes back to the app's
+// bucket, which never holds more than its burst, and the in-flight lease, if
+// any, ends. A wait whose app's limits were raised returns its turn, then
+// asks for one under the new limits, so that the tokens reserved under the
+// old rate do not hold the new one back.
+func (s *Store) ReturnDelivery(ctx context.Context, app, lease string) error {
+	if _, err := s.Pool.Exec(ctx, `UPDATE app_limit_state s
+		   SET tokens = CASE WHEN a.max_per_second IS NULL THEN s.tokens
+		                     ELSE least(greatest(1, a.max_per_second), s.tokens + 1) END,
+		       leases = s.leases - $2::text
+		  FROM apps a
+		 WHERE s.app = $1 AND a.id = s.app`, app, lease); err != nil {
+		return fmt.Errorf("return a turn of %s: %w", app, err)
+	}
+	return nil
+}
+
+// AppLimits reads the current limits of apps; an app that is not there is
+// left out.
+func (s *Store) AppLimits(ctx context.Context, apps []string) (map[string]Limits, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id, coalesce(max_per_second, 0), coalesce(max_in_flight, 0)
+		FROM apps WHERE id = ANY($1)`, apps)
+	if err != nil {
+		return nil, fmt.Errorf("read app limits: %w", err)
+	}
+	out := map[string]Limits{}
+	for rows.Next() {
+		var app string
+		var l Limits
+		if err := rows.Scan(&app, &l.MaxPerSecond, &l.MaxInFlight); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read app limits: %w", err)
+		}
+		out[app] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read app limits: %w", err)
+	}
+	return out, nil
+}
+
+// Raised reports whether now lets more through than l in a way l holds
+// deliveries back: a rate of l's raised or removed, or its in-flight cap.
+func (l Limits) Raised(now Limits) bool {
+	looser := func(was, is float64) bool { return was > 0 && (is == 0 || is > was) }
+	return looser(l.MaxPerSecond, now.MaxPerSecond) || looser(float64(l.MaxInFlight), float64(now.MaxInFlight))
+}

@@ -290,3 +290,66 @@ func TestLoweredRateForgivesOldDebt(t *testing.T) {
 		t.Fatalf("first acquire at 1/s after the debt: %+v, want refused with a wait of about 61 s (not 1,400 s)", g)
 	}
 }
+
+// TestReturnedTurnsCancelTheOldRatesDebt: turns reserved ahead under a
+// rate and given back (ReturnDelivery, as waits do when the rate is
+// raised) leave no debt: the next turn under the raised rate is at once,
+// the bucket never holds more than its burst, and the in-flight lease
+// ends. AppLimits reads the limits the waits watch.
+func TestReturnedTurnsCancelTheOldRatesDebt(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 1, MaxInFlight: 50})
+	var leases []string
+	for i := 0; i < 10; i++ { // 1 at once, 9 reserved up to 9 s ahead
+		g := acquire(t, s, time.Minute, 10*time.Second)
+		if !g.Granted {
+			t.Fatalf("acquire %d at 1/s within 10 s: %+v", i, g)
+		}
+		leases = append(leases, g.Lease)
+	}
+	limitedApp(t, s, &manifest.Limits{MaxPerSecond: 2, MaxInFlight: 50})
+	if g := acquire(t, s, time.Minute, 0); g.Granted || g.Wait < 4*time.Second {
+		t.Fatalf("under the raised rate with the old turns held: %+v, want a wait of about 5 s", g)
+	}
+	got, err := s.AppLimits(ctx, []string{"billing", "nobody"})
+	if err != nil || len(got) != 1 || got["billing"] != (store.Limits{MaxPerSecond: 2, MaxInFlight: 50}) {
+		t.Fatalf("AppLimits = %v, %v; want billing's 2/s and 50 in flight only", got, err)
+	}
+	for _, l := range leases {
+		if err := s.ReturnDelivery(ctx, "billing", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := acquire(t, s, time.Minute, 0)
+	if !g.Granted || g.Wait != 0 || g.InFlight != 1 {
+		t.Fatalf("after the old turns came back: %+v, want a turn at once with only itself in flight", g)
+	}
+	var tokens float64
+	if err := s.Pool.QueryRow(ctx, `SELECT tokens FROM app_limit_state WHERE app = 'billing'`).Scan(&tokens); err != nil || tokens > 2 {
+		t.Fatalf("bucket holds %v tokens (%v), want at most its burst of 2", tokens, err)
+	}
+}
+
+func TestLimitsRaised(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		was, now store.Limits
+		want     bool
+	}{
+		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 10}, true},
+		{store.Limits{MaxPerSecond: 5}, store.Limits{}, true},
+		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 5}, false},
+		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 2}, false},
+		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, false},
+		{store.Limits{MaxInFlight: 3}, store.Limits{MaxInFlight: 4}, true},
+		{store.Limits{MaxInFlight: 3}, store.Limits{MaxPerSecond: 9}, true},
+		{store.Limits{}, store.Limits{MaxPerSecond: 1}, false},
+		{store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, store.Limits{MaxPerSecond: 2, MaxInFlight: 9}, true},
+	} {
+		if got := c.was.Raised(c.now); got != c.want {
+			t.Errorf("%+v.Raised(%+v) = %v, want %v", c.was, c.now, got, c.want)
+		}
+	}
+}

@@ -365,6 +365,13 @@ func (s *fakeStore) AcquireDelivery(context.Context, string, time.Duration, time
 
 func (s *fakeStore) ReleaseDelivery(context.Context, string, string) error { return nil }
 
+func (s *fakeStore) ReturnDelivery(context.Context, string, string) error { return nil }
+
+// AppLimits answers no app: the limits of the harness's waits never change.
+func (s *fakeStore) AppLimits(context.Context, []string) (map[string]store.Limits, error) {
+	return nil, nil
+}
+
 func (s *fakeStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
