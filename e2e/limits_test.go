@@ -166,20 +166,31 @@ func TestRateLimitAcrossTwoWorkers(t *testing.T) {
 		t.Fatalf("measured %.2f deliveries/s over %v, want 4 to 5.5 under a limit of %d/s across two workers", got, window, rate)
 	}
 
-	// Raised, the limit applies within seconds: the rest goes through as
-	// soon as the tokens reserved under the old rate (at most 10 s ahead)
-	// come due, not at 5/s.
+	// Raised, the limit applies within seconds, also to the keys holding
+	// turns reserved under the old rate.
 	setLimits(manifest.Limits{MaxPerSecond: 1000})
 	raised := time.Now()
 	left := keys*perKey - l.total()
 	testkit.Eventually(t, 60*time.Second, "every event delivered", func() bool { return l.total() >= keys*perKey })
 	t.Logf("the last %d events took %v after the limit was raised", left, time.Since(raised))
-	// At the old rate the rest would take left/rate seconds; the raise must
-	// beat that clearly (the tokens reserved before it, at most 10 s ahead,
-	// still come due first, and a loaded machine adds seconds to those).
-	oldRate := time.Duration(float64(left) / float64(rate) * float64(time.Second))
-	if d := time.Since(raised); left >= 70 && d > oldRate-2*time.Second {
-		t.Errorf("the rest (%d events) took %v after the limit was raised; at the old %d/s it takes %v", left, d, rate, oldRate)
+	l.mu.Lock()
+	after := make([]int, 20)
+	for _, at := range l.at {
+		if d := at.Sub(raised); d >= 0 && int(d/time.Second) < len(after) {
+			after[int(d/time.Second)]++
+		}
+	}
+	l.mu.Unlock()
+	t.Logf("deliveries per second after the raise: %v", after)
+	// The waits watch the app's limits (once a second): the keys waiting for
+	// turns under the old rate, reserved up to 10 s ahead or none, give
+	// them back and go at once. The old rate lets 3*rate (+ the burst) through
+	// in 3 s; the first 3 s after the raise must see twice that. (Waits that
+	// slept out their old turns delivered about 5 a second for 10 s; the
+	// keys between executions take their next one at a loaded Temporal's
+	// pace, so the rest as a whole makes no bound.)
+	if soon := after[0] + after[1] + after[2]; left >= 70 && soon < 2*(3*rate+rate) {
+		t.Errorf("%d of the %d events left went in the 3 s after the limit was raised (per second: %v); the old %d/s allows %d", soon, left, after, rate, 3*rate+rate)
 	}
 	checkAllInOrder(t, l, keys, perKey)
 }
