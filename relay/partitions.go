@@ -84,18 +84,24 @@ func (r *Relay) serve(ctx context.Context) error {
 // created a run whose first workflow task no worker holds (the key waits
 // out the task's 10 s timeout: start.go). The member trusts the partition
 // until its lease could lapse, and the loop is cancelled then if it has not
-// ended. A partition the member lost, or stopped trusting, is stopped at
-// once.
+// ended. A partition the member lost, or stopped trusting, or gives back
+// because a relay of an earlier release leads (the gate), is stopped at
+// once, even while it was being handed over.
 func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*partitionLoop, ended chan<- *partitionLoop) {
 	want := m.Partitions()
 	for p, l := range loops {
-		if slices.Contains(want, p) || l.handOver != nil {
+		if slices.Contains(want, p) {
 			continue
 		}
 		if until, ok := m.GivingBack(p); ok {
-			l.handOver = time.AfterFunc(time.Until(until), l.cancel)
-			wakeLoop(l) // a loop waiting for its next round stops now
+			if l.handOver == nil {
+				l.handOver = time.AfterFunc(time.Until(until), l.cancel)
+				wakeLoop(l) // a loop waiting for its next round stops now
+			}
 			continue
+		}
+		if l.handOver != nil {
+			l.handOver.Stop()
 		}
 		l.cancel()
 		<-l.done

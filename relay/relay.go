@@ -682,7 +682,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 		})
 		endSignalSpan(span, err)
 		if err != nil {
-			if ctx.Err() == nil { // not a round the relay cut short
+			if !errors.Is(ctx.Err(), context.Canceled) { // not a round the relay cut short
 				r.Logger.Warn("signal delivery workflow", zap.String("workflow", id), zap.Error(err))
 			}
 			return sent, start, fmt.Errorf("signal %s: %w", id, err)

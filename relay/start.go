@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -248,9 +249,10 @@ func (r *Relay) startKey(ctx context.Context, starter Starter, id string, opts c
 	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		return false, nil
 	}
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.Canceled) {
 		// The relay cut the call short (shutdown, or the partition lapsed):
-		// nothing is wrong with Temporal, and the round records nothing.
+		// nothing is wrong with Temporal, and the round records nothing. (A
+		// caller's deadline that passed is Temporal not answering in time.)
 		return false, err
 	}
 	r.Logger.Warn("start a key's workflow", zap.String("workflow", id), zap.Error(err))

@@ -69,6 +69,10 @@ type Member struct {
 	stopped map[int]bool      // shed or lapsed partitions whose dispatching ended: to free
 	workers int               // live workers at the last tick
 	oldLock bool              // holds the advisory lock of releases before 0014
+	// gateShut: at the last tick a relay of an earlier release led (or
+	// relay_lease had no live holder), so every partition is given back
+	// and must stop at once (GivingBack).
+	gateShut bool
 }
 
 // memberTick is how often a member renews, counts and rebalances: a
@@ -257,7 +261,7 @@ func (m *Member) tick(ctx context.Context) error {
 			return fmt.Errorf("take relay partitions: %w", err)
 		}
 	}
-	m.settle(sent, renew, renewed, took, free, share, workers, oldLock)
+	m.settle(sent, renew, renewed, took, free, share, workers, oldLock, gate)
 	return nil
 }
 
@@ -297,11 +301,11 @@ func readTick(br pgx.BatchResults) (renewed []int16, open bool, workers int, err
 // relay took them, which a member that honours Check never allows); freed
 // ones are forgotten; the partitions above share are marked to be given
 // back, highest first, so partition 0 (and its global duties) moves least.
-func (m *Member) settle(sent time.Time, renew, renewed, took, free []int16, share, workers int, oldLock bool) {
+func (m *Member) settle(sent time.Time, renew, renewed, took, free []int16, share, workers int, oldLock, gate bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before := m.ledLocked()
-	m.workers, m.oldLock = workers, oldLock
+	m.workers, m.oldLock, m.gateShut = workers, oldLock, !gate
 	until := sent.Add(validFor(m.ttl))
 	for _, p := range free {
 		delete(m.stopped, int(p))
@@ -416,12 +420,14 @@ func (m *Member) Check(p int) error {
 // GivingBack reports whether partition p is being given back to balance
 // the relays while the member still trusts it, and until when: its
 // dispatching may end the round under way until then (not start another:
-// Check), and must have stopped by then.
+// Check), and must have stopped by then. Not while the gate is shut: a
+// relay of an earlier release may be dispatching every partition, and
+// this member's must stop at once.
 func (m *Member) GivingBack(p int) (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, held := m.valid[p]
-	if m.err != nil || !held || !m.shed[p] || !time.Now().Before(v) {
+	if m.err != nil || m.gateShut || !held || !m.shed[p] || !time.Now().Before(v) {
 		return time.Time{}, false
 	}
 	return v, true

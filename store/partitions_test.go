@@ -308,3 +308,61 @@ func TestThreeMembersTakeAtMostTheirShare(t *testing.T) {
 		return len(led) == store.RelayPartitions
 	})
 }
+
+// TestGivingBackOnlyToBalance: a partition a member sheds because another
+// joined is handed over (GivingBack: the round under way may end while the
+// member still trusts it); when a relay of an earlier release holds
+// relay_lease, every partition is shed and none is handed over: each must
+// stop at once.
+func TestGivingBackOnlyToBalance(t *testing.T) {
+	t.Parallel()
+	a, b := openLeaderStores(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ttl = 6 * time.Second // ticks of 500 ms; a shed partition trusted 4 s
+	ma, err := a.JoinRelayTTL(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ma.Leave)
+	testkit.Eventually(t, 10*time.Second, "the first member to lead every partition", func() bool {
+		return len(ma.Partitions()) == store.RelayPartitions
+	})
+	givingBack := func() (n int) {
+		for p := range store.RelayPartitions {
+			if until, ok := ma.GivingBack(p); ok && until.After(time.Now()) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := givingBack(); n != 0 {
+		t.Fatalf("%d partitions given back by a member alone", n)
+	}
+	mb, err := b.JoinRelayTTL(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mb.Leave)
+	testkit.Eventually(t, 10*time.Second, "the first member to hand half its partitions over", func() bool {
+		return givingBack() == store.RelayPartitions/2
+	})
+
+	// An earlier release's relay takes relay_lease (its own live session).
+	old, err := b.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Release()
+	if _, err := old.Exec(ctx, `UPDATE relay_lease SET holder = 'earlier-release', holder_pid = pg_backend_pid(),
+		holder_started = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
+		expires_at = now() + interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the member to give every partition back", func() bool {
+		return len(ma.Partitions()) == 0
+	})
+	if n := givingBack(); n != 0 {
+		t.Fatalf("%d partitions handed over while an earlier release leads, want every one stopped at once", n)
+	}
+}
