@@ -52,16 +52,29 @@ const (
 // budget, heartbeating with hb while it waits. A token becoming available
 // within the budget is reserved at once and slept for; a full in-flight
 // allowance is polled, with a growing, jittered pause. under are the
-// limits the caller read with its batch: when the app's limits are raised
-// beyond them during a wait (limitWatch), a reserved turn is given back and
-// the wait asks again under the new ones at once, so that a raise takes
-// effect within about a second rather than when the tokens reserved under
-// the old rate come due (up to the budget, 10 s, later).
+// limits the caller read with its batch: when the app's rate is raised or
+// removed during a wait on it (limitWatch), a reserved turn is given back
+// and the wait asks again under the new limits at once, so that a raise
+// takes effect within about a second rather than when the tokens reserved
+// under the old rate come due (up to the budget, 10 s, later).
 func (a *Activities) waitTurn(ctx context.Context, app string, under store.Limits, timeout, budget time.Duration, hb any) (string, turnResult, error) {
 	deadline := time.Now().Add(budget)
 	pause := capacityPoll
-	w := a.limits.watch(a.Store, app, under)
-	defer func() { a.limits.forget(w) }()
+	// w watches the app's rate while the wait sleeps on it (a turn reserved
+	// ahead, or none within the budget); a full in-flight allowance is
+	// polled anyway.
+	var w *limitWaiter
+	rateRaised := func() <-chan struct{} {
+		if w == nil {
+			w = a.limits.watch(a.Store, a.Logger, app, under)
+		}
+		return w.raised
+	}
+	defer func() {
+		if w != nil {
+			a.limits.forget(w)
+		}
+	}()
 	for {
 		left := time.Until(deadline)
 		if left <= 0 || (activity.IsActivity(ctx) && workerStopping(ctx)) {
@@ -78,11 +91,11 @@ func (a *Activities) waitTurn(ctx context.Context, app string, under store.Limit
 			return "", turnFailed, err
 		case g.Granted:
 			if g.Wait > 0 {
-				switch slept := sleepBeating(ctx, g.Wait, hb, w.raised); slept {
+				switch slept := sleepBeating(ctx, g.Wait, hb, rateRaised()); slept {
 				case sleptFully:
 				case sleepRaised:
 					a.returnTurn(ctx, app, g.Lease)
-					w = a.limits.rewatch(a.Store, w)
+					w = a.limits.rewatch(a.Store, a.Logger, w)
 					continue
 				default:
 					a.release(ctx, app, g.Lease)
@@ -95,23 +108,17 @@ func (a *Activities) waitTurn(ctx context.Context, app string, under store.Limit
 			// rather than end at once: the workflow starts the next execution
 			// as soon as this one ends, so a key held back by the rate asks
 			// again once per budget, not in a tight loop.
-			switch sleepBeating(ctx, left, hb, w.raised) {
+			switch sleepBeating(ctx, left, hb, rateRaised()) {
 			case sleepCancelled:
 				return "", turnCancelled, ctx.Err()
 			case sleepRaised:
-				w = a.limits.rewatch(a.Store, w)
+				w = a.limits.rewatch(a.Store, a.Logger, w)
 				continue
 			}
 			return "", turnTooLate, nil
 		}
 		d := min(pause/2+rand.N(pause), left)
-		switch slept := sleepBeating(ctx, d, hb, w.raised); slept {
-		case sleptFully:
-		case sleepRaised:
-			w = a.limits.rewatch(a.Store, w)
-			pause = capacityPoll
-			continue
-		default:
+		if slept := sleepBeating(ctx, d, hb, nil); slept != sleptFully {
 			return "", slept.turn(), ctx.Err()
 		}
 		pause = min(pause*3/2, maxCapacityPoll)
@@ -133,19 +140,24 @@ func (a *Activities) returnTurn(ctx context.Context, app, lease string) {
 // waits are under: one query per process, only while a wait is under way.
 const limitWatchInterval = time.Second
 
-// limitWatch tells this process's waits for apps' limits when those were
-// raised: one goroutine reads the watched apps' limits every
-// limitWatchInterval while any wait is under way, one query for them all
-// (a thousand waiting keys of one app cost that one query, not a thousand).
-// The zero value is ready.
+// limitWatch tells this process's waits on apps' rates when those were
+// raised or removed: one goroutine reads the watched apps' limits every
+// limitWatchInterval while any such wait is under way, one query for them
+// all (a thousand waiting keys of one app cost that one query, not a
+// thousand). The zero value is ready.
 type limitWatch struct {
 	mu      sync.Mutex
 	waits   map[*limitWaiter]struct{}
 	running bool
+	warned  time.Time // when a failed read was last logged
 }
 
-// limitWaiter is one wait's watch: raised is closed once the app's limits
-// let more through than under; now are those limits then.
+// limitWatchWarnEvery spaces the warnings of reads that fail.
+const limitWatchWarnEvery = time.Minute
+
+// limitWaiter is one wait's watch: raised is closed once the app's rate
+// lets more through than under's (Limits.RateRaised); now are its limits
+// then.
 type limitWaiter struct {
 	app    string
 	under  store.Limits
@@ -155,7 +167,7 @@ type limitWaiter struct {
 
 // watch starts watching app's limits for a wait under under; forget ends
 // it.
-func (lw *limitWatch) watch(st Store, app string, under store.Limits) *limitWaiter {
+func (lw *limitWatch) watch(st Store, log *zap.Logger, app string, under store.Limits) *limitWaiter {
 	w := &limitWaiter{app: app, under: under, raised: make(chan struct{})}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
@@ -165,15 +177,15 @@ func (lw *limitWatch) watch(st Store, app string, under store.Limits) *limitWait
 	lw.waits[w] = struct{}{}
 	if !lw.running {
 		lw.running = true
-		go lw.run(st)
+		go lw.run(st, log)
 	}
 	return w
 }
 
 // rewatch replaces a watch that fired with one under the raised limits.
-func (lw *limitWatch) rewatch(st Store, w *limitWaiter) *limitWaiter {
+func (lw *limitWatch) rewatch(st Store, log *zap.Logger, w *limitWaiter) *limitWaiter {
 	lw.forget(w)
-	return lw.watch(st, w.app, w.now)
+	return lw.watch(st, log, w.app, w.now)
 }
 
 func (lw *limitWatch) forget(w *limitWaiter) {
@@ -183,9 +195,10 @@ func (lw *limitWatch) forget(w *limitWaiter) {
 }
 
 // run reads the watched apps' limits every limitWatchInterval and fires
-// the watches whose app's limits were raised, until none is left. A read
-// that fails is tried again at the next tick: the waits go on meanwhile.
-func (lw *limitWatch) run(st Store) {
+// the watches whose app's rate was raised, until none is left. A read that
+// fails is tried again at the next tick (the waits go on meanwhile, as
+// before a raise) and logged at most once every limitWatchWarnEvery.
+func (lw *limitWatch) run(st Store, log *zap.Logger) {
 	t := time.NewTicker(limitWatchInterval)
 	defer t.Stop()
 	for range t.C {
@@ -206,11 +219,21 @@ func (lw *limitWatch) run(st Store) {
 		now, err := st.AppLimits(ctx, apps)
 		cancel()
 		if err != nil {
+			lw.mu.Lock()
+			warn := log != nil && time.Since(lw.warned) >= limitWatchWarnEvery
+			if warn {
+				lw.warned = time.Now()
+			}
+			lw.mu.Unlock()
+			if warn {
+				log.Warn("read the limits of apps whose keys wait (a raised limit reaches them when their wait ends)",
+					zap.Strings("apps", apps), zap.Error(err))
+			}
 			continue
 		}
 		lw.mu.Lock()
 		for w := range lw.waits {
-			if l, ok := now[w.app]; ok && w.under.Raised(l) {
+			if l, ok := now[w.app]; ok && w.under.RateRaised(l) {
 				w.now = l
 				close(w.raised)
 				delete(lw.waits, w)

@@ -156,15 +156,17 @@ func TestWaitTurnRaisedAsksAgain(t *testing.T) {
 	}
 }
 
-// TestWaitTurnUnraisedSleepsItsTurn: limits unchanged, or lowered, leave a
+// TestWaitTurnUnraisedSleepsItsTurn: a rate unchanged or lowered, or only
+// the in-flight cap raised (the turn holds its place already), leaves a
 // reserved turn as it is: slept for, not given back.
 func TestWaitTurnUnraisedSleepsItsTurn(t *testing.T) {
 	t.Parallel()
-	for _, now := range []store.Limits{{MaxPerSecond: 5}, {MaxPerSecond: 2}} {
+	under := store.Limits{MaxPerSecond: 5, MaxInFlight: 2}
+	for _, now := range []store.Limits{{MaxPerSecond: 5, MaxInFlight: 2}, {MaxPerSecond: 2, MaxInFlight: 2}, {MaxPerSecond: 5}} {
 		st := &limitStore{grants: []store.Grant{{Granted: true, Wait: 2500 * time.Millisecond, Lease: "l1"}}, limits: &now}
 		a := &Activities{Store: st}
 		start := time.Now()
-		lease, turn, err := a.waitTurn(context.Background(), "billing", store.Limits{MaxPerSecond: 5}, time.Second, 9*time.Second, 0)
+		lease, turn, err := a.waitTurn(context.Background(), "billing", under, time.Second, 9*time.Second, 0)
 		if err != nil || turn != turnGranted || lease != "l1" || st.acquires != 1 || len(st.returned) != 0 {
 			t.Fatalf("limits now %+v: waitTurn = %q, %v, %v after %d acquires, returned %v; want the reserved turn", now, lease, turn, err, st.acquires, st.returned)
 		}

@@ -128,9 +128,8 @@ func (s *Store) AppLimits(ctx context.Context, apps []string) (map[string]Limits
 	return out, nil
 }
 
-// Raised reports whether now lets more through than l in a way l holds
-// deliveries back: a rate of l's raised or removed, or its in-flight cap.
-func (l Limits) Raised(now Limits) bool {
-	looser := func(was, is float64) bool { return was > 0 && (is == 0 || is > was) }
-	return looser(l.MaxPerSecond, now.MaxPerSecond) || looser(float64(l.MaxInFlight), float64(now.MaxInFlight))
+// RateRaised reports whether now's rate lets more through than l's: l has
+// a rate, and now's is higher or none.
+func (l Limits) RateRaised(now Limits) bool {
+	return l.MaxPerSecond > 0 && (now.MaxPerSecond == 0 || now.MaxPerSecond > l.MaxPerSecond)
 }

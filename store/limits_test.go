@@ -332,7 +332,7 @@ func TestReturnedTurnsCancelTheOldRatesDebt(t *testing.T) {
 	}
 }
 
-func TestLimitsRaised(t *testing.T) {
+func TestLimitsRateRaised(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		was, now store.Limits
@@ -343,13 +343,13 @@ func TestLimitsRaised(t *testing.T) {
 		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 5}, false},
 		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 2}, false},
 		{store.Limits{MaxPerSecond: 5}, store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, false},
-		{store.Limits{MaxInFlight: 3}, store.Limits{MaxInFlight: 4}, true},
-		{store.Limits{MaxInFlight: 3}, store.Limits{MaxPerSecond: 9}, true},
+		{store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, store.Limits{MaxPerSecond: 5}, false},
+		{store.Limits{MaxInFlight: 3}, store.Limits{}, false},
 		{store.Limits{}, store.Limits{MaxPerSecond: 1}, false},
-		{store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, store.Limits{MaxPerSecond: 2, MaxInFlight: 9}, true},
+		{store.Limits{MaxPerSecond: 5, MaxInFlight: 3}, store.Limits{MaxPerSecond: 9, MaxInFlight: 1}, true},
 	} {
-		if got := c.was.Raised(c.now); got != c.want {
-			t.Errorf("%+v.Raised(%+v) = %v, want %v", c.was, c.now, got, c.want)
+		if got := c.was.RateRaised(c.now); got != c.want {
+			t.Errorf("%+v.RateRaised(%+v) = %v, want %v", c.was, c.now, got, c.want)
 		}
 	}
 }
