@@ -19,8 +19,10 @@ type partitionLoop struct {
 	done   chan struct{} // closed when the loop ended
 	// handOver, set when the member gives the partition back, cancels the
 	// loop when the member stops trusting the partition, if the round
-	// under way has not ended by then.
+	// under way has not ended by then; drain is closed then, so that the
+	// round begins no other key (withDrain).
 	handOver *time.Timer
+	drain    chan struct{}
 }
 
 // serve joins the database's relays (store.Member) and dispatches the
@@ -78,8 +80,9 @@ func (r *Relay) serve(ctx context.Context) error {
 // tells it they stopped) and starts one for each partition it newly leads.
 //
 // A partition given back to balance the relays (a relay joined) is handed
-// over: its loop ends the round under way and stops before the next one
-// (Member.Check), and serve tells the member once it ended. Cancelling that
+// over: its loop's round under way finishes the keys it began, leaves the
+// others to the next leader (withDrain), and the loop stops before the
+// next round (Member.Check); serve tells the member once it ended. Cancelling that
 // round would cut its calls short, and an eager start cut short may have
 // created a run whose first workflow task no worker holds (the key waits
 // out the task's 10 s timeout: start.go). The member trusts the partition
@@ -96,7 +99,8 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 		if until, ok := m.GivingBack(p); ok {
 			if l.handOver == nil {
 				l.handOver = time.AfterFunc(time.Until(until), l.cancel)
-				wakeLoop(l) // a loop waiting for its next round stops now
+				close(l.drain) // the round under way begins no other key
+				wakeLoop(l)    // a loop waiting for its next round stops now
 			}
 			continue
 		}
@@ -113,7 +117,7 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 			continue
 		}
 		lctx, cancel := context.WithCancel(ctx)
-		l := &partitionLoop{p: p, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		l := &partitionLoop{p: p, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{}), drain: make(chan struct{})}
 		loops[p] = l
 		go func() {
 			err := r.leadPartition(lctx, m, l)
@@ -218,7 +222,7 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		evs, err := r.Store.UndispatchedIn(ctx, l.p, r.BatchSize, r.RoundBytes)
 		var round Round
 		if err == nil {
-			round, err = r.dispatch(ctx, evs)
+			round, err = r.dispatch(withDrain(ctx, l.drain), evs)
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -260,3 +260,55 @@ func TestHandOverEndsTheRoundUnderWay(t *testing.T) {
 		t.Fatalf("warnings from the relay that gave partitions back: %v", logs.All())
 	}
 }
+
+// TestHandOverLeavesKeysNotBegun: a round of a partition being handed over
+// finishes the starts under way and begins no other: the keys still
+// waiting for a start slot are left to the new leader, so the hand-over
+// takes a tick or two, not the 8 s the partition is still trusted (nor
+// the time its keys would wait for slots), and no start is cut short.
+func TestHandOverLeavesKeysNotBegun(t *testing.T) {
+	// Serial: bounds how long a hand-over takes.
+	st, p := setup(t)
+	ctx := context.Background()
+	slow := &cuttableStarter{delay: 400 * time.Millisecond}
+	// One start at a time: every round waits its turn for the one slot.
+	r1 := &relay.Relay{Store: st, Temporal: slow, StartNewKeys: true, ParallelStarts: 1, PollInterval: 50 * time.Millisecond}
+	fast := &startingTemporal{}
+	r2 := &relay.Relay{Store: st, Temporal: fast, StartNewKeys: true, PollInterval: 50 * time.Millisecond}
+	ctx1, stop1 := context.WithCancel(ctx)
+	ctx2, stop2 := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Go(func() { _ = r1.Run(ctx1) })
+	defer func() { stop1(); stop2(); running.Wait() }()
+	testkit.Eventually(t, 20*time.Second, "the first relay to lead every partition", func() bool {
+		return len(r1.Partitions()) == store.RelayPartitions
+	})
+	const keys = 40 // 16 s of starts one at a time
+	for k := range keys {
+		publishN(t, p, "contacts.person.deleted", fmt.Sprintf("k%d", k), 1) // crm's only
+	}
+	testkit.Eventually(t, 20*time.Second, "a start in flight", func() bool { return slow.inFlight.Load() > 0 })
+	joined := time.Now()
+	running.Go(func() { _ = r2.Run(ctx2) })
+	testkit.Eventually(t, 20*time.Second, "the second relay to lead half the partitions", func() bool {
+		return len(r2.Partitions()) == store.RelayPartitions/2
+	})
+	took := time.Since(joined)
+	testkit.Eventually(t, 60*time.Second, "everything dispatched", func() bool {
+		lag, err := st.RelayLag(ctx)
+		return err == nil && lag.Undispatched == 0
+	})
+	fast.smu.Lock()
+	byR2 := len(fast.started)
+	fast.smu.Unlock()
+	t.Logf("hand-over in %v; %d keys started by the first relay, %d by the second", took, slow.startedEagerly.Load(), byR2)
+	if took > 6*time.Second {
+		t.Errorf("the second relay led its half %v after it joined, want a tick or two: the rounds handed over waited for their keys' turns", took)
+	}
+	if n := slow.cut.Load(); n != 0 {
+		t.Errorf("%d starts cut short by the hand-over, want none", n)
+	}
+	if got := slow.startedEagerly.Load() + int64(byR2); got != keys {
+		t.Errorf("%d keys started in all, want %d, each once", got, keys)
+	}
+}

@@ -258,16 +258,29 @@ func (r *Relay) defaults() {
 // ctx ended first.
 func (r *Relay) takeSlots(ctx context.Context, start bool) (release func(), ok bool) {
 	r.makeSlots()
+	drain := drainOf(ctx)
+	select {
+	case <-drain:
+		return nil, false // handed over: no key more
+	default:
+	}
 	if start {
 		select {
 		case r.startSlots <- struct{}{}:
 		case <-ctx.Done():
+			return nil, false
+		case <-drain:
 			return nil, false
 		}
 	}
 	select {
 	case r.signalSlots <- struct{}{}:
 	case <-ctx.Done():
+		if start {
+			<-r.startSlots
+		}
+		return nil, false
+	case <-drain:
 		if start {
 			<-r.startSlots
 		}
@@ -474,12 +487,19 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	// Keys go out in parallel; one key's events go in sequence order, in as
 	// few signals as MaxEventsPerSignal allows, stopping at a failure.
 	failedSeq := map[int64]*failure{}
+	handedOver := map[int64]bool{} // events of keys left to the partition's next leader
 	var mu sync.Mutex
 	settle := func(g *group, sent, failedAt int, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		round.Signals += sent
 		if failedAt < 0 {
+			return
+		}
+		if errors.Is(err, errHandedOver) {
+			for _, ev := range g.events[failedAt:] {
+				handedOver[ev.Seq] = true
+			}
 			return
 		}
 		round.Failed++
@@ -521,8 +541,12 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 		for i, j := range jobs {
 			release, ok := r.takeSlots(ctx, start)
 			if !ok {
+				err := ctx.Err()
+				if err == nil {
+					err = errHandedOver
+				}
 				for _, j := range jobs[i:] {
-					settle(j.g, 0, 0, ctx.Err())
+					settle(j.g, 0, 0, err)
 				}
 				return
 			}
@@ -540,6 +564,9 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 	var done []int64
 	var failed []store.RelayFailure
 	for _, ev := range evs {
+		if handedOver[ev.Seq] {
+			continue // neither dispatched nor failed: the next leader sends it
+		}
 		if f, ok := failedSeq[ev.Seq]; ok {
 			// An outage counts only when Temporal accepted another signal.
 			counted := f.keyFault || round.Signals > 0
@@ -556,6 +583,27 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 		return round, err
 	}
 	return round, nil
+}
+
+// errHandedOver is why a round left a key unsent: its partition was being
+// handed over to another relay (partitions.go), which sends the key's
+// events instead; no attempt is counted and nothing backs off.
+var errHandedOver = errors.New("the partition was handed over before the key's turn")
+
+type drainKey struct{}
+
+// withDrain marks a round's context with drain, closed when the round's
+// partition is handed over: from then on the round sends no key it has not
+// begun (takeSlots), and ends once those under way have.
+func withDrain(ctx context.Context, drain <-chan struct{}) context.Context {
+	return context.WithValue(ctx, drainKey{}, drain)
+}
+
+// drainOf is the drain channel of a round's context; nil (never closed)
+// for a round of DispatchOnce.
+func drainOf(ctx context.Context) <-chan struct{} {
+	drain, _ := ctx.Value(drainKey{}).(<-chan struct{})
+	return drain
 }
 
 // failure is what became of an event's signals in one round: the first
