@@ -145,6 +145,16 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 	r.setLed(led)
 }
 
+// closed reports whether ch is closed (a nil ch never is).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func wakeAll(loops map[int]*partitionLoop) {
 	for _, l := range loops {
 		wakeLoop(l)
@@ -210,7 +220,7 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		defer wg.Wait()
 		defer stopSweep()
 	}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !closed(l.drain) {
 		if err := m.Check(l.p); err != nil {
 			return err
 		}
@@ -234,6 +244,9 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 		}
 		if r.OnRound != nil {
 			r.OnRound(round)
+		}
+		if closed(l.drain) {
+			return nil // handed over: the next leader sends the rest
 		}
 		more := round.Events == r.BatchSize || store.EnvelopeBytes(evs) >= r.RoundBytes
 		switch {

@@ -311,4 +311,9 @@ func TestHandOverLeavesKeysNotBegun(t *testing.T) {
 	if got := slow.startedEagerly.Load() + int64(byR2); got != keys {
 		t.Errorf("%d keys started in all, want %d, each once", got, keys)
 	}
+	for seq := int64(1); seq <= keys; seq++ { // the keys left were neither failed nor backing off
+		if ev := relayState(t, st, seq); ev.RelayAttempts != 0 || ev.RelayError != "" || ev.RelayNextTry != nil {
+			t.Errorf("event %d after the hand-over: %d attempts, error %q: want none", seq, ev.RelayAttempts, ev.RelayError)
+		}
+	}
 }
