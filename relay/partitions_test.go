@@ -214,14 +214,7 @@ func TestHandOverEndsTheRoundUnderWay(t *testing.T) {
 	r1 := &relay.Relay{Store: st, Temporal: slow, StartNewKeys: true, ParallelStarts: 64,
 		PollInterval: 50 * time.Millisecond, Logger: zap.New(core)}
 	r2 := &relay.Relay{Store: st, Temporal: &startingTemporal{}, StartNewKeys: true, PollInterval: 50 * time.Millisecond}
-	ctx1, stop1 := context.WithCancel(ctx)
-	ctx2, stop2 := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	running.Go(func() { _ = r1.Run(ctx1) })
-	defer func() { stop1(); stop2(); running.Wait() }()
-	testkit.Eventually(t, 20*time.Second, "the first relay to lead every partition", func() bool {
-		return len(r1.Partitions()) == store.RelayPartitions
-	})
+	join := leadAlone(t, r1, r2)
 
 	// New keys, one event each, 50 a second, until the hand-over is done:
 	// the first relay's partitions have starts in flight all along.
@@ -236,7 +229,7 @@ func TestHandOverEndsTheRoundUnderWay(t *testing.T) {
 		published <- err
 	}()
 	testkit.Eventually(t, 20*time.Second, "starts in flight", func() bool { return slow.inFlight.Load() > 0 })
-	running.Go(func() { _ = r2.Run(ctx2) })
+	join()
 	testkit.Eventually(t, 20*time.Second, "both relays to lead, all partitions between them", func() bool {
 		n1, n2 := len(r1.Partitions()), len(r2.Partitions())
 		return n1 > 0 && n2 > 0 && n1+n2 == store.RelayPartitions
@@ -275,21 +268,14 @@ func TestHandOverLeavesKeysNotBegun(t *testing.T) {
 	r1 := &relay.Relay{Store: st, Temporal: slow, StartNewKeys: true, ParallelStarts: 1, PollInterval: 50 * time.Millisecond}
 	fast := &startingTemporal{}
 	r2 := &relay.Relay{Store: st, Temporal: fast, StartNewKeys: true, PollInterval: 50 * time.Millisecond}
-	ctx1, stop1 := context.WithCancel(ctx)
-	ctx2, stop2 := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	running.Go(func() { _ = r1.Run(ctx1) })
-	defer func() { stop1(); stop2(); running.Wait() }()
-	testkit.Eventually(t, 20*time.Second, "the first relay to lead every partition", func() bool {
-		return len(r1.Partitions()) == store.RelayPartitions
-	})
+	join := leadAlone(t, r1, r2)
 	const keys = 40 // 16 s of starts one at a time
 	for k := range keys {
 		publishN(t, p, "contacts.person.deleted", fmt.Sprintf("k%d", k), 1) // crm's only
 	}
 	testkit.Eventually(t, 20*time.Second, "a start in flight", func() bool { return slow.inFlight.Load() > 0 })
 	joined := time.Now()
-	running.Go(func() { _ = r2.Run(ctx2) })
+	join()
 	testkit.Eventually(t, 20*time.Second, "the second relay to lead half the partitions", func() bool {
 		return len(r2.Partitions()) == store.RelayPartitions/2
 	})
@@ -316,4 +302,19 @@ func TestHandOverLeavesKeysNotBegun(t *testing.T) {
 			t.Errorf("event %d after the hand-over: %d attempts, error %q: want none", seq, ev.RelayAttempts, ev.RelayError)
 		}
 	}
+}
+
+// leadAlone runs r1 until the test ends and waits until it leads every
+// partition; join then runs r2 beside it.
+func leadAlone(t *testing.T, r1, r2 *relay.Relay) (join func()) {
+	t.Helper()
+	ctx1, stop1 := context.WithCancel(context.Background())
+	ctx2, stop2 := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { _ = r1.Run(ctx1) })
+	t.Cleanup(func() { stop1(); stop2(); running.Wait() })
+	testkit.Eventually(t, 20*time.Second, "the first relay to lead every partition", func() bool {
+		return len(r1.Partitions()) == store.RelayPartitions
+	})
+	return func() { running.Go(func() { _ = r2.Run(ctx2) }) }
 }
