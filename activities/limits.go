@@ -182,9 +182,9 @@ func (lw *limitWatch) watch(st Store, log *zap.Logger, app string, under store.L
 	return w
 }
 
-// rewatch replaces a watch that fired with one under the raised limits.
+// rewatch replaces a watch that fired (run forgot it then) with one under
+// the raised limits.
 func (lw *limitWatch) rewatch(st Store, log *zap.Logger, w *limitWaiter) *limitWaiter {
-	lw.forget(w)
 	return lw.watch(st, log, w.app, w.now)
 }
 

@@ -259,10 +259,8 @@ func (r *Relay) defaults() {
 func (r *Relay) takeSlots(ctx context.Context, start bool) (release func(), ok bool) {
 	r.makeSlots()
 	drain := drainOf(ctx)
-	select {
-	case <-drain:
+	if closed(drain) {
 		return nil, false // handed over: no key more
-	default:
 	}
 	if start {
 		select {
