@@ -10,10 +10,10 @@ import (
 )
 
 // TestOneEventStatementsKeepTheirPlan: a key's usual delivery reads and
-// writes one event. PostgreSQL plans a prepared statement with an array
-// parameter anew on every execution (its generic plan, priced for 10
-// elements, never beats a custom one for 1), which cost more than running
-// the statement; the one-event statements keep a generic plan. Each runs
+// writes one event. With it as an array parameter, PostgreSQL planned the
+// statements anew on every execution (the generic plan, priced for 10
+// elements, never beat a custom one for 1), which cost more than running
+// them; the one-event statements keep a generic plan. Each runs
 // on one connection more often than the plan cache's 5 custom plans, and
 // that connection's prepared statements show how they were planned.
 func TestOneEventStatementsKeepTheirPlan(t *testing.T) {
