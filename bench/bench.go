@@ -85,6 +85,10 @@ type Config struct {
 	// SampleWorkflows is how many workflow histories per measurement are read
 	// to count Temporal actions.
 	SampleWorkflows int
+	// TemporalMetrics is the Prometheus endpoint of the Temporal server
+	// (scripts/temporal.sh's DIR/metrics-port), whose counters give the
+	// visibility records each measurement wrote; "" for none.
+	TemporalMetrics string
 	// PIDs names local server processes whose CPU time is reported
 	// ("temporal", "postgres"); missing ones are looked up by listening port.
 	PIDs map[string]int
@@ -208,6 +212,10 @@ type Measurement struct {
 	LoadAfter  float64 `json:"loadAfter"`
 	// Actions counts Temporal history events of a few sampled workflows.
 	Actions *Actions `json:"actions,omitempty"`
+	// Visibility is the records the Temporal server wrote to its
+	// visibility store during the measurement and its grace (the server's
+	// counters: all of its namespaces), when its metrics are known.
+	Visibility *Visibility `json:"visibility,omitempty"`
 	// Tail explains the slowest deliveries of a paced run on Herald.
 	Tail []TailEvent `json:"tail,omitempty"`
 	// Neighbours is what the neighbours did during a measurement beside

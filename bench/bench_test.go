@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,7 +26,8 @@ func liveConfig(t *testing.T, progress *bytes.Buffer) Config {
 	addr, ns := testenv.NewNamespace(t)
 	return Config{
 		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
-		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(),
+		TemporalMetrics: testenv.TemporalMetricsURL(t),
+		ModuleRoot:      testenv.RepoRoot(), WorkDir: t.TempDir(),
 		Timeout: 90 * time.Second, Grace: 300 * time.Millisecond,
 		PublishBatch: 5, // several batches even for tiny shapes
 		Progress:     progress,
@@ -127,6 +129,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
+	checkVisibility(t, cfg, rep)
 	if floors != 1 || shaped != 1 {
 		t.Errorf("%d floor and %d shaped floor measurements, want 1 each (shape C)", floors, shaped)
 	}
@@ -162,6 +165,37 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table.String())
+}
+
+// checkVisibility: with the server's metrics known (make test and CI give
+// them), every measurement counts the visibility records the server wrote,
+// and the run counts at least one for each of the floors' 12 runs (the
+// floor's close, the shaped floor's start: it stays open). A record written
+// after its own measurement's grace counts in the next one.
+func checkVisibility(t *testing.T, cfg Config, rep *Report) {
+	t.Helper()
+	if cfg.TemporalMetrics == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI gives the Temporal server's metrics (TEMPORAL_METRICS_URL, or testenv's own server): none known")
+		}
+		t.Log("the Temporal server's metrics are not known (TEMPORAL_ADDRESS without TEMPORAL_METRICS_URL): visibility not counted")
+		return
+	}
+	var total Visibility
+	for _, m := range rep.Measurements {
+		if m.Visibility == nil {
+			t.Errorf("%s %s: no visibility records counted", m.System, m.Shape.Name)
+			continue
+		}
+		if m.Visibility.Started < 0 || m.Visibility.Closed < 0 || m.Visibility.Upserted < 0 {
+			t.Errorf("%s %s: negative visibility counts %+v", m.System, m.Shape.Name, *m.Visibility)
+		}
+		total = Visibility{Started: total.Started + m.Visibility.Started, Closed: total.Closed + m.Visibility.Closed,
+			Upserted: total.Upserted + m.Visibility.Upserted}
+	}
+	if total.Started+total.Closed < 12 {
+		t.Errorf("the run counted %+v visibility records, want at least 12 (the floors' runs)", total)
+	}
 }
 
 // TestHeraldFirst: with HeraldFirst (every other -repeat run) a shape is
@@ -214,7 +248,8 @@ func TestNoisySmoke(t *testing.T) {
 	var progress bytes.Buffer
 	cfg := Config{
 		DatabaseURL: dbURL, TemporalAddress: addr, Namespace: ns,
-		ModuleRoot: testenv.RepoRoot(), WorkDir: t.TempDir(), HeraldOnly: true,
+		TemporalMetrics: testenv.TemporalMetricsURL(t),
+		ModuleRoot:      testenv.RepoRoot(), WorkDir: t.TempDir(), HeraldOnly: true,
 		Noisy: []Shape{
 			{Name: noisyBurstShape, Keys: 4, EventsPerKey: 3, Subscriptions: noisyFanOut},
 			{Name: noisyPacedShape, Keys: 3, EventsPerKey: 3, Subscriptions: noisyFanOut, Rate: 5},

@@ -5,7 +5,9 @@
 // (by default the server's defaults, then eager activity execution on),
 // starting a throwaway dev server for each, and a throwaway PostgreSQL; or on
 // the servers make test uses (HERALD_DATABASE_URL, TEMPORAL_ADDRESS;
-// TEMPORAL_NAMESPACE picks an existing namespace instead of a fresh one). It
+// TEMPORAL_NAMESPACE picks an existing namespace instead of a fresh one;
+// TEMPORAL_METRICS_URL names its Prometheus endpoint, for the visibility
+// records each measurement wrote, which a dev server started here gives). It
 // runs Herald's worker as a separate process and a loopback sink that
 // records arrivals and per-key order, then prints tables per server, writes
 // the figures as JSON and draws a PNG.
@@ -278,13 +280,14 @@ func runOnServer(ctx context.Context, cfg Config, o options, sc ServerConfig, pr
 	cfg.Server = sc
 	cfg.PIDs = map[string]int{"temporal": o.temporalPID}
 	cfg.TemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
+	cfg.TemporalMetrics = os.Getenv("TEMPORAL_METRICS_URL")
 	if cfg.TemporalAddress == "" {
 		svc, err := startTemporal(ctx, cfg.ModuleRoot, sc, progress)
 		defer keepOrStop(svc, o.keep && err == nil, progress)
 		if err != nil {
 			return nil, err
 		}
-		cfg.TemporalAddress = svc.TemporalAddress
+		cfg.TemporalAddress, cfg.TemporalMetrics = svc.TemporalAddress, svc.TemporalMetrics
 		cfg.PIDs["temporal"] = svc.PIDs["temporal"]
 	}
 	if sc.Pin {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -97,6 +98,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	rec := b.sink.begin(ph.expected())
 	m.LoadBefore = loadAverage()
 	cpu0 := b.cpu(workerPID)
+	vis0, visErr := b.visibility(ctx)
 	start := time.Now()
 	if err := drive(ctx); err != nil {
 		b.sink.finish(rec)
@@ -113,6 +115,14 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	time.Sleep(b.cfg.Grace)
 	t := b.sink.finish(rec)
 	ph.arrived = t.arrived
+	// After the grace: the server writes a run's visibility records
+	// shortly after the run starts or closes.
+	if vis1, err := b.visibility(ctx); visErr == nil && err == nil {
+		v := vis1.Sub(vis0)
+		m.Visibility = &v
+	} else if b.cfg.TemporalMetrics != "" {
+		b.progress("%s %s: no visibility counts: %v", ph.system, ph.shape.Name, errors.Join(visErr, err))
+	}
 	m.LoadAfter = loadAverage()
 	m.CPUSeconds = map[string]float64{}
 	for name, v := range cpu1 {
@@ -144,6 +154,15 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 		ph.system, ph.shape.Name, m.Delivered, m.Deliveries, m.Seconds, m.PerSecond,
 		m.LatencyMS.P50, m.LatencyMS.P99, m.Lost, m.OutOfOrder, m.Duplicates)
 	return m, nil
+}
+
+// visibility reads the Temporal server's visibility writes so far; an
+// error when its metrics are not known or cannot be read.
+func (b *bench) visibility(ctx context.Context) (Visibility, error) {
+	if b.cfg.TemporalMetrics == "" {
+		return Visibility{}, errors.New("the server's metrics endpoint is not known")
+	}
+	return readVisibility(ctx, b.cfg.TemporalMetrics)
 }
 
 // percentiles summarises latencies (nearest rank) in milliseconds.

@@ -71,7 +71,8 @@ func writeTables(w io.Writer, rep *Report) error {
 		"local activities/event", "SA upserts/event", "history events/event", "starts/event", "updates/event",
 		"timers/event", "LA batches/event", "billable actions/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
-	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "postgres", "bench", "load avg before→after"}}
+	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "postgres", "bench",
+		"visibility writes/delivery: started", "closed", "upserted", "load avg before→after"}}
 	for _, m := range rep.Measurements {
 		if a := m.Actions; a != nil && a.Events > 0 {
 			actions = append(actions, []string{m.Shape.Name, m.System,
@@ -93,6 +94,12 @@ func writeTables(w io.Writer, rep *Report) error {
 				continue
 			}
 			row = append(row, fmt.Sprintf("%.1f", v*1000/float64(m.Delivered)))
+		}
+		if v := m.Visibility; v != nil && m.Delivered > 0 {
+			n := float64(m.Delivered)
+			row = append(row, fmt.Sprintf("%.2f", v.Started/n), fmt.Sprintf("%.2f", v.Closed/n), fmt.Sprintf("%.2f", v.Upserted/n))
+		} else {
+			row = append(row, "", "", "")
 		}
 		cpu = append(cpu, append(row, fmt.Sprintf("%.1f→%.1f", m.LoadBefore, m.LoadAfter)))
 	}

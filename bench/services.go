@@ -92,6 +92,9 @@ func givenServer(address string) ServerConfig {
 type services struct {
 	DatabaseURL     string
 	TemporalAddress string
+	// TemporalMetrics is the Prometheus endpoint of a dev server started
+	// here (scripts/temporal.sh's DIR/metrics-port).
+	TemporalMetrics string
 	// PIDs of servers started here, for CPU accounting.
 	PIDs  map[string]int
 	stops []func()
@@ -144,6 +147,9 @@ func startTemporal(ctx context.Context, root string, sc ServerConfig, progress f
 		return s, err
 	}
 	s.TemporalAddress = out
+	if b, err := os.ReadFile(filepath.Join(dir, "metrics-port")); err == nil {
+		s.TemporalMetrics = "http://127.0.0.1:" + strings.TrimSpace(string(b)) + "/metrics"
+	}
 	if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			s.PIDs["temporal"] = pid

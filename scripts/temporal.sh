@@ -8,7 +8,9 @@
 #                                          default settings; further flags go to start-dev as they
 #                                          are (make bench adds --dynamic-config-value
 #                                          system.enableActivityEagerExecution=true for its second
-#                                          configuration); prints host:port
+#                                          configuration); prints host:port. The server's
+#                                          Prometheus metrics are on loopback at the port in
+#                                          DIR/metrics-port (http://127.0.0.1:PORT/metrics)
 #   scripts/temporal.sh stop DIR           stop it
 set -euo pipefail
 # The Go release Herald builds with (go.mod's toolchain line); the go command fetches it.
@@ -41,15 +43,19 @@ case "$cmd" in
     if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "127.0.0.1:$(cat "$dir/port")"; exit 0; fi
     # A restart keeps the ports (workers reconnect to the same address) while they are free.
     port=$(cat "$dir/port" 2>/dev/null || true); ui=$(cat "$dir/ui-port" 2>/dev/null || true)
+    metrics=$(cat "$dir/metrics-port" 2>/dev/null || true)
     if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=$(free_port 25000 30999); fi
     if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port 25000 30999); fi
-    echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"
+    # Otherwise the server picks a port of its own for its metrics, which
+    # nothing can find: make bench reads Temporal's own counters there.
+    if [ -z "$metrics" ] || (exec 3<>"/dev/tcp/127.0.0.1/$metrics") 2>/dev/null; then metrics=$(free_port 25000 30999); fi
+    echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"; echo "$metrics" >"$dir/metrics-port"
     uiflag=(--ui-port "$ui")
     if [ "${1:-}" = "--headless" ]; then uiflag=(--headless); shift; fi
     # No tuning of the server for Herald: its defaults (eager activity
     # execution off among them) are what a new user's server has.
     setsid "$bin" server start-dev --ip 127.0.0.1 --port "$port" "${uiflag[@]}" \
-      --db-filename "$dir/temporal.db" --log-level warn \
+      --db-filename "$dir/temporal.db" --log-level warn --metrics-port "$metrics" \
       --search-attribute HeraldSubscription=Keyword --search-attribute HeraldApp=Keyword \
       --search-attribute HeraldEventType=Keyword --search-attribute HeraldStatus=Keyword \
       --search-attribute HeraldQueued=Int \

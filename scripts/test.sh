@@ -25,7 +25,9 @@ fi
 if [ -z "${TEMPORAL_ADDRESS:-}" ]; then
   rm -rf "$state/temporal"
   TEMPORAL_ADDRESS=$(scripts/temporal.sh start "$state/temporal" --headless); started_temporal=1
-  export TEMPORAL_ADDRESS
+  # The server's own counters, which the bench's tests read.
+  TEMPORAL_METRICS_URL="http://127.0.0.1:$(cat "$state/temporal/metrics-port")/metrics"
+  export TEMPORAL_ADDRESS TEMPORAL_METRICS_URL
 fi
 echo "PostgreSQL: $HERALD_DATABASE_URL"
 echo "Temporal:   $TEMPORAL_ADDRESS"

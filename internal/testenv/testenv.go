@@ -154,6 +154,23 @@ func TemporalAddress(t testing.TB) string {
 	return temporalAddr
 }
 
+// TemporalMetricsURL returns the Prometheus endpoint of the server
+// TemporalAddress returns: TEMPORAL_METRICS_URL when set (make test sets it
+// with TEMPORAL_ADDRESS), the one scripts/temporal.sh gave a server started
+// here, and "" for a server named by TEMPORAL_ADDRESS alone.
+func TemporalMetricsURL(t testing.TB) string {
+	t.Helper()
+	addr := TemporalAddress(t)
+	if u := os.Getenv("TEMPORAL_METRICS_URL"); u != "" || os.Getenv("TEMPORAL_ADDRESS") == addr {
+		return u
+	}
+	b, err := os.ReadFile(filepath.Join(temporalDir, "metrics-port"))
+	if err != nil {
+		t.Fatalf("testenv: the dev server's metrics port: %v", err)
+	}
+	return "http://127.0.0.1:" + strings.TrimSpace(string(b)) + "/metrics"
+}
+
 // TemporalCLI returns the path of the pinned temporal binary, building it once.
 func TemporalCLI(t testing.TB) string {
 	t.Helper()

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Visibility counts the records a Temporal server wrote to its visibility
+// store (the table the UI and List/Count queries read), from the server's
+// own counter visibility_persistence_requests, by operation. On the dev
+// server's SQLite file each is a row written with all of the table's
+// indexes, some 4-5 ms of the server's CPU on this machine, so they are
+// much of what a workflow per key costs it (docs/performance.md). The
+// server records a run's start only if the run is still open when its
+// visibility task comes round: a run that completes within milliseconds
+// (the floor's) usually has only its close written.
+type Visibility struct {
+	// Started: RecordWorkflowExecutionStarted; Closed:
+	// RecordWorkflowExecutionClosed; Upserted: UpsertWorkflowExecution
+	// (search-attribute upserts, and a start's first task changing them).
+	Started  float64 `json:"started"`
+	Closed   float64 `json:"closed"`
+	Upserted float64 `json:"upserted"`
+}
+
+// Total is every visibility record written.
+func (v Visibility) Total() float64 { return v.Started + v.Closed + v.Upserted }
+
+// Sub is v - o: what was written between two readings.
+func (v Visibility) Sub(o Visibility) Visibility {
+	return Visibility{Started: v.Started - o.Started, Closed: v.Closed - o.Closed, Upserted: v.Upserted - o.Upserted}
+}
+
+// visibilityCounter is the server's counter of visibility store requests.
+const visibilityCounter = "visibility_persistence_requests"
+
+// parseVisibility sums the visibility writes in a Prometheus text
+// exposition, over every namespace and service.
+func parseVisibility(r io.Reader) (Visibility, error) {
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return Visibility{}, fmt.Errorf("parse the server's metrics: %w", err)
+	}
+	var v Visibility
+	fam, ok := families[visibilityCounter]
+	if !ok {
+		// No visibility request yet: the server registers a counter on
+		// its first use.
+		return v, nil
+	}
+	for _, m := range fam.GetMetric() {
+		var value float64
+		switch {
+		case m.GetCounter() != nil:
+			value = m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			value = m.GetUntyped().GetValue()
+		default:
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() != "operation" {
+				continue
+			}
+			switch l.GetValue() {
+			case "RecordWorkflowExecutionStarted":
+				v.Started += value
+			case "RecordWorkflowExecutionClosed":
+				v.Closed += value
+			case "UpsertWorkflowExecution":
+				v.Upserted += value
+			}
+		}
+	}
+	return v, nil
+}
+
+// readVisibility reads the visibility writes from a server's metrics
+// endpoint (scripts/temporal.sh's DIR/metrics-port).
+func readVisibility(ctx context.Context, url string) (Visibility, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Visibility{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Visibility{}, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Visibility{}, fmt.Errorf("read the server's metrics: %s answered %s", url, resp.Status)
+	}
+	return parseVisibility(resp.Body)
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// A dev server's exposition (scripts/temporal.sh, CLI v1.5.1), cut down:
+// the visibility writes of two services, reads, and another counter.
+const visibilityExposition = `# HELP persistence_requests persistence_requests counter
+# TYPE persistence_requests counter
+persistence_requests{namespace="system",operation="GetNamespace",service_name="history"} 10018
+# HELP visibility_persistence_requests visibility_persistence_requests counter
+# TYPE visibility_persistence_requests counter
+visibility_persistence_requests{operation="ListWorkflowExecutions",service_name="worker",visibility_index_name="db",visibility_plugin_name="sqlite"} 37
+visibility_persistence_requests{operation="RecordWorkflowExecutionClosed",service_name="history",visibility_index_name="db",visibility_plugin_name="sqlite"} 18001
+visibility_persistence_requests{operation="RecordWorkflowExecutionStarted",service_name="history",visibility_index_name="db",visibility_plugin_name="sqlite"} 8654
+visibility_persistence_requests{operation="RecordWorkflowExecutionStarted",service_name="worker",visibility_index_name="db",visibility_plugin_name="sqlite"} 6
+visibility_persistence_requests{operation="UpsertWorkflowExecution",service_name="history",visibility_index_name="db",visibility_plugin_name="sqlite"} 5
+`
+
+func TestParseVisibility(t *testing.T) {
+	v, err := parseVisibility(strings.NewReader(visibilityExposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes only, summed over services; reads and other counters left out.
+	if want := (Visibility{Started: 8660, Closed: 18001, Upserted: 5}); v != want {
+		t.Errorf("parsed %+v, want %+v", v, want)
+	}
+	if got := v.Sub(Visibility{Started: 8000, Closed: 18000}); got != (Visibility{Started: 660, Closed: 1, Upserted: 5}) || got.Total() != 666 {
+		t.Errorf("difference %+v (total %v), want 660, 1, 5 (666)", got, got.Total())
+	}
+	// A server that has written nothing yet has no such counter.
+	if v, err := parseVisibility(strings.NewReader("# TYPE up gauge\nup 1\n")); err != nil || v != (Visibility{}) {
+		t.Errorf("without the counter: %+v, %v; want zero counts and no error", v, err)
+	}
+	if _, err := parseVisibility(strings.NewReader("visibility_persistence_requests{operation=\n")); err == nil {
+		t.Error("a broken exposition parsed without an error")
+	}
+}
+
+func TestReadVisibility(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(visibilityExposition))
+	}))
+	defer srv.Close()
+	v, err := readVisibility(context.Background(), srv.URL+"/metrics")
+	if err != nil || v.Closed != 18001 {
+		t.Errorf("read %+v, %v; want 18001 closed", v, err)
+	}
+	if _, err := readVisibility(context.Background(), srv.URL+"/nothing"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a 404 read as %v, want an error naming it", err)
+	}
+}
