@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -212,9 +213,10 @@ type Measurement struct {
 	LoadAfter  float64 `json:"loadAfter"`
 	// Actions counts Temporal history events of a few sampled workflows.
 	Actions *Actions `json:"actions,omitempty"`
-	// Visibility is the records the Temporal server wrote to its
-	// visibility store during the measurement and its grace (the server's
-	// counters: all of its namespaces), when its metrics are known.
+	// Visibility is the writes the Temporal server made to its visibility
+	// store from the end of the last measurement to the end of this one's
+	// grace (the server's counters: all of its namespaces), when its
+	// metrics are known.
 	Visibility *Visibility `json:"visibility,omitempty"`
 	// Tail explains the slowest deliveries of a paced run on Herald.
 	Tail []TailEvent `json:"tail,omitempty"`
@@ -237,7 +239,11 @@ type Latency struct {
 
 // bench is one run's shared parts.
 type bench struct {
-	cfg       Config
+	cfg Config
+	// visLast is the server's visibility writes at the end of the last
+	// measurement (measure.go).
+	visMu     sync.Mutex
+	visLast   *Visibility
 	runID     string
 	sink      *sink
 	store     *store.Store

@@ -168,10 +168,11 @@ func TestSmoke(t *testing.T) {
 }
 
 // checkVisibility: with the server's metrics known (make test and CI give
-// them), every measurement counts the visibility records the server wrote,
-// and the run counts at least one for each of the floors' 12 runs (the
-// floor's close, the shaped floor's start: it stays open). A record written
-// after its own measurement's grace counts in the next one.
+// them), every measurement counts the visibility writes of the server,
+// in windows that follow each other, so the run counts at least the
+// shaped floor's 6 start records (its runs stay open) and the floor's 6
+// close records (its runs end), both written well before the run's last
+// reading. Other tests' workflows on a shared server only add to them.
 func checkVisibility(t *testing.T, cfg Config, rep *Report) {
 	t.Helper()
 	if cfg.TemporalMetrics == "" {
@@ -184,7 +185,7 @@ func checkVisibility(t *testing.T, cfg Config, rep *Report) {
 	var total Visibility
 	for _, m := range rep.Measurements {
 		if m.Visibility == nil {
-			t.Errorf("%s %s: no visibility records counted", m.System, m.Shape.Name)
+			t.Errorf("%s %s: no visibility writes counted", m.System, m.Shape.Name)
 			continue
 		}
 		if m.Visibility.Started < 0 || m.Visibility.Closed < 0 || m.Visibility.Upserted < 0 {
@@ -193,8 +194,8 @@ func checkVisibility(t *testing.T, cfg Config, rep *Report) {
 		total = Visibility{Started: total.Started + m.Visibility.Started, Closed: total.Closed + m.Visibility.Closed,
 			Upserted: total.Upserted + m.Visibility.Upserted}
 	}
-	if total.Started+total.Closed < 12 {
-		t.Errorf("the run counted %+v visibility records, want at least 12 (the floors' runs)", total)
+	if total.Started < 6 || total.Closed < 6 {
+		t.Errorf("the run counted %+v visibility writes, want at least 6 started (the shaped floor's) and 6 closed (the floor's)", total)
 	}
 }
 

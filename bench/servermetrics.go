@@ -11,15 +11,16 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Visibility counts the records a Temporal server wrote to its visibility
+// Visibility counts the writes a Temporal server made to its visibility
 // store (the table the UI and List/Count queries read), from the server's
-// own counter visibility_persistence_requests, by operation. On the dev
-// server's SQLite file each is a row written with all of the table's
-// indexes, some 4-5 ms of the server's CPU on this machine, so they are
-// much of what a workflow per key costs it (docs/performance.md). The
-// server records a run's start only if the run is still open when its
-// visibility task comes round: a run that completes within milliseconds
-// (the floor's) usually has only its close written.
+// own counter visibility_persistence_requests, by operation: requests,
+// so a write tried again counts again. On the dev server's SQLite file
+// each is a row written with all of the table's indexes, some 4-5 ms of
+// the server's CPU on this machine, so they are much of what a workflow
+// per key costs it (docs/performance.md). The server records a run's
+// start only if the run is still open when its visibility task comes
+// round: a run that completes within milliseconds (the floor's) usually
+// has only its close written.
 type Visibility struct {
 	// Started: RecordWorkflowExecutionStarted; Closed:
 	// RecordWorkflowExecutionClosed; Upserted: UpsertWorkflowExecution
@@ -41,19 +42,20 @@ func (v Visibility) Sub(o Visibility) Visibility {
 const visibilityCounter = "visibility_persistence_requests"
 
 // parseVisibility sums the visibility writes in a Prometheus text
-// exposition, over every namespace and service.
-func parseVisibility(r io.Reader) (Visibility, error) {
+// exposition, over every namespace and service, and reports whether the
+// counter was there: a server registers it on its first visibility
+// request, and one that exports it under another name (an OpenTelemetry
+// exporter's _total) would otherwise read as writing nothing.
+func parseVisibility(r io.Reader) (Visibility, bool, error) {
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
-		return Visibility{}, fmt.Errorf("parse the server's metrics: %w", err)
+		return Visibility{}, false, fmt.Errorf("parse the server's metrics: %w", err)
 	}
 	var v Visibility
 	fam, ok := families[visibilityCounter]
 	if !ok {
-		// No visibility request yet: the server registers a counter on
-		// its first use.
-		return v, nil
+		return v, false, nil
 	}
 	for _, m := range fam.GetMetric() {
 		var value float64
@@ -79,25 +81,25 @@ func parseVisibility(r io.Reader) (Visibility, error) {
 			}
 		}
 	}
-	return v, nil
+	return v, true, nil
 }
 
 // readVisibility reads the visibility writes from a server's metrics
-// endpoint (scripts/temporal.sh's DIR/metrics-port).
-func readVisibility(ctx context.Context, url string) (Visibility, error) {
+// endpoint (scripts/temporal.sh's DIR/metrics-port), as parseVisibility.
+func readVisibility(ctx context.Context, url string) (Visibility, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Visibility{}, err
+		return Visibility{}, false, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return Visibility{}, fmt.Errorf("read the server's metrics: %w", err)
+		return Visibility{}, false, fmt.Errorf("read the server's metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Visibility{}, fmt.Errorf("read the server's metrics: %s answered %s", url, resp.Status)
+		return Visibility{}, false, fmt.Errorf("read the server's metrics: %s answered %s", url, resp.Status)
 	}
 	return parseVisibility(resp.Body)
 }

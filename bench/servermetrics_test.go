@@ -23,9 +23,9 @@ visibility_persistence_requests{operation="UpsertWorkflowExecution",service_name
 `
 
 func TestParseVisibility(t *testing.T) {
-	v, err := parseVisibility(strings.NewReader(visibilityExposition))
-	if err != nil {
-		t.Fatal(err)
+	v, found, err := parseVisibility(strings.NewReader(visibilityExposition))
+	if err != nil || !found {
+		t.Fatalf("parsed: found %v, %v", found, err)
 	}
 	// Writes only, summed over services; reads and other counters left out.
 	if want := (Visibility{Started: 8660, Closed: 18001, Upserted: 5}); v != want {
@@ -34,11 +34,15 @@ func TestParseVisibility(t *testing.T) {
 	if got := v.Sub(Visibility{Started: 8000, Closed: 18000}); got != (Visibility{Started: 660, Closed: 1, Upserted: 5}) || got.Total() != 666 {
 		t.Errorf("difference %+v (total %v), want 660, 1, 5 (666)", got, got.Total())
 	}
-	// A server that has written nothing yet has no such counter.
-	if v, err := parseVisibility(strings.NewReader("# TYPE up gauge\nup 1\n")); err != nil || v != (Visibility{}) {
-		t.Errorf("without the counter: %+v, %v; want zero counts and no error", v, err)
+	// A server that has written nothing yet has no such counter; nor has
+	// one that names it otherwise.
+	for _, text := range []string{"# TYPE up gauge\nup 1\n",
+		"# TYPE visibility_persistence_requests_total counter\nvisibility_persistence_requests_total{operation=\"RecordWorkflowExecutionClosed\"} 3\n"} {
+		if v, found, err := parseVisibility(strings.NewReader(text)); err != nil || found || v != (Visibility{}) {
+			t.Errorf("without the counter: %+v, found %v, %v; want zero counts, not found, no error", v, found, err)
+		}
 	}
-	if _, err := parseVisibility(strings.NewReader("visibility_persistence_requests{operation=\n")); err == nil {
+	if _, _, err := parseVisibility(strings.NewReader("visibility_persistence_requests{operation=\n")); err == nil {
 		t.Error("a broken exposition parsed without an error")
 	}
 }
@@ -52,11 +56,11 @@ func TestReadVisibility(t *testing.T) {
 		_, _ = w.Write([]byte(visibilityExposition))
 	}))
 	defer srv.Close()
-	v, err := readVisibility(context.Background(), srv.URL+"/metrics")
-	if err != nil || v.Closed != 18001 {
-		t.Errorf("read %+v, %v; want 18001 closed", v, err)
+	v, found, err := readVisibility(context.Background(), srv.URL+"/metrics")
+	if err != nil || !found || v.Closed != 18001 {
+		t.Errorf("read %+v (found %v), %v; want 18001 closed", v, found, err)
 	}
-	if _, err := readVisibility(context.Background(), srv.URL+"/nothing"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, _, err := readVisibility(context.Background(), srv.URL+"/nothing"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a 404 read as %v, want an error naming it", err)
 	}
 }

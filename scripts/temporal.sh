@@ -45,10 +45,13 @@ case "$cmd" in
     port=$(cat "$dir/port" 2>/dev/null || true); ui=$(cat "$dir/ui-port" 2>/dev/null || true)
     metrics=$(cat "$dir/metrics-port" 2>/dev/null || true)
     if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then port=$(free_port 25000 30999); fi
-    if [ -z "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; then ui=$(free_port 25000 30999); fi
-    # Otherwise the server picks a port of its own for its metrics, which
-    # nothing can find: make bench reads Temporal's own counters there.
-    if [ -z "$metrics" ] || (exec 3<>"/dev/tcp/127.0.0.1/$metrics") 2>/dev/null; then metrics=$(free_port 25000 30999); fi
+    # Each port is checked free on its own: draw again until they differ.
+    while [ -z "$ui" ] || [ "$ui" = "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$ui") 2>/dev/null; do ui=$(free_port 25000 30999); done
+    # Metrics on a port of its own choosing the server would only name in
+    # its log: make bench reads Temporal's own counters here.
+    while [ -z "$metrics" ] || [ "$metrics" = "$port" ] || [ "$metrics" = "$ui" ] || (exec 3<>"/dev/tcp/127.0.0.1/$metrics") 2>/dev/null; do
+      metrics=$(free_port 25000 30999)
+    done
     echo "$port" >"$dir/port"; echo "$ui" >"$dir/ui-port"; echo "$metrics" >"$dir/metrics-port"
     uiflag=(--ui-port "$ui")
     if [ "${1:-}" = "--headless" ]; then uiflag=(--headless); shift; fi

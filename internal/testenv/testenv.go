@@ -155,14 +155,14 @@ func TemporalAddress(t testing.TB) string {
 }
 
 // TemporalMetricsURL returns the Prometheus endpoint of the server
-// TemporalAddress returns: TEMPORAL_METRICS_URL when set (make test sets it
-// with TEMPORAL_ADDRESS), the one scripts/temporal.sh gave a server started
-// here, and "" for a server named by TEMPORAL_ADDRESS alone.
+// TemporalAddress returns: for a server TEMPORAL_ADDRESS names,
+// TEMPORAL_METRICS_URL ("" when unset; make test sets both), and for one
+// started here the port scripts/temporal.sh gave it.
 func TemporalMetricsURL(t testing.TB) string {
 	t.Helper()
-	addr := TemporalAddress(t)
-	if u := os.Getenv("TEMPORAL_METRICS_URL"); u != "" || os.Getenv("TEMPORAL_ADDRESS") == addr {
-		return u
+	TemporalAddress(t)
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return os.Getenv("TEMPORAL_METRICS_URL")
 	}
 	b, err := os.ReadFile(filepath.Join(temporalDir, "metrics-port"))
 	if err != nil {
