@@ -186,6 +186,9 @@ func (b *bench) visibilityAfter(ctx context.Context) (Visibility, error) {
 	if b.cfg.TemporalMetrics == "" {
 		return Visibility{}, errors.New("the server's metrics endpoint is not known")
 	}
+	// A window that fails leaves none to follow: the next measurement
+	// starts from a fresh reading, not from before this one.
+	b.visLast = nil
 	v, found, err := readVisibility(ctx, b.cfg.TemporalMetrics)
 	if err != nil {
 		return v, err

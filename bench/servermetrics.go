@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -47,8 +49,24 @@ const visibilityCounter = "visibility_persistence_requests"
 // request, and one that exports it under another name (an OpenTelemetry
 // exporter's _total) would otherwise read as writing nothing.
 func parseVisibility(r io.Reader) (Visibility, bool, error) {
+	// Only the counter's own lines go to the parser: a server that many
+	// namespaces have used (make test's) exposes megabytes of other
+	// series, which took longer than a reading may under the race
+	// detector.
+	var kept bytes.Buffer
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		if line := sc.Bytes(); isVisibilityLine(line) {
+			kept.Write(line)
+			kept.WriteByte('\n')
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Visibility{}, false, fmt.Errorf("read the server's metrics: %w", err)
+	}
 	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(r)
+	families, err := parser.TextToMetricFamilies(&kept)
 	if err != nil {
 		return Visibility{}, false, fmt.Errorf("parse the server's metrics: %w", err)
 	}
@@ -84,10 +102,25 @@ func parseVisibility(r io.Reader) (Visibility, bool, error) {
 	return v, true, nil
 }
 
+// isVisibilityLine reports whether an exposition line is one of the
+// counter's: a sample, or its HELP or TYPE comment.
+func isVisibilityLine(line []byte) bool {
+	for _, comment := range [][]byte{[]byte("# HELP "), []byte("# TYPE ")} {
+		if rest, ok := bytes.CutPrefix(line, comment); ok {
+			line = rest
+			break
+		}
+	}
+	rest, ok := bytes.CutPrefix(line, []byte(visibilityCounter))
+	return ok && len(rest) > 0 && (rest[0] == '{' || rest[0] == ' ')
+}
+
 // readVisibility reads the visibility writes from a server's metrics
 // endpoint (scripts/temporal.sh's DIR/metrics-port), as parseVisibility.
 func readVisibility(ctx context.Context, url string) (Visibility, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// The server renders every series it has; under make test's load
+	// that took seconds.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
