@@ -166,8 +166,6 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 // last one ended, or else a fresh one (zero before the server's first
 // visibility request).
 func (b *bench) visibilityBefore(ctx context.Context) (Visibility, error) {
-	b.visMu.Lock()
-	defer b.visMu.Unlock()
 	if b.visLast != nil {
 		return *b.visLast, nil
 	}
@@ -181,8 +179,6 @@ func (b *bench) visibilityBefore(ctx context.Context) (Visibility, error) {
 // visibilityAfter reads where a measurement ends; the server must have
 // the counter by then (its runs started).
 func (b *bench) visibilityAfter(ctx context.Context) (Visibility, error) {
-	b.visMu.Lock()
-	defer b.visMu.Unlock()
 	if b.cfg.TemporalMetrics == "" {
 		return Visibility{}, errors.New("the server's metrics endpoint is not known")
 	}
