@@ -32,9 +32,6 @@ type Visibility struct {
 	Upserted float64 `json:"upserted"`
 }
 
-// Total is every visibility record written.
-func (v Visibility) Total() float64 { return v.Started + v.Closed + v.Upserted }
-
 // Sub is v - o: what was written between two readings.
 func (v Visibility) Sub(o Visibility) Visibility {
 	return Visibility{Started: v.Started - o.Started, Closed: v.Closed - o.Closed, Upserted: v.Upserted - o.Upserted}
