@@ -86,11 +86,12 @@ type Config struct {
 	// to count Temporal actions.
 	SampleWorkflows int
 	// TemporalMetrics is the Prometheus endpoint of the Temporal server
-	// (scripts/temporal.sh's DIR/metrics-port), whose counters give the
+	// (scripts/temporal.sh's or scripts/temporal-pg.sh's DIR/metrics-port), whose counters give the
 	// visibility records each measurement wrote; "" for none.
 	TemporalMetrics string
 	// PIDs names local server processes whose CPU time is reported
-	// ("temporal", "postgres"); missing ones are looked up by listening port.
+	// ("temporal", temporalDB, "postgres"); a missing "temporal" or
+	// "postgres" is looked up by listening port.
 	PIDs map[string]int
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
@@ -205,7 +206,8 @@ type Measurement struct {
 	PostgresMB       float64 `json:"postgresMb,omitempty"`
 	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
-	// publisher or the ceiling's worker and driver), worker, temporal, postgres.
+	// publisher or the ceiling's worker and driver), worker, temporal,
+	// temporalDB (when named), postgres.
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
 	// LoadBefore and LoadAfter are the machine's 1-minute load average.
 	LoadBefore float64 `json:"loadBefore"`
@@ -492,6 +494,12 @@ func (b *bench) fanOuts() []int {
 	}
 	return out
 }
+
+// temporalDB names, in PIDs and CPUSeconds, the PostgreSQL server that
+// persists a Temporal server (scripts/temporal-pg.sh's): part of what a
+// delivery costs Temporal, which a dev server's SQLite file counts in the
+// server's own process.
+const temporalDB = "temporal-db"
 
 // serverPIDs finds the local Temporal and PostgreSQL servers for CPU
 // accounting, unless the caller named them.

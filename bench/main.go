@@ -67,6 +67,7 @@ type options struct {
 	png           string
 	keep          bool
 	temporalPID   int
+	temporalDBPID int
 	render        string
 	servers       string
 	repeat        int
@@ -100,6 +101,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.png, "png", "bench.png", "draw the chart to this PNG file; empty to skip")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database schema, the namespace, the worker logs and any server started here")
 	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
+	fs.IntVar(&o.temporalDBPID, "temporal-db-pid", 0, "process id of the PostgreSQL server that persists the Temporal server TEMPORAL_ADDRESS names (scripts/temporal-pg.sh: the first line of DIR/pg/data/postmaster.pid), to account its CPU as Temporal's too (column temporal db)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")
 	fs.StringVar(&o.servers, "servers", "default,eager", "Temporal server configurations, each on a dev server of its own: default (the server's defaults: eager activity execution off), eager (eager activity execution on), pinned (the defaults, the server on a CPU of its own and everything else on the others; not by default); not with TEMPORAL_ADDRESS, which names the one server to use")
 	fs.IntVar(&o.repeat, "repeat", 1, "measure every server configuration this many times (alternating; every other run measures each shape on Herald before its ceilings and floors), and summarise with medians")
@@ -273,12 +275,22 @@ func keepOrStop(s *services, keep bool, progress func(string, ...any)) {
 	}
 }
 
+// givenPIDs are the server processes named by -temporal-pid and
+// -temporal-db-pid, for CPU accounting.
+func (o options) givenPIDs() map[string]int {
+	pids := map[string]int{"temporal": o.temporalPID}
+	if o.temporalDBPID > 0 {
+		pids[temporalDB] = o.temporalDBPID
+	}
+	return pids
+}
+
 // runOnServer provides the Temporal server of sc (unless TEMPORAL_ADDRESS
 // names one), a fresh schema and (unless TEMPORAL_NAMESPACE names one) a
 // fresh namespace, runs the benchmark and cleans up.
 func runOnServer(ctx context.Context, cfg Config, o options, sc ServerConfig, progress func(string, ...any)) (*Report, error) {
 	cfg.Server = sc
-	cfg.PIDs = map[string]int{"temporal": o.temporalPID}
+	cfg.PIDs = o.givenPIDs()
 	cfg.TemporalAddress = os.Getenv("TEMPORAL_ADDRESS")
 	cfg.TemporalMetrics = os.Getenv("TEMPORAL_METRICS_URL")
 	if cfg.TemporalAddress == "" {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,33 @@ func TestTreeCPUApart(t *testing.T) {
 	}
 	if whole-apart < spent*0.75 {
 		t.Errorf("with the child %.2f s, without %.2f s: the child's %.2f s not told apart", whole, apart, spent)
+	}
+}
+
+// TestTemporalDBCPU checks that -temporal-db-pid puts the process it names
+// in the CPU accounting as Temporal's database (the PostgreSQL of
+// scripts/temporal-pg.sh), and that without it there is no such figure.
+func TestTemporalDBCPU(t *testing.T) {
+	self := os.Getpid() // a process that exists, standing in for the postmaster
+	o, err := parseFlags([]string{"-temporal-db-pid", strconv.Itoa(self)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{cfg: Config{PIDs: o.givenPIDs()}}
+	b.pids = b.serverPIDs()
+	if b.pids[temporalDB] != self {
+		t.Fatalf("pids %v: want %s = %d", b.pids, temporalDB, self)
+	}
+	if _, ok := b.cpu(0)[temporalDB]; !ok {
+		t.Errorf("no %s CPU figure with -temporal-db-pid", temporalDB)
+	}
+	o, err = parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = &bench{cfg: Config{PIDs: o.givenPIDs()}}
+	b.pids = b.serverPIDs()
+	if _, ok := b.cpu(0)[temporalDB]; ok {
+		t.Errorf("a %s CPU figure without -temporal-db-pid", temporalDB)
 	}
 }

@@ -71,7 +71,7 @@ func writeTables(w io.Writer, rep *Report) error {
 		"local activities/event", "SA upserts/event", "history events/event", "starts/event", "updates/event",
 		"timers/event", "LA batches/event", "billable actions/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
-	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "postgres", "bench",
+	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "temporal db", "postgres", "bench",
 		"visibility writes/delivery: started", "closed", "upserted", "load avg before→after"}}
 	for _, m := range rep.Measurements {
 		if a := m.Actions; a != nil && a.Events > 0 {
@@ -87,7 +87,7 @@ func writeTables(w io.Writer, rep *Report) error {
 				fmt.Sprintf("%.0f", a.ActivityWaitMS), fmt.Sprintf("%.0f", a.ActivityRunMS)})
 		}
 		row := []string{m.Shape.Name, m.System}
-		for _, proc := range []string{"worker", "temporal", "postgres", "bench"} {
+		for _, proc := range []string{"worker", "temporal", temporalDB, "postgres", "bench"} {
 			v, ok := m.CPUSeconds[proc]
 			if !ok || m.Delivered == 0 {
 				row = append(row, "")

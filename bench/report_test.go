@@ -20,7 +20,7 @@ func TestReportOutputs(t *testing.T) {
 				Starts: 1, Timers: 2}},
 		{Shape: StandardShapes[0], System: SystemHerald, Deliveries: 1000, Delivered: 998, Seconds: 2, PerSecond: 499, Ratio: 4.99,
 			Lost: 2, LatencyMS: Latency{P50: 700, P95: 1500, P99: 1900}, WorkerPeakRSSMB: 61.5,
-			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2},
+			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2, temporalDB: 1.497},
 			Visibility: &Visibility{Started: 499, Closed: 998, Upserted: 0}},
 		{Shape: Shape{Name: "steady", Keys: 50, EventsPerKey: 12, Subscriptions: 1, Rate: 20}, System: SystemHerald,
 			Deliveries: 600, Delivered: 600, LatencyMS: Latency{P50: 80, P95: 200, P99: 400},
@@ -42,6 +42,8 @@ func TestReportOutputs(t *testing.T) {
 		// ... history events, starts, updates, timers, LA batches, billable (1 + 50 + 50 + 2 = 103 / 50), publish→signal
 		"| 1.00          | 1.20                 | 1.00             | 0.00                   | 0.00             | 10.00                | 0.02         | 0.00          | 0.04         | 0.00             | 2.06                   | 3                 |",
 		"| 2.0 ", // worker CPU ms per delivery: 1996ms / 998
+		// temporal, temporal db (1497 ms / 998), postgres (none)
+		"| 2.0      | 1.5         |          |",
 		// Visibility records per delivery: started, closed, upserted; the
 		// ceiling's row, without counts, leaves them empty.
 		"| 0.50                                | 1.00   | 0.00     |",

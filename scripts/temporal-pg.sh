@@ -9,6 +9,9 @@
 #                                      (fsync on) in DIR, Temporal's schema, the
 #                                      server, the default namespace and Herald's
 #                                      search attributes; prints the frontend address
+#                                      (its Prometheus metrics: http://127.0.0.1:$(cat
+#                                      DIR/metrics-port)/metrics, for the bench's
+#                                      TEMPORAL_METRICS_URL)
 #   scripts/temporal-pg.sh stop DIR    stop the server and the cluster
 #   scripts/temporal-pg.sh remove DIR  stop both and delete DIR
 #
@@ -76,10 +79,11 @@ SQL
   "${sql[@]}" --db temporal update-schema -d "$schema/temporal/versioned" >>"$dir/schema.log" 2>&1
   "${sql[@]}" --db temporal_visibility update-schema -d "$schema/visibility/versioned" >>"$dir/schema.log" 2>&1
 
-  # The server's ports: frontend gRPC and HTTP, and a gRPC and a membership
-  # port for each of the four services.
+  # The server's ports: frontend gRPC and HTTP, a gRPC and a membership
+  # port for each of the four services, and its metrics.
   local base; base=$(free_port 27000 27900)
   local fe=$base
+  echo $((base + 9)) >"$dir/metrics-port"
   mkdir -p "$dir/config/dynamicconfig"
   cp "$root/deploy/temporal/dynamicconfig.yaml" "$dir/config/dynamicconfig/herald.yaml"
   cat >"$dir/config/herald.yaml" <<YAML
@@ -117,6 +121,10 @@ global:
   membership:
     maxJoinDuration: 30s
     broadcastAddress: 127.0.0.1
+  metrics:
+    prometheus:
+      framework: tally
+      listenAddress: 127.0.0.1:$((base + 9))
 services:
   frontend:
     rpc: {grpcPort: $fe, membershipPort: $((base + 1)), bindOnLocalHost: true, httpPort: $((base + 2))}
