@@ -86,8 +86,9 @@ type Config struct {
 	// to count Temporal actions.
 	SampleWorkflows int
 	// TemporalMetrics is the Prometheus endpoint of the Temporal server
-	// (scripts/temporal.sh's or scripts/temporal-pg.sh's DIR/metrics-port), whose counters give the
-	// visibility records each measurement wrote; "" for none.
+	// (scripts/temporal.sh's or scripts/temporal-pg.sh's DIR/metrics-port),
+	// whose counters give the visibility records each measurement wrote;
+	// "" for none.
 	TemporalMetrics string
 	// PIDs names local server processes whose CPU time is reported
 	// ("temporal", temporalDB, "postgres"); a missing "temporal" or
@@ -207,7 +208,7 @@ type Measurement struct {
 	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
 	// publisher or the ceiling's worker and driver), worker, temporal,
-	// temporalDB (when named), postgres.
+	// temporal-db (when named), postgres.
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
 	// LoadBefore and LoadAfter are the machine's 1-minute load average.
 	LoadBefore float64 `json:"loadBefore"`
@@ -515,6 +516,12 @@ func (b *bench) serverPIDs() map[string]int {
 		if pid > 0 {
 			pids[name] = pid
 		}
+	}
+	if db, ok := pids[temporalDB]; ok && db == pids["postgres"] {
+		// Herald's tables and Temporal's in one cluster: its CPU cannot be
+		// told apart, and counted in both columns it would count twice.
+		b.progress("Temporal's database is Herald's PostgreSQL too (pid %d): its CPU is counted as Herald's alone", db)
+		delete(pids, temporalDB)
 	}
 	pids["bench"] = os.Getpid()
 	return pids

@@ -165,4 +165,17 @@ func TestTemporalDBCPU(t *testing.T) {
 	if _, ok := b.cpu(0)[temporalDB]; ok {
 		t.Errorf("a %s CPU figure without -temporal-db-pid", temporalDB)
 	}
+
+	// Herald's PostgreSQL and Temporal's one cluster: counted once, as
+	// Herald's, and said so.
+	var progress strings.Builder
+	pids := map[string]int{temporalDB: self, "postgres": self}
+	b = &bench{cfg: Config{PIDs: pids, Progress: &progress}}
+	b.pids = b.serverPIDs()
+	if _, ok := b.pids[temporalDB]; ok || b.pids["postgres"] != self {
+		t.Errorf("one cluster for both: pids %v, want postgres alone", b.pids)
+	}
+	if !strings.Contains(progress.String(), "Herald's PostgreSQL too") {
+		t.Errorf("one cluster for both went unsaid: %q", progress.String())
+	}
 }

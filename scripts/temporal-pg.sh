@@ -79,11 +79,14 @@ SQL
   "${sql[@]}" --db temporal update-schema -d "$schema/temporal/versioned" >>"$dir/schema.log" 2>&1
   "${sql[@]}" --db temporal_visibility update-schema -d "$schema/visibility/versioned" >>"$dir/schema.log" 2>&1
 
-  # The server's ports: frontend gRPC and HTTP, a gRPC and a membership
-  # port for each of the four services, and its metrics.
+  # The server's ports: frontend gRPC and HTTP, and a gRPC and a membership
+  # port for each of the four services. Its metrics port is checked free on
+  # its own, outside that run: the server only warns when it cannot bind
+  # it, and the bench would then read another server's counters.
   local base; base=$(free_port 27000 27900)
   local fe=$base
-  echo $((base + 9)) >"$dir/metrics-port"
+  local metrics; metrics=$(free_port 27910 27999)
+  echo "$metrics" >"$dir/metrics-port"
   mkdir -p "$dir/config/dynamicconfig"
   cp "$root/deploy/temporal/dynamicconfig.yaml" "$dir/config/dynamicconfig/herald.yaml"
   cat >"$dir/config/herald.yaml" <<YAML
@@ -124,7 +127,7 @@ global:
   metrics:
     prometheus:
       framework: tally
-      listenAddress: 127.0.0.1:$((base + 9))
+      listenAddress: 127.0.0.1:$metrics
 services:
   frontend:
     rpc: {grpcPort: $fe, membershipPort: $((base + 1)), bindOnLocalHost: true, httpPort: $((base + 2))}
