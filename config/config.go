@@ -33,6 +33,9 @@ type Common struct {
 	TemporalTLSCA         string `env:"TEMPORAL_TLS_SERVER_CA_CERT_PATH"`
 	TemporalTLSServerName string `env:"TEMPORAL_TLS_SERVER_NAME"`
 	TemporalAPIKey        string `env:"TEMPORAL_API_KEY"`
+	// TemporalCompression is how requests to Temporal are compressed:
+	// "gzip" (the SDK's default; also when empty) or "none".
+	TemporalCompression string `env:"HERALD_TEMPORAL_COMPRESSION"`
 }
 
 // Worker is the worker process's configuration.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"herald/signing"
 )
 
@@ -141,7 +143,16 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		}
 		return strings.Join(parts, ",")
 	}
+	topts, err := w.TemporalClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compression := "gzip" // the SDK's when the options name none
+	if _, ok := topts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone); ok {
+		compression = "none"
+	}
 	want := map[string]string{
+		"HERALD_TEMPORAL_COMPRESSION":  compression,
 		"TEMPORAL_ADDRESS":             w.TemporalAddress,
 		"TEMPORAL_NAMESPACE":           w.TemporalNamespace,
 		"HERALD_JWT_ISSUER":            issuer,

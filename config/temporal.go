@@ -12,10 +12,21 @@ import (
 // TemporalClientOptions turns the connection settings into Temporal client
 // options: address, namespace, and for a cluster that needs them mutual TLS
 // (client certificate and key), a private CA, a server name, or an API key
-// (which implies TLS, as Temporal Cloud requires). Logger and metrics are
-// the caller's to add.
+// (which implies TLS, as Temporal Cloud requires), and how requests are
+// compressed. Logger and metrics are the caller's to add.
 func (c Common) TemporalClientOptions() (client.Options, error) {
 	opts := client.Options{HostPort: c.TemporalAddress, Namespace: c.TemporalNamespace}
+	switch c.TemporalCompression {
+	case "", "gzip":
+	case "none":
+		// The SDK gzips every request, and the server answers in kind: on
+		// a network where bytes are cheap, CPU on both sides for nothing.
+		// Measured on one machine (CHANGELOG): about 0.9 ms of the server's
+		// CPU and 0.5 ms of the worker's a delivery on shape E.
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	default:
+		return opts, fmt.Errorf("HERALD_TEMPORAL_COMPRESSION: %q is neither gzip nor none", c.TemporalCompression)
+	}
 	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
 		return opts, fmt.Errorf("TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH go together")
 	}

@@ -10,9 +10,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
 )
 
 // writeCert writes a self-signed certificate and its key, for TLS options.
@@ -75,5 +78,35 @@ func TestTemporalClientOptions(t *testing.T) {
 	}
 	if _, err := LoadCommon(env(map[string]string{"TEMPORAL_TLS": "maybe"})); err == nil {
 		t.Error("TEMPORAL_TLS=maybe accepted")
+	}
+}
+
+func TestTemporalCompression(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  client.GrpcCompression // nil: the SDK's default, gzip
+	}{
+		{"", nil},
+		{"gzip", nil},
+		{"none", &client.GrpcCompressionNone{}},
+	} {
+		common, err := LoadCommon(env(map[string]string{"HERALD_TEMPORAL_COMPRESSION": c.value}))
+		if err != nil {
+			t.Fatalf("%q: %v", c.value, err)
+		}
+		opts, err := common.TemporalClientOptions()
+		if err != nil {
+			t.Fatalf("%q: %v", c.value, err)
+		}
+		if got := opts.ConnectionOptions.GrpcCompression; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("HERALD_TEMPORAL_COMPRESSION=%q: compression %#v, want %#v", c.value, got, c.want)
+		}
+	}
+	common, err := LoadCommon(env(map[string]string{"HERALD_TEMPORAL_COMPRESSION": "zstd"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := common.TemporalClientOptions(); err == nil || !strings.Contains(err.Error(), "HERALD_TEMPORAL_COMPRESSION") {
+		t.Errorf("HERALD_TEMPORAL_COMPRESSION=zstd: error %v, want one naming the variable", err)
 	}
 }
