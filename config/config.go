@@ -162,6 +162,11 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		return w, err
 	}
 	w.Common = common
+	// Checked here, not only when the client is made: a bad value stops the
+	// worker before it touches the database, as other invalid settings do.
+	if _, err := common.grpcCompression(); err != nil {
+		return w, err
+	}
 	if w.DatabaseURL == "" {
 		return w, fmt.Errorf("HERALD_DATABASE_URL is required")
 	}

@@ -89,6 +89,7 @@ func TestTemporalCompression(t *testing.T) {
 		{"", nil},
 		{"gzip", nil},
 		{"none", &client.GrpcCompressionNone{}},
+		{" None ", &client.GrpcCompressionNone{}},
 	} {
 		common, err := LoadCommon(env(map[string]string{"HERALD_TEMPORAL_COMPRESSION": c.value}))
 		if err != nil {
@@ -108,5 +109,16 @@ func TestTemporalCompression(t *testing.T) {
 	}
 	if _, err := common.TemporalClientOptions(); err == nil || !strings.Contains(err.Error(), "HERALD_TEMPORAL_COMPRESSION") {
 		t.Errorf("HERALD_TEMPORAL_COMPRESSION=zstd: error %v, want one naming the variable", err)
+	}
+	// The worker refuses it while loading its settings, before it connects
+	// to anything (exit 2).
+	required := map[string]string{"HERALD_DATABASE_URL": "postgres://db", "HERALD_SIGNING_KEY": "/keys",
+		"HERALD_SECRET_KEY": "@/keys/secret.key", "HERALD_TEMPORAL_COMPRESSION": "zstd"}
+	if _, err := LoadWorker(env(required)); err == nil || !strings.Contains(err.Error(), "HERALD_TEMPORAL_COMPRESSION") {
+		t.Errorf("LoadWorker with HERALD_TEMPORAL_COMPRESSION=zstd: error %v, want one naming the variable", err)
+	}
+	required["HERALD_TEMPORAL_COMPRESSION"] = "none"
+	if _, err := LoadWorker(env(required)); err != nil {
+		t.Errorf("LoadWorker with HERALD_TEMPORAL_COMPRESSION=none: %v", err)
 	}
 }
