@@ -136,18 +136,17 @@ func run(args []string) int {
 		return output(suite, options{png: o.png})
 	}
 	var servers []ServerConfig
-	if o.temporalDBPID > 0 && os.Getenv("TEMPORAL_ADDRESS") == "" {
-		// The dev servers started here keep their SQLite file in their own
-		// process: the named process would be counted as theirs.
-		fmt.Fprintln(os.Stderr, "bench: -temporal-db-pid names the database of the server TEMPORAL_ADDRESS names; set it too")
-		return 2
-	}
 	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
 		if o.serverFlag {
 			fmt.Fprintln(os.Stderr, "bench: -servers starts dev servers of its own; unset TEMPORAL_ADDRESS to use it")
 			return 2
 		}
 		servers = []ServerConfig{givenServer(addr)}
+	} else if o.temporalDBPID > 0 {
+		// The dev servers started here keep their SQLite file in their own
+		// process: the named process would be counted as theirs.
+		fmt.Fprintln(os.Stderr, "bench: -temporal-db-pid names the database of the server TEMPORAL_ADDRESS names; set it too")
+		return 2
 	} else if servers, err = selectServers(o.servers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -servers:", err)
 		return 2
