@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"herald/internal/procstat"
 	"herald/internal/zaplog"
 	"herald/publish"
 	"herald/relay"
@@ -533,12 +534,12 @@ func (b *bench) serverPIDs() map[string]int {
 func (b *bench) cpu(workerPID int) map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range b.pids {
-		if s, err := treeCPU(pid, workerPID); err == nil {
+		if s, err := procstat.TreeCPU(pid, workerPID); err == nil {
 			out[name] = s
 		}
 	}
 	if workerPID > 0 {
-		if s, err := treeCPU(workerPID); err == nil {
+		if s, err := procstat.TreeCPU(workerPID); err == nil {
 			out["worker"] = s
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"herald/internal/procstat"
 	"herald/manifest"
 	"herald/publish"
 	"herald/store"
@@ -208,7 +209,7 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 		m.PostgresMB = round(float64(after)/(1<<20), 1)
 		m.PostgresGrowthMB = round(float64(after-sizeBefore)/(1<<20), 1)
 	}
-	if rss, rerr := peakRSS(w.pid()); rerr == nil {
+	if rss, rerr := procstat.PeakRSS(w.pid()); rerr == nil {
 		m.WorkerPeakRSSMB = round(float64(rss)/(1<<20), 1)
 	}
 	if serr := w.stop(); serr != nil && err == nil {

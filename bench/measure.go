@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"herald/internal/procstat"
 )
 
 // plannedEvent is one event of a measurement: its id, key and number within
@@ -96,7 +98,7 @@ func (ph *phase) stampAll(id string, t time.Time) {
 func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive func(context.Context) error) (Measurement, error) {
 	m := Measurement{Shape: ph.shape, System: ph.system, Deliveries: len(ph.events) * len(ph.subs)}
 	rec := b.sink.begin(ph.expected())
-	m.LoadBefore = loadAverage()
+	m.LoadBefore = procstat.LoadAverage()
 	vis0, visErr := b.visibilityBefore(ctx) // before the CPU: the reading costs some
 	cpu0 := b.cpu(workerPID)
 	start := time.Now()
@@ -123,7 +125,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	} else if b.cfg.TemporalMetrics != "" {
 		b.progress("%s %s: no visibility counts: %v", ph.system, ph.shape.Name, errors.Join(visErr, err))
 	}
-	m.LoadAfter = loadAverage()
+	m.LoadAfter = procstat.LoadAverage()
 	m.CPUSeconds = map[string]float64{}
 	for name, v := range cpu1 {
 		if before, ok := cpu0[name]; ok {

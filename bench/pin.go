@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"herald/internal/procstat"
 )
 
 // pinServer splits the CPUs for one measurement on cfg's servers (as
@@ -153,7 +155,7 @@ func setTreeAffinity(pid int, set *unix.CPUSet) error {
 // setTreeAffinityOnce is one pass of setTreeAffinity over the threads not
 // in done, which it adds them to; it returns how many it moved.
 func setTreeAffinityOnce(pid int, set *unix.CPUSet, done map[int]bool) (moved int, err error) {
-	procs, err := processes()
+	procs, err := procstat.All()
 	if err != nil {
 		return 0, err
 	}

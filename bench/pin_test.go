@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"herald/internal/procstat"
 	"herald/internal/testkit"
 )
 
@@ -88,7 +89,7 @@ func TestSetTreeAffinityReachesChildren(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			if st, err := readStat(pid); err == nil && st.PPID == cmd.Process.Pid {
+			if st, err := procstat.Read(pid); err == nil && st.PPID == cmd.Process.Pid {
 				return pid, true
 			}
 		}

@@ -1,10 +1,9 @@
-package main
+package procstat
 
 import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,18 @@ func TestParseStat(t *testing.T) {
 	tests := []struct {
 		name    string
 		text    string
-		want    procTimes
+		want    Times
 		wantErr bool
 	}{
 		{
 			name: "plain",
 			text: "42 (postgres) S 7 42 42 0 -1 4194560 100 0 0 0 150 50 30 20 20 0 1 0 100 1000 10",
-			want: procTimes{PPID: 7, Self: 2, Children: 0.5},
+			want: Times{PPID: 7, Self: 2, Children: 0.5},
 		},
 		{
 			name: "command with spaces and parentheses",
 			text: "9 (a (b) c) R 1 9 9 0 -1 0 0 0 0 0 1 2 3 4 20 0 1 0 100 1000 10",
-			want: procTimes{PPID: 1, Self: 0.03, Children: 0.07},
+			want: Times{PPID: 1, Self: 0.03, Children: 0.07},
 		},
 		{name: "short", text: "9 (x) R 1 2 3", wantErr: true},
 		{name: "no name", text: "9 x R 1", wantErr: true},
@@ -33,18 +32,18 @@ func TestParseStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStat(tt.text)
+			got, err := ParseStat(tt.text)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("error %v, want error %v", err, tt.wantErr)
 			}
 			if got != tt.want {
-				t.Errorf("parseStat = %+v, want %+v", got, tt.want)
+				t.Errorf("ParseStat = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
 	// This process is alive and has used some CPU.
-	if s, err := treeCPU(os.Getpid()); err != nil || s < 0 {
-		t.Errorf("treeCPU(self) = %v, %v", s, err)
+	if s, err := TreeCPU(os.Getpid()); err != nil || s < 0 {
+		t.Errorf("TreeCPU(self) = %v, %v", s, err)
 	}
 }
 
@@ -60,13 +59,13 @@ func TestParseVmHWM(t *testing.T) {
 		{"VmHWM:\tlots kB\n", 0, true},
 	}
 	for _, tt := range tests {
-		got, err := parseVmHWM(tt.status)
+		got, err := ParseVmHWM(tt.status)
 		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("parseVmHWM(%q) = %d, %v; want %d (error %v)", tt.status, got, err, tt.want, tt.wantErr)
+			t.Errorf("ParseVmHWM(%q) = %d, %v; want %d (error %v)", tt.status, got, err, tt.want, tt.wantErr)
 		}
 	}
-	if rss, err := peakRSS(os.Getpid()); err != nil || rss <= 0 {
-		t.Errorf("peakRSS(self) = %d, %v", rss, err)
+	if rss, err := PeakRSS(os.Getpid()); err != nil || rss <= 0 {
+		t.Errorf("PeakRSS(self) = %d, %v", rss, err)
 	}
 }
 
@@ -90,7 +89,7 @@ func TestListeningInodes(t *testing.T) {
 			t.Errorf("port %d: %v, want %v", tt.port, got, tt.want)
 		}
 	}
-	if pid := listenerPID("example.com:80"); pid != 0 {
+	if pid := ListenerPID("example.com:80"); pid != 0 {
 		t.Errorf("a remote host resolved to local process %d", pid)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,8 +97,8 @@ func TestListeningInodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if pid := listenerPID(ln.Addr().String()); pid != os.Getpid() {
-		t.Errorf("listenerPID of this test's own listener = %d, want %d", pid, os.Getpid())
+	if pid := ListenerPID(ln.Addr().String()); pid != os.Getpid() {
+		t.Errorf("ListenerPID of this test's own listener = %d, want %d", pid, os.Getpid())
 	}
 }
 
@@ -114,7 +113,7 @@ func TestTreeCPUApart(t *testing.T) {
 	const spent = 0.2
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := readStat(busy.Process.Pid)
+		st, err := Read(busy.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,11 +125,11 @@ func TestTreeCPUApart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	apart, err := treeCPU(os.Getpid(), busy.Process.Pid)
+	apart, err := TreeCPU(os.Getpid(), busy.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole, err := treeCPU(os.Getpid())
+	whole, err := TreeCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,43 +138,54 @@ func TestTreeCPUApart(t *testing.T) {
 	}
 }
 
-// TestTemporalDBCPU checks that -temporal-db-pid puts the process it names
-// in the CPU accounting as Temporal's database (the PostgreSQL of
-// scripts/temporal-pg.sh), and that without it there is no such figure.
-func TestTemporalDBCPU(t *testing.T) {
-	self := os.Getpid() // a process that exists, standing in for the postmaster
-	o, err := parseFlags([]string{"-temporal-db-pid", strconv.Itoa(self)})
+func TestParseMachine(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		want    Machine
+		wantErr bool
+	}{
+		{
+			name: "ten fields",
+			text: "cpu  100 20 30 400 50 6 4 10 0 0\ncpu0 50 10 15 200 25 3 2 5 0 0\n",
+			want: Machine{Busy: 1.6, Idle: 4.5, Steal: 0.1},
+		},
+		{name: "a CPU's line first", text: "cpu0 1 2 3 4 5 6 7 8 9 10\n", wantErr: true},
+		{name: "short", text: "cpu 1 2 3\n", wantErr: true},
+		{name: "not a number", text: "cpu 1 2 x 4 5 6 7 8 9 10\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseMachine(tt.text)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %v", err, tt.wantErr)
+			}
+			const eps = 1e-9
+			if d := got.Sub(tt.want); d.Busy > eps || d.Busy < -eps || d.Idle > eps || d.Idle < -eps || d.Steal > eps || d.Steal < -eps {
+				t.Errorf("ParseMachine = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if share := (Machine{Busy: 3, Idle: 1}).IdleShare(); share != 0.25 {
+		t.Errorf("IdleShare of 3 s busy and 1 s idle = %v, want 0.25", share)
+	}
+	if sum := (Machine{Busy: 1, Idle: 2, Steal: 3}).Add(Machine{Busy: 4, Idle: 5, Steal: 6}); sum != (Machine{Busy: 5, Idle: 7, Steal: 9}) {
+		t.Errorf("Add = %+v, want {5 7 9}", sum)
+	}
+	if share := (Machine{}).IdleShare(); share != 0 {
+		t.Errorf("IdleShare of no time = %v, want 0", share)
+	}
+	// This machine's own reading: time passes, and goes somewhere.
+	before, err := ReadMachine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bench{cfg: Config{PIDs: o.givenPIDs()}}
-	b.pids = b.serverPIDs()
-	if b.pids[temporalDB] != self {
-		t.Fatalf("pids %v: want %s = %d", b.pids, temporalDB, self)
-	}
-	if _, ok := b.cpu(0)[temporalDB]; !ok {
-		t.Errorf("no %s CPU figure with -temporal-db-pid", temporalDB)
-	}
-	o, err = parseFlags(nil)
+	time.Sleep(50 * time.Millisecond)
+	after, err := ReadMachine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = &bench{cfg: Config{PIDs: o.givenPIDs()}}
-	b.pids = b.serverPIDs()
-	if _, ok := b.cpu(0)[temporalDB]; ok {
-		t.Errorf("a %s CPU figure without -temporal-db-pid", temporalDB)
-	}
-
-	// Herald's PostgreSQL and Temporal's one cluster: counted once, as
-	// Herald's, and said so.
-	var progress strings.Builder
-	pids := map[string]int{temporalDB: self, "postgres": self}
-	b = &bench{cfg: Config{PIDs: pids, Progress: &progress}}
-	b.pids = b.serverPIDs()
-	if _, ok := b.pids[temporalDB]; ok || b.pids["postgres"] != self {
-		t.Errorf("one cluster for both: pids %v, want postgres alone", b.pids)
-	}
-	if !strings.Contains(progress.String(), "Herald's PostgreSQL too") {
-		t.Errorf("one cluster for both went unsaid: %q", progress.String())
+	if d := after.Sub(before); d.Busy+d.Idle+d.Steal <= 0 {
+		t.Errorf("50 ms of this machine: %+v", d)
 	}
 }

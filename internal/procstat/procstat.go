@@ -1,4 +1,9 @@
-package main
+// Package procstat reads what Linux's /proc says about processes and the
+// machine: a process's CPU time and its children's, its peak memory, the
+// process listening on a local port, and the machine's busy and idle time.
+// The benchmarks use it to account the CPU of the servers they measure
+// against.
+package procstat
 
 import (
 	"bufio"
@@ -9,16 +14,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat. It is
-// 100 on every Linux architecture Go supports.
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat and
+// /proc/stat. It is 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// procTimes is a process's CPU use read from /proc/<pid>/stat.
-type procTimes struct {
+// Times is a process's CPU use read from /proc/<pid>/stat.
+type Times struct {
 	PPID int
 	// Self is user+system time of the process, in seconds.
 	Self float64
@@ -26,73 +29,74 @@ type procTimes struct {
 	Children float64
 }
 
-// parseStat reads the fields the benchmark needs from the text of
+// ParseStat reads the fields the benchmarks need from the text of
 // /proc/<pid>/stat. The command name is in parentheses and may hold spaces,
 // so fields are counted from the last ')'.
-func parseStat(text string) (procTimes, error) {
+func ParseStat(text string) (Times, error) {
 	i := strings.LastIndexByte(text, ')')
 	if i < 0 {
-		return procTimes{}, fmt.Errorf("parse stat: no command name")
+		return Times{}, fmt.Errorf("parse stat: no command name")
 	}
 	f := strings.Fields(text[i+1:])
 	// f[0] is field 3 (state); ppid is field 4, utime..cstime are 14..17.
 	if len(f) < 15 {
-		return procTimes{}, fmt.Errorf("parse stat: %d fields", len(f)+2)
+		return Times{}, fmt.Errorf("parse stat: %d fields", len(f)+2)
 	}
 	nums := make([]int64, 5)
 	for j, idx := range []int{1, 11, 12, 13, 14} {
 		n, err := strconv.ParseInt(f[idx], 10, 64)
 		if err != nil {
-			return procTimes{}, fmt.Errorf("parse stat field %d: %w", idx+3, err)
+			return Times{}, fmt.Errorf("parse stat field %d: %w", idx+3, err)
 		}
 		nums[j] = n
 	}
-	return procTimes{
+	return Times{
 		PPID:     int(nums[0]),
 		Self:     float64(nums[1]+nums[2]) / clockTicks,
 		Children: float64(nums[3]+nums[4]) / clockTicks,
 	}, nil
 }
 
-func readStat(pid int) (procTimes, error) {
+// Read is ParseStat of /proc/<pid>/stat.
+func Read(pid int) (Times, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return procTimes{}, fmt.Errorf("read stat of %d: %w", pid, err)
+		return Times{}, fmt.Errorf("read stat of %d: %w", pid, err)
 	}
-	return parseStat(string(b))
+	return ParseStat(string(b))
 }
 
-// processes reads the stat of every process on the machine, by PID. A
+// All reads the stat of every process on the machine, by PID. A
 // process that ends meanwhile is left out.
-func processes() (map[int]procTimes, error) {
+func All() (map[int]Times, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]procTimes, len(entries))
+	out := make(map[int]Times, len(entries))
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, err := readStat(pid); err == nil {
+		if st, err := Read(pid); err == nil {
 			out[pid] = st
 		}
 	}
 	return out, nil
 }
 
-// treeCPU is the CPU seconds used so far by a process, its reaped children
+// TreeCPU is the CPU seconds used so far by a process, its reaped children
 // and its living children except those in apart (counted on their own): a
 // PostgreSQL postmaster and its backends, or the bench without the worker
 // process it started.
-func treeCPU(pid int, apart ...int) (float64, error) {
-	root, err := readStat(pid)
+func TreeCPU(pid int, apart ...int) (float64, error) {
+	root, err := Read(pid)
 	if err != nil {
 		return 0, err
 	}
 	total := root.Self + root.Children
-	procs, err := processes()
+	procs, err := All()
 	if err != nil {
 		return total, nil
 	}
@@ -104,17 +108,17 @@ func treeCPU(pid int, apart ...int) (float64, error) {
 	return total, nil
 }
 
-// peakRSS is the peak resident set size (VmHWM) of a process, in bytes.
-func peakRSS(pid int) (int64, error) {
+// PeakRSS is the peak resident set size (VmHWM) of a process, in bytes.
+func PeakRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read status of %d: %w", pid, err)
 	}
-	return parseVmHWM(string(b))
+	return ParseVmHWM(string(b))
 }
 
-// parseVmHWM finds the VmHWM line of /proc/<pid>/status ("VmHWM:  1234 kB").
-func parseVmHWM(status string) (int64, error) {
+// ParseVmHWM finds the VmHWM line of /proc/<pid>/status ("VmHWM:  1234 kB").
+func ParseVmHWM(status string) (int64, error) {
 	sc := bufio.NewScanner(strings.NewReader(status))
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
@@ -134,8 +138,63 @@ func parseVmHWM(status string) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM line")
 }
 
-// loadAverage is the 1-minute load average of the machine, or -1.
-func loadAverage() float64 {
+// Machine is the CPU time of the whole machine so far, in seconds summed
+// over its CPUs, from the first line of /proc/stat: Busy is user, nice,
+// system, irq and softirq time (guests' time is within user and nice), Idle
+// is idle and iowait time, and Steal is what the hypervisor gave to other
+// machines.
+type Machine struct {
+	Busy, Idle, Steal float64
+}
+
+// Sub is the time spent between an earlier reading and m.
+func (m Machine) Sub(earlier Machine) Machine {
+	return Machine{Busy: m.Busy - earlier.Busy, Idle: m.Idle - earlier.Idle, Steal: m.Steal - earlier.Steal}
+}
+
+// Add is the sum of two spans of time, m and other.
+func (m Machine) Add(other Machine) Machine {
+	return Machine{Busy: m.Busy + other.Busy, Idle: m.Idle + other.Idle, Steal: m.Steal + other.Steal}
+}
+
+// IdleShare is the share of m's time the CPUs were idle (0 when m is empty).
+func (m Machine) IdleShare() float64 {
+	total := m.Busy + m.Idle + m.Steal
+	if total <= 0 {
+		return 0
+	}
+	return m.Idle / total
+}
+
+// ParseMachine reads the machine's CPU time from the text of /proc/stat.
+func ParseMachine(text string) (Machine, error) {
+	line, _, _ := strings.Cut(text, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return Machine{}, fmt.Errorf("parse /proc/stat: first line %q", line)
+	}
+	var n [8]float64 // user nice system idle iowait irq softirq steal
+	for i := range n {
+		v, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return Machine{}, fmt.Errorf("parse /proc/stat field %d: %w", i+1, err)
+		}
+		n[i] = float64(v) / clockTicks
+	}
+	return Machine{Busy: n[0] + n[1] + n[2] + n[5] + n[6], Idle: n[3] + n[4], Steal: n[7]}, nil
+}
+
+// ReadMachine is ParseMachine of /proc/stat.
+func ReadMachine() (Machine, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, err
+	}
+	return ParseMachine(string(b))
+}
+
+// LoadAverage is the 1-minute load average of the machine, or -1.
+func LoadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return -1
@@ -151,29 +210,11 @@ func loadAverage() float64 {
 	return v
 }
 
-// localServers finds the local Temporal and PostgreSQL servers of cfg, for
-// CPU accounting and the pinned configuration: the PIDs the caller named in
-// cfg.PIDs, else the processes listening on their addresses. Either is 0
-// when not found here.
-func localServers(cfg Config) (temporal, postgres int) {
-	temporal, postgres = cfg.PIDs["temporal"], cfg.PIDs["postgres"]
-	if temporal <= 0 {
-		temporal = listenerPID(cfg.TemporalAddress)
-	}
-	if postgres <= 0 {
-		postgres = 0
-		if pc, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
-			postgres = listenerPID(net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))))
-		}
-	}
-	return temporal, postgres
-}
-
-// listenerPID finds the local process listening on the TCP port of
+// ListenerPID finds the local process listening on the TCP port of
 // hostport, so the benchmark can account the CPU of a PostgreSQL or Temporal
 // server it did not start itself. It returns 0 when the host is not local or
 // no listener is found (another user's process, a remote cluster).
-func listenerPID(hostport string) int {
+func ListenerPID(hostport string) int {
 	host, portText, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return 0
