@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	"herald/config"
 	"herald/internal/testkit"
 	"herald/internal/testkit/system"
@@ -21,7 +23,10 @@ func TestKeyRotationWithoutFailedDelivery(t *testing.T) {
 	// unknown kid instead of refusing the delivery: allow for it. (A first
 	// attempt, a local activity, is cut after about 6 s and sent again by
 	// a regular activity, which waits that long.)
-	s := system.Start(t, system.Config(func(c *config.Worker) { c.DeliveryTimeout = 20 * time.Second }))
+	// Info: on a failure the log shows the relay's partitions after each
+	// restart beside what ExplainOnFailure reads.
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.DeliveryTimeout = 20 * time.Second }),
+		system.LogLevel(zapcore.InfoLevel))
 	s.Apply()
 	oldKids, err := signing.LoadKeys(s.Cfg.SigningKey)
 	if err != nil {
@@ -30,6 +35,7 @@ func TestKeyRotationWithoutFailedDelivery(t *testing.T) {
 	oldKid := oldKids.Kids()[0]
 	deliver := func(subject string, want int) {
 		t.Helper()
+		defer s.ExplainOnFailure(subject)
 		for n := 1; n <= 3; n++ {
 			s.Publish(subject, n)
 		}
