@@ -211,6 +211,12 @@ type Measurement struct {
 	// publisher or the ceiling's worker and driver), worker, temporal,
 	// temporal-db (when named), postgres.
 	CPUSeconds map[string]float64 `json:"cpuSeconds"`
+	// MachineIdle is the share of the machine's CPU time that was idle
+	// (iowait included), in percent, over the same window as CPUSeconds:
+	// whether the machine had CPU to spare while the measurement ran, or
+	// something other than its CPUs set the pace. Absent when /proc/stat
+	// could not be read.
+	MachineIdle *float64 `json:"machineIdlePct,omitempty"`
 	// LoadBefore and LoadAfter are the machine's 1-minute load average.
 	LoadBefore float64 `json:"loadBefore"`
 	LoadAfter  float64 `json:"loadAfter"`

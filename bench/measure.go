@@ -101,6 +101,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	m.LoadBefore = procstat.LoadAverage()
 	vis0, visErr := b.visibilityBefore(ctx) // before the CPU: the reading costs some
 	cpu0 := b.cpu(workerPID)
+	machine0, machineErr := procstat.ReadMachine()
 	start := time.Now()
 	if err := drive(ctx); err != nil {
 		b.sink.finish(rec)
@@ -114,6 +115,10 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 		return m, err
 	}
 	cpu1 := b.cpu(workerPID)
+	if machine1, err := procstat.ReadMachine(); machineErr == nil && err == nil {
+		idle := round(100*machine1.Sub(machine0).IdleShare(), 1)
+		m.MachineIdle = &idle
+	}
 	time.Sleep(b.cfg.Grace)
 	t := b.sink.finish(rec)
 	ph.arrived = t.arrived

@@ -72,7 +72,7 @@ func writeTables(w io.Writer, rep *Report) error {
 		"timers/event", "LA batches/event", "billable actions/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
 	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "temporal db", "postgres", "bench",
-		"visibility writes/delivery: started", "closed", "upserted", "load avg before→after"}}
+		"visibility writes/delivery: started", "closed", "upserted", "machine idle %", "load avg before→after"}}
 	for _, m := range rep.Measurements {
 		if a := m.Actions; a != nil && a.Events > 0 {
 			actions = append(actions, []string{m.Shape.Name, m.System,
@@ -100,6 +100,11 @@ func writeTables(w io.Writer, rep *Report) error {
 			row = append(row, fmt.Sprintf("%.2f", v.Started/n), fmt.Sprintf("%.2f", v.Closed/n), fmt.Sprintf("%.2f", v.Upserted/n))
 		} else {
 			row = append(row, "", "", "")
+		}
+		if m.MachineIdle != nil {
+			row = append(row, fmt.Sprintf("%.0f", *m.MachineIdle))
+		} else {
+			row = append(row, "")
 		}
 		cpu = append(cpu, append(row, fmt.Sprintf("%.1f→%.1f", m.LoadBefore, m.LoadAfter)))
 	}

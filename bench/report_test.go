@@ -21,7 +21,7 @@ func TestReportOutputs(t *testing.T) {
 		{Shape: StandardShapes[0], System: SystemHerald, Deliveries: 1000, Delivered: 998, Seconds: 2, PerSecond: 499, Ratio: 4.99,
 			Lost: 2, LatencyMS: Latency{P50: 700, P95: 1500, P99: 1900}, WorkerPeakRSSMB: 61.5,
 			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2, temporalDB: 1.497},
-			Visibility: &Visibility{Started: 499, Closed: 998, Upserted: 0}},
+			Visibility: &Visibility{Started: 499, Closed: 998, Upserted: 0}, MachineIdle: new(31.6)},
 		{Shape: Shape{Name: "steady", Keys: 50, EventsPerKey: 12, Subscriptions: 1, Rate: 20}, System: SystemHerald,
 			Deliveries: 600, Delivered: 600, LatencyMS: Latency{P50: 80, P95: 200, P99: 400},
 			Tail: []TailEvent{{EventID: "e1", LatencyMS: 950, RelayMS: 20, KeyBusyMS: 0, WorkflowTaskWaitMS: 30,
@@ -48,6 +48,9 @@ func TestReportOutputs(t *testing.T) {
 		// ceiling's row, without counts, leaves them empty.
 		"| 0.50                                | 1.00   | 0.00     |",
 		"|                                     |        |          |",
+		// The machine's idle share, rounded; empty where it was not read.
+		"| 0.00     | 32             | 0.0→0.0 ",
+		"|          |                | 0.0→0.0 ",
 		"50 keys × 12 @ 20/s",
 		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | activity | 880           | 1                | 10        |            |",
 		"| steady | 900        | 20             | ?        | ?        | ?       | 0           | local    | ?             | 0                | ?         | no history |",
