@@ -28,6 +28,11 @@ const RelayPartitions = 16
 // RelayPartitions.
 const partitionOf = `(hashtextextended(subject, 0) & 15)`
 
+// SubjectPartitionSQL is partitionOf of the subject given as a statement's
+// first argument ($1): which partition a key's events are in, for
+// diagnostics that read relay_partitions.
+const SubjectPartitionSQL = `(SELECT ` + partitionOf + ` FROM (SELECT $1::text AS subject) AS k)`
+
 // PartitionLeaseTTL is how long a relay's partition leases and its worker
 // row last unless renewed. Renewals run every memberTick (1 s), so a relay
 // whose connection lingers without answering (a network partition, a frozen
