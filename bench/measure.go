@@ -115,8 +115,12 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 		return m, err
 	}
 	cpu1 := b.cpu(workerPID)
-	if machine1, err := procstat.ReadMachine(); machineErr == nil && err == nil {
-		idle := round(100*machine1.Sub(machine0).IdleShare(), 1)
+	machine1, err := procstat.ReadMachine()
+	switch span := machine1.Sub(machine0); {
+	case machineErr != nil || err != nil:
+		b.progress("%s %s: no machine idle share: %v", ph.system, ph.shape.Name, errors.Join(machineErr, err))
+	case span.Busy+span.Idle+span.Steal > 0:
+		idle := round(100*span.IdleShare(), 1)
 		m.MachineIdle = &idle
 	}
 	time.Sleep(b.cfg.Grace)
