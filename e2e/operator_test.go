@@ -68,6 +68,16 @@ func TestSuccessWakesUnreachableKeys(t *testing.T) {
 	s.Publish("person-first", 1)
 	testkit.Eventually(t, 20*time.Second, "the new key's delivery", func() bool { return s.Sub.Count("billing", "person-first") == 1 })
 	succeeded := time.Now()
+	defer func() {
+		// A timeout explains the first key still owed (the wake-up's
+		// signal, its run's tasks and its outcome rows, with times).
+		for _, subj := range waiting {
+			if s.Sub.Count("billing", subj) != 1 {
+				s.ExplainOnFailure(subj)
+				return
+			}
+		}
+	}()
 	testkit.Eventually(t, 10*time.Second, "the waiting keys to be woken within 10 s", func() bool {
 		for _, subj := range waiting {
 			if s.Sub.Count("billing", subj) != 1 {
