@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"herald/internal/testenv"
 	"herald/workflows"
 )
 
@@ -191,7 +192,7 @@ func (r *run) settle(deadline time.Duration) time.Duration {
 // temporal dials the run's Temporal server.
 func (r *run) temporal() client.Client {
 	r.t.Helper()
-	c, err := client.Dial(client.Options{HostPort: r.env.temporalAddr, Namespace: "default", Logger: quietLogger{}})
+	c, err := client.Dial(client.Options{HostPort: r.env.temporalAddr, Namespace: "default", Logger: testenv.QuietLogger{}})
 	if err != nil {
 		r.t.Fatalf("dial Temporal: %v", err)
 	}
@@ -639,11 +640,3 @@ func writeSummary(out io.Writer, title string, an analysis, h herald, s *stream,
 	fmt.Fprintf(out, "relay:             %d undispatched\n", h.Undispatched)
 	fmt.Fprintf(out, "violations:        %d\n", violations)
 }
-
-// quietLogger drops the test client's SDK logs.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}

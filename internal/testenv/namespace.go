@@ -26,7 +26,7 @@ func NewNamespace(t testing.TB) (address, namespace string) {
 	namespace = "test-" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.Dial(client.Options{HostPort: address, Logger: quiet{}})
+	c, err := client.Dial(client.Options{HostPort: address, Logger: QuietLogger{}})
 	if err != nil {
 		t.Fatalf("testenv: dial Temporal: %v", err)
 	}
@@ -64,10 +64,11 @@ func NewNamespace(t testing.TB) (address, namespace string) {
 	}
 }
 
-// quiet drops the SDK's logs in test set-up.
-type quiet struct{}
+// QuietLogger drops the Temporal SDK's logs of a test's own client (set-up,
+// diagnostics), which would only crowd the test's log.
+type QuietLogger struct{}
 
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}
+func (QuietLogger) Debug(string, ...any) {}
+func (QuietLogger) Info(string, ...any)  {}
+func (QuietLogger) Warn(string, ...any)  {}
+func (QuietLogger) Error(string, ...any) {}

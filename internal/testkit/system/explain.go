@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"herald/internal/testenv"
 	"herald/store"
 	"herald/workflows"
 )
@@ -47,7 +48,7 @@ func (s *System) explain(ctx context.Context, subject string) string {
 		explainRows(ctx, &b, conn, subject)
 	}
 	c, err := client.Dial(client.Options{HostPort: s.Cfg.TemporalAddress, Namespace: s.Cfg.TemporalNamespace,
-		Logger: quietLogger{}})
+		Logger: testenv.QuietLogger{}})
 	if err != nil {
 		fmt.Fprintf(&b, "temporal: %v\n", err)
 		return b.String()
@@ -118,11 +119,3 @@ func stampOrNone(t *time.Time) string {
 	}
 	return stamp(*t)
 }
-
-// quietLogger keeps the diagnostic client's own lines out of the test's log.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
