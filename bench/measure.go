@@ -116,11 +116,10 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 	}
 	cpu1 := b.cpu(workerPID)
 	machine1, err := procstat.ReadMachine()
-	switch span := machine1.Sub(machine0); {
-	case machineErr != nil || err != nil:
+	if share, ok := machine1.Sub(machine0).IdleShare(); machineErr != nil || err != nil {
 		b.progress("%s %s: no machine idle share: %v", ph.system, ph.shape.Name, errors.Join(machineErr, err))
-	case span.Busy+span.Idle+span.Steal > 0:
-		idle := round(100*span.IdleShare(), 1)
+	} else if ok {
+		idle := round(100*share, 1)
 		m.MachineIdle = &idle
 	}
 	time.Sleep(b.cfg.Grace)

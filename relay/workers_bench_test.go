@@ -285,9 +285,9 @@ func BenchmarkDispatchWorkers(b *testing.B) {
 			}{{"1relay", one}, {"2relays", two}} {
 				c := e.env.cpu
 				var figures []string
-				if !c.noMachine {
-					b.ReportMetric(100*c.machine.IdleShare(), "idle%-"+e.name)
-					figures = append(figures, fmt.Sprintf("the machine %.0f%% idle", 100*c.machine.IdleShare()))
+				if idle, ok := c.machine.IdleShare(); !c.noMachine && ok {
+					b.ReportMetric(100*idle, "idle%-"+e.name)
+					figures = append(figures, fmt.Sprintf("the machine %.0f%% idle", 100*idle))
 				}
 				if c.pgPID > 0 && !c.pgFailed {
 					b.ReportMetric(1e6*c.postgres/float64(c.events), "pg-µs/event-"+e.name)

@@ -157,13 +157,14 @@ func (m Machine) Add(other Machine) Machine {
 	return Machine{Busy: m.Busy + other.Busy, Idle: m.Idle + other.Idle, Steal: m.Steal + other.Steal}
 }
 
-// IdleShare is the share of m's time the CPUs were idle (0 when m is empty).
-func (m Machine) IdleShare() float64 {
+// IdleShare is the share of m's time the CPUs were idle; ok is false when
+// m holds no time (a window too short for a clock tick), which has no share.
+func (m Machine) IdleShare() (share float64, ok bool) {
 	total := m.Busy + m.Idle + m.Steal
 	if total <= 0 {
-		return 0
+		return 0, false
 	}
-	return m.Idle / total
+	return m.Idle / total, true
 }
 
 // ParseMachine reads the machine's CPU time from the text of /proc/stat.

@@ -166,14 +166,14 @@ func TestParseMachine(t *testing.T) {
 			}
 		})
 	}
-	if share := (Machine{Busy: 3, Idle: 1}).IdleShare(); share != 0.25 {
-		t.Errorf("IdleShare of 3 s busy and 1 s idle = %v, want 0.25", share)
+	if share, ok := (Machine{Busy: 3, Idle: 1}).IdleShare(); share != 0.25 || !ok {
+		t.Errorf("IdleShare of 3 s busy and 1 s idle = %v, %v; want 0.25, true", share, ok)
 	}
 	if sum := (Machine{Busy: 1, Idle: 2, Steal: 3}).Add(Machine{Busy: 4, Idle: 5, Steal: 6}); sum != (Machine{Busy: 5, Idle: 7, Steal: 9}) {
 		t.Errorf("Add = %+v, want {5 7 9}", sum)
 	}
-	if share := (Machine{}).IdleShare(); share != 0 {
-		t.Errorf("IdleShare of no time = %v, want 0", share)
+	if share, ok := (Machine{}).IdleShare(); share != 0 || ok {
+		t.Errorf("IdleShare of no time = %v, %v; want 0, false", share, ok)
 	}
 	// This machine's own reading: time passes, and goes somewhere.
 	before, err := ReadMachine()
