@@ -187,7 +187,7 @@ func keysBeside(t *testing.T, st *store.Store, subject, prefix string, n int) []
 	t.Helper()
 	partition := func(subject string) int {
 		var p int
-		if err := st.Pool.QueryRow(context.Background(), `SELECT (hashtextextended($1, 0) & 15)::int`, subject).Scan(&p); err != nil {
+		if err := st.Pool.QueryRow(context.Background(), `SELECT `+store.SubjectPartitionSQL+`::int`, subject).Scan(&p); err != nil {
 			t.Fatal(err)
 		}
 		return p
