@@ -192,10 +192,14 @@ func checkVisibility(t *testing.T, cfg Config, rep *Report) {
 			t.Errorf("%s %s: negative visibility counts %+v", m.System, m.Shape.Name, *m.Visibility)
 		}
 		total = Visibility{Started: total.Started + m.Visibility.Started, Closed: total.Closed + m.Visibility.Closed,
-			Upserted: total.Upserted + m.Visibility.Upserted}
+			Upserted: total.Upserted + m.Visibility.Upserted, Store: total.Store + m.Visibility.Store}
 	}
 	if total.Started < 6 || total.Closed < 6 {
 		t.Errorf("the run counted %+v visibility writes, want at least 6 started (the shaped floor's) and 6 closed (the floor's)", total)
+	}
+	// Each run the floor started was created in the main store.
+	if total.Store < 6 {
+		t.Errorf("the run counted %v requests to the server's main store, want at least the floor's 6 runs' creations", total.Store)
 	}
 }
 

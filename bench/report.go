@@ -72,7 +72,8 @@ func writeTables(w io.Writer, rep *Report) error {
 		"timers/event", "LA batches/event", "billable actions/event", "publish→signal ms", "WFT wait ms", "WFT run ms",
 		"activity wait ms", "activity run ms"}}
 	cpu := [][]string{{"shape", "system", "CPU ms/delivery: worker", "temporal", "temporal db", "postgres", "bench",
-		"visibility writes/delivery: started", "closed", "upserted", "machine idle %", "load avg before→after"}}
+		"visibility writes/delivery: started", "closed", "upserted", "store requests/delivery", "cluster metadata reads/delivery",
+		"machine idle %", "load avg before→after"}}
 	for _, m := range rep.Measurements {
 		if a := m.Actions; a != nil && a.Events > 0 {
 			actions = append(actions, []string{m.Shape.Name, m.System,
@@ -98,8 +99,13 @@ func writeTables(w io.Writer, rep *Report) error {
 		if v := m.Visibility; v != nil && m.Delivered > 0 {
 			n := float64(m.Delivered)
 			row = append(row, fmt.Sprintf("%.2f", v.Started/n), fmt.Sprintf("%.2f", v.Closed/n), fmt.Sprintf("%.2f", v.Upserted/n))
+			if v.Store > 0 { // counted since 2026-12-06
+				row = append(row, fmt.Sprintf("%.1f", v.Store/n), fmt.Sprintf("%.2f", v.ClusterMetadata/n))
+			} else {
+				row = append(row, "", "")
+			}
 		} else {
-			row = append(row, "", "", "")
+			row = append(row, "", "", "", "", "")
 		}
 		if m.MachineIdle != nil {
 			row = append(row, fmt.Sprintf("%.0f", *m.MachineIdle))

@@ -16,12 +16,13 @@ func TestReportOutputs(t *testing.T) {
 	rep := &Report{Started: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, Measurements: []Measurement{
 		{Shape: StandardShapes[0], System: SystemCeiling, Deliveries: 1000, Delivered: 1000, Seconds: 10, PerSecond: 100,
 			LatencyMS: Latency{P50: 40, P95: 90, P99: 120}, CPUSeconds: map[string]float64{"temporal": 5},
+			Visibility: &Visibility{Started: 2, Closed: 1000}, // as results written before the store was counted
 			Actions: &Actions{Workflows: 1, Events: 50, Signals: 50, WorkflowTasks: 60, Activities: 50, HistoryEvents: 500, SignalDelayMS: 3,
 				Starts: 1, Timers: 2}},
 		{Shape: StandardShapes[0], System: SystemHerald, Deliveries: 1000, Delivered: 998, Seconds: 2, PerSecond: 499, Ratio: 4.99,
 			Lost: 2, LatencyMS: Latency{P50: 700, P95: 1500, P99: 1900}, WorkerPeakRSSMB: 61.5,
 			CPUSeconds: map[string]float64{"worker": 1.996, "temporal": 2, temporalDB: 1.497},
-			Visibility: &Visibility{Started: 499, Closed: 998, Upserted: 0}, MachineIdle: new(31.6)},
+			Visibility: &Visibility{Started: 499, Closed: 998, Upserted: 0, Store: 12974, ClusterMetadata: 5489}, MachineIdle: new(31.6)},
 		{Shape: Shape{Name: "steady", Keys: 50, EventsPerKey: 12, Subscriptions: 1, Rate: 20}, System: SystemHerald,
 			Deliveries: 600, Delivered: 600, LatencyMS: Latency{P50: 80, P95: 200, P99: 400},
 			Tail: []TailEvent{{EventID: "e1", LatencyMS: 950, RelayMS: 20, KeyBusyMS: 0, WorkflowTaskWaitMS: 30,
@@ -45,12 +46,13 @@ func TestReportOutputs(t *testing.T) {
 		// temporal, temporal db (1497 ms / 998), postgres (none)
 		"| 2.0      | 1.5         |          |",
 		// Visibility records per delivery: started, closed, upserted; the
-		// ceiling's row, without counts, leaves them empty.
-		"| 0.50                                | 1.00   | 0.00     |",
-		"|                                     |        |          |",
-		// The machine's idle share, rounded; empty where it was not read.
-		"| 0.00     | 32             | 0.0→0.0 ",
-		"|          |                | 0.0→0.0 ",
+		// main store's requests and cluster metadata reads (12974 / 998,
+		// 5489 / 998); the machine's idle share, rounded. The ceiling's
+		// row, without the store's counts or idle share, leaves them
+		// empty, and the steady row, without any counts, all five.
+		"| 0.50                                | 1.00   | 0.00     | 13.0                    | 5.50                            | 32             | 0.0→0.0 ",
+		"| 0.00                                | 1.00   | 0.00     |                         |                                 |                | 0.0→0.0 ",
+		"|                                     |        |          |                         |                                 |                | 0.0→0.0 ",
 		"50 keys × 12 @ 20/s",
 		"| steady | 950        | 20             | 0        | 30       | 10      | 1           | activity | 880           | 1                | 10        |            |",
 		"| steady | 900        | 20             | ?        | ?        | ?       | 0           | local    | ?             | 0                | ?         | no history |",

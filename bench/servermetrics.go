@@ -30,23 +30,40 @@ type Visibility struct {
 	Started  float64 `json:"started"`
 	Closed   float64 `json:"closed"`
 	Upserted float64 `json:"upserted"`
+	// Beside the visibility store, the same reading counts the server's
+	// requests to its main store (storeCounter: histories, runs' state,
+	// tasks, namespaces), Store all of them and ClusterMetadata its reads
+	// of the cluster's metadata (GetCurrentClusterMetadata), which holds
+	// the search attributes' types. A server reads those once a minute
+	// for its search-attribute cache; the dev server reads them at every
+	// use of a search attribute (the CLI turns the cache off, so that a new
+	// attribute is seen at once), one SQLite read each. Zero in results
+	// written before they were counted.
+	Store           float64 `json:"store,omitempty"`
+	ClusterMetadata float64 `json:"clusterMetadata,omitempty"`
 }
 
-// Sub is v - o: what was written between two readings.
+// Sub is v - o: what was requested between two readings.
 func (v Visibility) Sub(o Visibility) Visibility {
-	return Visibility{Started: v.Started - o.Started, Closed: v.Closed - o.Closed, Upserted: v.Upserted - o.Upserted}
+	return Visibility{Started: v.Started - o.Started, Closed: v.Closed - o.Closed, Upserted: v.Upserted - o.Upserted,
+		Store: v.Store - o.Store, ClusterMetadata: v.ClusterMetadata - o.ClusterMetadata}
 }
 
-// visibilityCounter is the server's counter of visibility store requests.
-const visibilityCounter = "visibility_persistence_requests"
+// visibilityCounter is the server's counter of visibility store requests,
+// storeCounter its counter of main store requests.
+const (
+	visibilityCounter = "visibility_persistence_requests"
+	storeCounter      = "persistence_requests"
+)
 
-// parseVisibility sums the visibility writes in a Prometheus text
-// exposition, over every namespace and service, and reports whether the
-// counter was there: a server registers it on its first visibility
-// request, and one that exports it under another name (an OpenTelemetry
-// exporter's _total) would otherwise read as writing nothing.
+// parseVisibility sums the visibility writes and the main store's
+// requests in a Prometheus text exposition, over every namespace and
+// service, and reports whether the visibility counter was there: a server
+// registers it on its first visibility request, and one that exports it
+// under another name (an OpenTelemetry exporter's _total) would otherwise
+// read as writing nothing.
 func parseVisibility(r io.Reader) (Visibility, bool, error) {
-	// Only the counter's own lines go to the parser: a server that many
+	// Only the counters' own lines go to the parser: a server that many
 	// namespaces have used (make test's) exposes megabytes of other
 	// series, which took longer than a reading may under the race
 	// detector.
@@ -54,7 +71,7 @@ func parseVisibility(r io.Reader) (Visibility, bool, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		if line := sc.Bytes(); isVisibilityLine(line) {
+		if line := sc.Bytes(); isCounterLine(line, visibilityCounter) || isCounterLine(line, storeCounter) {
 			kept.Write(line)
 			kept.WriteByte('\n')
 		}
@@ -67,48 +84,61 @@ func parseVisibility(r io.Reader) (Visibility, bool, error) {
 	if err != nil {
 		return Visibility{}, false, fmt.Errorf("parse the server's metrics: %w", err)
 	}
-	var v Visibility
-	fam, ok := families[visibilityCounter]
-	if !ok {
-		return v, false, nil
-	}
-	for _, m := range fam.GetMetric() {
-		var value float64
-		switch {
-		case m.GetCounter() != nil:
-			value = m.GetCounter().GetValue()
-		case m.GetUntyped() != nil:
-			value = m.GetUntyped().GetValue()
-		default:
-			continue
-		}
-		for _, l := range m.GetLabel() {
-			if l.GetName() != "operation" {
+	// each calls f with each sample of the named counter (none when the
+	// server has not registered it) and its operation label.
+	each := func(name string, f func(op string, value float64)) {
+		for _, m := range families[name].GetMetric() {
+			var value float64
+			switch {
+			case m.GetCounter() != nil:
+				value = m.GetCounter().GetValue()
+			case m.GetUntyped() != nil:
+				value = m.GetUntyped().GetValue()
+			default:
 				continue
 			}
-			switch l.GetValue() {
-			case "RecordWorkflowExecutionStarted":
-				v.Started += value
-			case "RecordWorkflowExecutionClosed":
-				v.Closed += value
-			case "UpsertWorkflowExecution":
-				v.Upserted += value
+			op := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" {
+					op = l.GetValue()
+				}
 			}
+			f(op, value)
 		}
 	}
+	var v Visibility
+	each(storeCounter, func(op string, value float64) {
+		v.Store += value
+		if op == "GetCurrentClusterMetadata" {
+			v.ClusterMetadata += value
+		}
+	})
+	if _, ok := families[visibilityCounter]; !ok {
+		return v, false, nil
+	}
+	each(visibilityCounter, func(op string, value float64) {
+		switch op {
+		case "RecordWorkflowExecutionStarted":
+			v.Started += value
+		case "RecordWorkflowExecutionClosed":
+			v.Closed += value
+		case "UpsertWorkflowExecution":
+			v.Upserted += value
+		}
+	})
 	return v, true, nil
 }
 
-// isVisibilityLine reports whether an exposition line is one of the
+// isCounterLine reports whether an exposition line is one of the named
 // counter's: a sample, or its HELP or TYPE comment.
-func isVisibilityLine(line []byte) bool {
+func isCounterLine(line []byte, name string) bool {
 	for _, comment := range [][]byte{[]byte("# HELP "), []byte("# TYPE ")} {
 		if rest, ok := bytes.CutPrefix(line, comment); ok {
 			line = rest
 			break
 		}
 	}
-	rest, ok := bytes.CutPrefix(line, []byte(visibilityCounter))
+	rest, ok := bytes.CutPrefix(line, []byte(name))
 	return ok && len(rest) > 0 && (rest[0] == '{' || rest[0] == ' ')
 }
 

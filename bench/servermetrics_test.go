@@ -13,6 +13,12 @@ import (
 const visibilityExposition = `# HELP persistence_requests persistence_requests counter
 # TYPE persistence_requests counter
 persistence_requests{namespace="system",operation="GetNamespace",service_name="history"} 10018
+persistence_requests{namespace="bench",operation="GetCurrentClusterMetadata",service_name="frontend"} 300
+persistence_requests{namespace="bench",operation="GetCurrentClusterMetadata",service_name="history"} 250
+persistence_requests{namespace="bench",operation="CreateWorkflowExecution",service_name="history"} 100
+# HELP persistence_requests_other another counter whose name begins alike
+# TYPE persistence_requests_other counter
+persistence_requests_other{operation="GetCurrentClusterMetadata"} 7
 # HELP visibility_persistence_requests visibility_persistence_requests counter
 # TYPE visibility_persistence_requests counter
 visibility_persistence_requests{operation="ListWorkflowExecutions",service_name="worker",visibility_index_name="db",visibility_plugin_name="sqlite"} 37
@@ -27,20 +33,27 @@ func TestParseVisibility(t *testing.T) {
 	if err != nil || !found {
 		t.Fatalf("parsed: found %v, %v", found, err)
 	}
-	// Writes only, summed over services; reads and other counters left out.
-	if want := (Visibility{Started: 8660, Closed: 18001, Upserted: 5}); v != want {
+	// Visibility writes only, summed over services; visibility reads and
+	// other counters left out. The main store's requests of every
+	// operation and service, the cluster metadata's reads among them.
+	if want := (Visibility{Started: 8660, Closed: 18001, Upserted: 5, Store: 10668, ClusterMetadata: 550}); v != want {
 		t.Errorf("parsed %+v, want %+v", v, want)
 	}
-	if got := v.Sub(Visibility{Started: 8000, Closed: 18000}); got != (Visibility{Started: 660, Closed: 1, Upserted: 5}) {
-		t.Errorf("difference %+v, want 660, 1, 5", got)
+	if got := v.Sub(Visibility{Started: 8000, Closed: 18000, Store: 10000, ClusterMetadata: 500}); got !=
+		(Visibility{Started: 660, Closed: 1, Upserted: 5, Store: 668, ClusterMetadata: 50}) {
+		t.Errorf("difference %+v, want 660, 1, 5, 668, 50", got)
 	}
 	// A server that has written nothing yet has no such counter; nor has
-	// one that names it otherwise.
+	// one that names it otherwise. Its main store's requests still count.
 	for _, text := range []string{"# TYPE up gauge\nup 1\n",
 		"# TYPE visibility_persistence_requests_total counter\nvisibility_persistence_requests_total{operation=\"RecordWorkflowExecutionClosed\"} 3\n"} {
 		if v, found, err := parseVisibility(strings.NewReader(text)); err != nil || found || v != (Visibility{}) {
 			t.Errorf("without the counter: %+v, found %v, %v; want zero counts, not found, no error", v, found, err)
 		}
+	}
+	text := "# TYPE persistence_requests counter\npersistence_requests{operation=\"GetCurrentClusterMetadata\"} 4\n"
+	if v, found, err := parseVisibility(strings.NewReader(text)); err != nil || found || v != (Visibility{Store: 4, ClusterMetadata: 4}) {
+		t.Errorf("the main store's counter alone: %+v, found %v, %v; want 4 requests and reads, not found, no error", v, found, err)
 	}
 	if _, _, err := parseVisibility(strings.NewReader("visibility_persistence_requests{operation=\n")); err == nil {
 		t.Error("a broken exposition parsed without an error")
