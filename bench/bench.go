@@ -223,9 +223,9 @@ type Measurement struct {
 	// Actions counts Temporal history events of a few sampled workflows.
 	Actions *Actions `json:"actions,omitempty"`
 	// Visibility is the writes the Temporal server made to its visibility
-	// store from the end of the last measurement to the end of this one's
-	// grace (the server's counters: all of its namespaces), when its
-	// metrics are known.
+	// store, and its requests to its main store, from the end of the last
+	// measurement to the end of this one's grace (the server's counters:
+	// all of its namespaces), when its metrics are known.
 	Visibility *Visibility `json:"visibility,omitempty"`
 	// Tail explains the slowest deliveries of a paced run on Herald.
 	Tail []TailEvent `json:"tail,omitempty"`
