@@ -99,7 +99,7 @@ func writeTables(w io.Writer, rep *Report) error {
 		if v := m.Visibility; v != nil && m.Delivered > 0 {
 			n := float64(m.Delivered)
 			row = append(row, fmt.Sprintf("%.2f", v.Started/n), fmt.Sprintf("%.2f", v.Closed/n), fmt.Sprintf("%.2f", v.Upserted/n))
-			if v.Store > 0 { // counted since 2026-12-06
+			if v.Store != 0 { // counted since 2026-12-06: zero in results written before
 				row = append(row, fmt.Sprintf("%.1f", v.Store/n), fmt.Sprintf("%.2f", v.ClusterMetadata/n))
 			} else {
 				row = append(row, "", "")

@@ -34,11 +34,12 @@ type Visibility struct {
 	// requests to its main store (storeCounter: histories, runs' state,
 	// tasks, namespaces), Store all of them and ClusterMetadata its reads
 	// of the cluster's metadata (GetCurrentClusterMetadata), which holds
-	// the search attributes' types. A server reads those once a minute
-	// for its search-attribute cache; the dev server reads them at every
-	// use of a search attribute (the CLI turns the cache off, so that a new
-	// attribute is seen at once), one SQLite read each. Zero in results
-	// written before they were counted.
+	// the search attributes' types. A server's search-attribute cache
+	// reads those once a minute; the dev server's CLI turns the cache off
+	// (so that a new attribute is seen at once), and the server then reads
+	// them whenever it handles a run's search attributes, one SQLite read
+	// each (3 a run of the floor's, which sets none of its own, on this
+	// machine). Zero in results written before they were counted.
 	Store           float64 `json:"store,omitempty"`
 	ClusterMetadata float64 `json:"clusterMetadata,omitempty"`
 }

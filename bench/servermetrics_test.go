@@ -60,6 +60,29 @@ func TestParseVisibility(t *testing.T) {
 	}
 }
 
+// TestCounterLines: a line is a counter's when it names that counter, not
+// one whose name begins or ends alike.
+func TestCounterLines(t *testing.T) {
+	for _, c := range []struct {
+		line, name string
+		want       bool
+	}{
+		{`persistence_requests{operation="GetNamespace"} 3`, storeCounter, true},
+		{`persistence_requests 3`, storeCounter, true},
+		{`# TYPE persistence_requests counter`, storeCounter, true},
+		{`# HELP persistence_requests persistence_requests counter`, storeCounter, true},
+		{`persistence_requests_other{operation="GetNamespace"} 7`, storeCounter, false},
+		{`visibility_persistence_requests{operation="RecordWorkflowExecutionClosed"} 5`, storeCounter, false},
+		{`visibility_persistence_requests{operation="RecordWorkflowExecutionClosed"} 5`, visibilityCounter, true},
+		{`# TYPE visibility_persistence_requests_total counter`, visibilityCounter, false},
+		{`persistence_requests`, storeCounter, false},
+	} {
+		if got := isCounterLine([]byte(c.line), c.name); got != c.want {
+			t.Errorf("isCounterLine(%q, %s) = %v, want %v", c.line, c.name, got, c.want)
+		}
+	}
+}
+
 func TestReadVisibility(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
