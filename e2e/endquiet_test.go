@@ -2,14 +2,19 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"herald/config"
 	"herald/internal/testkit"
@@ -22,14 +27,15 @@ import (
 // that delivered its event: no idle timer, one workflow task, and 7 history
 // events, the floor's 6 and one more local activity marker: the start's read
 // of the rows, then the delivery, which reads the rows after it
-// (DeliverInput.ThenRead). The key's next event gets a run of its own,
+// (DeliverInput.ThenRead). Started bare (workflows.BareStartVersion), it
+// carries and writes no search attributes. The key's next event gets a run of its own,
 // delivered in order after the first: back within the relay's hot window,
 // it is started as busy and waits idle.
 //
 // HERALD_RECORD_QUIET_HISTORY names a file to write the first run's history
 // to, for the replay test in workflows/:
 //
-//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-end-quiet-read-in-delivery.json go test ./e2e -run QuietKeyEndsAtOnce
+//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-bare-start.json go test ./e2e -run QuietKeyEndsAtOnce
 func TestQuietKeyEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
@@ -67,6 +73,13 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 	if timers != 0 || tasks != 1 || markers != 2 || len(events) != 7 {
 		t.Fatalf("the quiet key's run recorded %d events (want 7), %d timers (want 0), %d workflow tasks (want 1), %d markers (want 2):\n%s",
 			len(events), timers, tasks, markers, strings.Join(names, "\n"))
+	}
+	start := events[0].GetWorkflowExecutionStartedEventAttributes()
+	if sa := start.GetSearchAttributes().GetIndexedFields(); len(sa) != 0 {
+		t.Fatalf("the quiet key's run started with search attributes %v, want none (a bare start)", sa)
+	}
+	if p, err := decodeParams(start); err != nil || p.Version != workflows.BareStartVersion {
+		t.Fatalf("the quiet key's run started with version %d (%v), want BareStartVersion", p.Version, err)
 	}
 	if path := os.Getenv("HERALD_RECORD_QUIET_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
@@ -159,4 +172,59 @@ func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.Even
 		}
 	}
 	return n
+}
+
+// TestBareStartShowsWhenItWaits: a quiet key's run, started bare, whose
+// first attempt fails, shows itself before it waits for its retry: an
+// operator's Temporal list finds it retrying by subscription, app and event
+// type. Fixed, the subscriber gets the event, and the run ends.
+func TestBareStartShowsWhenItWaits(t *testing.T) {
+	t.Parallel()
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
+	const subject = "bare-retry"
+	var fixed atomic.Bool
+	s.Sub.SetReject(func(app, subj string, n int) error {
+		if app == "billing" && subj == subject && !fixed.Load() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	s.Apply()
+	s.Publish(subject, 1)
+	c := s.Dial()
+	t.Cleanup(c.Close)
+	id := workflows.DeliveryID("billing:contacts.person.updated@1", subject)
+	query := fmt.Sprintf(`WorkflowId = %q AND HeraldSubscription = "billing:contacts.person.updated@1" AND HeraldApp = "billing" AND HeraldEventType = "contacts.person.updated" AND HeraldStatus = "retrying"`, id)
+	testkit.Eventually(t, 60*time.Second, "the bare run listed as retrying by its identity", func() bool {
+		resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Cfg.TemporalNamespace, Query: query})
+		return err == nil && len(resp.GetExecutions()) == 1
+	})
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	if sa := events[0].GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes().GetIndexedFields(); len(sa) != 0 {
+		t.Fatalf("the run started with search attributes %v, want a bare start", sa)
+	}
+	fixed.Store(true)
+	testkit.Eventually(t, 90*time.Second, "the event delivered once fixed", func() bool {
+		return s.Sub.Count("billing", subject) >= 1
+	})
+	testkit.Eventually(t, 30*time.Second, "the run to complete", func() bool {
+		d, err := c.DescribeWorkflow(context.Background(), id, "")
+		return err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	})
+}
+
+// decodeParams reads a run's input from its start event.
+func decodeParams(start *historypb.WorkflowExecutionStartedEventAttributes) (workflows.Params, error) {
+	var p workflows.Params
+	err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &p)
+	return p, err
 }

@@ -694,10 +694,20 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 	if starter != nil {
 		sctx, span := startSignalSpan(ctx, id, g, g.events)
 		var started bool
-		err := r.withBuildIDs(&opts, base, func() (err error) {
-			started, err = r.startKey(sctx, starter, id, opts, params)
-			return err
-		})
+		var err error
+		if bareStart(params, r.Params.EndQuietKeys, len(g.events)) {
+			// A quiet run for one event most likely delivers it and ends in
+			// its first task: started with no search attributes, it writes
+			// them only if it comes to wait (workflows.BareStartVersion).
+			bare, bareOpts := params, opts
+			bare.Version = workflows.BareStartVersion
+			started, err = r.startKey(sctx, starter, id, bareOpts, bare)
+		} else {
+			err = r.withBuildIDs(&opts, base, func() (err error) {
+				started, err = r.startKey(sctx, starter, id, opts, params)
+				return err
+			})
+		}
 		endSignalSpan(span, err)
 		switch {
 		case started:
@@ -738,6 +748,14 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 	}
 	r.recent.note(id, time.Now(), true) // a run that took a signal waits idle
 	return sent, -1, nil
+}
+
+// bareStart reports whether a key's eager start of n events, with params,
+// is a bare one (workflows.BareStartVersion): one event, and a run that
+// ends once it owes nothing (quiet: endQuiet, the worker's
+// HERALD_END_QUIET_KEYS, or the hint Params.Quiet; not Params.Busy).
+func bareStart(params workflows.Params, endQuiet bool, n int) bool {
+	return n == 1 && !params.Busy && (endQuiet || params.Quiet)
 }
 
 func (r *Relay) sweepLoop(ctx context.Context) {

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -44,8 +45,15 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 	if wf != workflows.DeliveryWorkflowType || len(args) != 1 {
 		return nil, fmt.Errorf("unexpected start %v %v", wf, args)
 	}
-	if p := args[0].(workflows.Params); p.SubjectKey == "" || p.SubscriptionID == "" || p.Version != workflows.NoMarkerVersion {
+	p := args[0].(workflows.Params)
+	if p.SubjectKey == "" || p.SubscriptionID == "" || p.Version != workflows.NoMarkerVersion && p.Version != workflows.BareStartVersion {
 		return nil, fmt.Errorf("start params %+v", p)
+	}
+	// A bare start (a quiet run for one event) carries no search
+	// attributes; any other carries them.
+	if bare := p.Version == workflows.BareStartVersion; bare != (opts.TypedSearchAttributes.Size() == 0) ||
+		bare && (p.Busy || !p.Quiet && !p.EndQuietKeys) {
+		return nil, fmt.Errorf("start params %+v with %d search attributes", p, opts.TypedSearchAttributes.Size())
 	}
 	f.opts = append(f.opts, opts)
 	f.params = append(f.params, args[0].(workflows.Params))
@@ -703,5 +711,74 @@ func TestCancelledStartKeepsEagerStarts(t *testing.T) {
 	}
 	if logs.Len() != 0 {
 		t.Fatalf("warnings after a round the relay cut short: %v", logs.All())
+	}
+}
+
+// TestQuietKeysStartBare: a quiet run for one event (Params.EndQuietKeys,
+// or the hint Params.Quiet past IdleRuns) is started bare: no search
+// attributes, workflows.BareStartVersion in its input (the run writes them
+// if it comes to wait). A start of more events, a busy start, or one of a
+// run that waits idle carries them at workflows.NoMarkerVersion; so does
+// the signal-with-start that follows a bare start answered "already
+// started", which may start the key's next run.
+func TestQuietKeysStartBare(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	billing := func(subject string) string { return workflows.DeliveryID("billing:contacts.person.updated@1", subject) }
+	crm := func(subject string) string { return workflows.DeliveryID("crm:contacts.person.updated@1", subject) }
+	tmp := &startingTemporal{running: map[string]bool{crm("s1"): true}}
+	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, BuildID: "b1d",
+		Params: workflows.Params{EndQuietKeys: true}}
+	publishN(t, p, "contacts.person.updated", "s1", 1)
+	publishN(t, p, "contacts.person.updated", "s2", 2)
+	if _, err := r.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]int{}
+	for i, o := range tmp.opts {
+		versions[o.ID] = tmp.params[i].Version
+	}
+	want := map[string]int{
+		billing("s1"): workflows.BareStartVersion, crm("s1"): workflows.BareStartVersion,
+		billing("s2"): workflows.NoMarkerVersion, crm("s2"): workflows.NoMarkerVersion,
+	}
+	if !reflect.DeepEqual(versions, want) {
+		t.Fatalf("start versions %v, want %v", versions, want)
+	}
+	for i, o := range tmp.opts {
+		if n := o.TypedSearchAttributes.Size(); (tmp.params[i].Version == workflows.BareStartVersion) != (n == 0) {
+			t.Fatalf("%s started at version %d with %d search attributes", o.ID, tmp.params[i].Version, n)
+		}
+	}
+	// crm's s1 runs: its bare start was refused, and its signal-with-start
+	// carries the attributes and NoMarkerVersion.
+	if len(tmp.signals) != 1 || tmp.signals[0].WorkflowID != crm("s1") ||
+		tmp.signals[0].Params.Version != workflows.NoMarkerVersion || tmp.signals[0].BuildIDs == nil {
+		t.Fatalf("signals %+v, want crm's s1 signalled with its attributes at NoMarkerVersion", tmp.signals)
+	}
+
+	// The hint: past IdleRuns (here 1) one-event keys start bare; the run
+	// that takes the cap's place waits idle and carries its attributes.
+	capped := &startingTemporal{}
+	r2 := &relay.Relay{Store: st, Temporal: capped, StartNewKeys: true, IdleRuns: 1}
+	publishN(t, p, "contacts.person.updated", "s3", 1)
+	if _, err := r2.DispatchOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(capped.params) != 2 {
+		t.Fatalf("%d starts, want s3's two keys", len(capped.params))
+	}
+	bare := 0
+	for i, prm := range capped.params {
+		if (prm.Version == workflows.BareStartVersion) != prm.Quiet {
+			t.Fatalf("%s started quiet=%v at version %d", capped.opts[i].ID, prm.Quiet, prm.Version)
+		}
+		if prm.Quiet {
+			bare++
+		}
+	}
+	if bare != 1 {
+		t.Fatalf("%d bare starts past the cap of 1, want 1", bare)
 	}
 }

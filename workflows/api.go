@@ -275,7 +275,9 @@ type Params struct {
 	// behaviour without recording FirstAttemptChange's marker and the search
 	// attribute upsert that comes with it (delivery.go); replaying, a marker
 	// an older worker recorded still decides. The relay and continue-as-new
-	// set it; any other number is ignored, and the run asks GetVersion as
+	// set it; BareStartVersion does the same for a run the relay started
+	// with no search attributes, which writes them when it first shows a
+	// status. Any other number is ignored, and the run asks GetVersion as
 	// before.
 	Version int `json:"version,omitempty"`
 }

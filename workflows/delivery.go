@@ -69,6 +69,25 @@ const OneMarkerVersion = 3
 // behaviour needs a new input value beside it.
 const NoMarkerVersion = 4
 
+// BareStartVersion, as Params.Version in a run's input, is NoMarkerVersion
+// for a run the relay started with no search attributes: a quiet key's run
+// for one event (relay.Relay.signalGroup), which most likely delivers it
+// and completes in its first workflow task. Search attributes in a start
+// cost Temporal's server work per run (it validates them, and reads their
+// types for each visibility record that holds them; the dev server reads
+// those from its store each time); such a run writes them only if it comes
+// to show a status: the identity attributes (HeraldSubscription, HeraldApp,
+// HeraldEventType) with its first status upsert (setStatus), before it
+// waits for anything (idle, a retry, a back-off, an operator) or makes an
+// attempt as a regular activity. A run that delivers at once and completes
+// writes none: Temporal's list does not find it by subscription, Herald's
+// outcome rows do. Its marker behaviour is NoMarkerVersion's: a marker an
+// older worker recorded decides on replay, and such a worker, which ignores
+// the field (or, built with NoMarkerVersion, asks GetVersion for any other
+// number), upserts the missing identity attributes at the run's start as
+// before, which is what its replay expects.
+const BareStartVersion = 5
+
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
@@ -161,6 +180,11 @@ type delivery struct {
 	// oneMarker: this run is at OneMarkerVersion (the later changes are
 	// implied, not asked for).
 	oneMarker bool
+	// unshown: a run started bare (BareStartVersion) whose search
+	// attributes are not written yet; unwritten are the identity
+	// attributes its first status upsert adds (setStatus).
+	unshown   bool
+	unwritten []temporal.SearchAttributeUpdate
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
 	// hints are the relay's hints in the run's input (Params.Busy,
@@ -251,14 +275,18 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
 	version := workflow.Version(OneMarkerVersion)
-	if d.p.Version != NoMarkerVersion || workflow.IsReplaying(ctx) {
+	unmarked := d.p.Version == NoMarkerVersion || d.p.Version == BareStartVersion
+	bare := d.p.Version == BareStartVersion
+	if !unmarked || workflow.IsReplaying(ctx) {
 		// Replaying, GetVersion records nothing: a marker an older worker
-		// recorded for a run whose input says NoMarkerVersion (it ignored
-		// the field) says how that run ran; none says it ran as an
-		// upgraded worker runs it.
+		// recorded for a run whose input says NoMarkerVersion or
+		// BareStartVersion (it ignored the field) says how that run ran;
+		// none says it ran as an upgraded worker runs it.
 		version = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
-		if d.p.Version == NoMarkerVersion && version == workflow.DefaultVersion {
+		if unmarked && version == workflow.DefaultVersion {
 			version = OneMarkerVersion
+		} else {
+			bare = false
 		}
 	}
 	d.firstAttempt = version >= 1
@@ -305,6 +333,16 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		if v, ok := sa.GetKeyword(kv.key); !ok || v != kv.value {
 			missing = append(missing, kv.key.ValueSet(kv.value))
 		}
+	}
+	if bare {
+		// Written with the first status the run shows (BareStartVersion);
+		// until then the key is idle, as a one-event start would say.
+		d.unwritten = missing
+		d.unshown = len(missing) > 0 || d.status == ""
+		if d.status == "" {
+			d.status = StatusIdle
+		}
+		return nil
 	}
 	if len(missing) == 0 {
 		return nil

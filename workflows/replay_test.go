@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,11 +46,13 @@ func TestReplayRecordedHistories(t *testing.T) {
 }
 
 // TestReplayOlderWorkersRunsOfRelayStartedKeys: during a rolling upgrade an
-// upgraded relay starts a key's run with NoMarkerVersion in its input, and a
+// upgraded relay starts a key's run with NoMarkerVersion or
+// BareStartVersion in its input (a bare start has no search attributes: an
+// older worker upserts the identity ones at the run's start), and a
 // worker built before it, which ignores the field, may run it: it records
 // the marker of the newest version it knows and behaves as that version.
 // Every recorded history with a first-attempt marker, its input given
-// NoMarkerVersion as such a relay would have, replays as recorded: the
+// either version as such a relay would have, replays as recorded: the
 // marker decides, not the input.
 func TestReplayOlderWorkersRunsOfRelayStartedKeys(t *testing.T) {
 	t.Parallel()
@@ -65,15 +68,18 @@ func TestReplayOlderWorkersRunsOfRelayStartedKeys(t *testing.T) {
 			continue
 		}
 		versions[version] = true
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			p.Version = workflows.NoMarkerVersion
-			input, err := converter.GetDefaultDataConverter().ToPayloads(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().Input = input
-			replay(t, h, p)
-		})
+		for _, v := range []int{workflows.NoMarkerVersion, workflows.BareStartVersion} {
+			t.Run(fmt.Sprintf("%s/input-version-%d", filepath.Base(f), v), func(t *testing.T) {
+				h, p := readHistory(t, f)
+				p.Version = v
+				input, err := converter.GetDefaultDataConverter().ToPayloads(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().Input = input
+				replay(t, h, p)
+			})
+		}
 	}
 	// Older workers recorded versions 1, 2 and 3: each is covered.
 	for _, v := range []string{"1", "2", "3"} {

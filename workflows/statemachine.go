@@ -3,7 +3,9 @@
 // the transitions, and the run loop that drives them.
 //
 // A key's status is its HeraldStatus search attribute (upserted on changes
-// only, by setStatus), the state query's status and an operator's answer.
+// only, by setStatus; a run started bare writes it, with its identity, the
+// first time it shows one: BareStartVersion), the state query's status and
+// an operator's answer.
 // Each turn of the run loop decides what the key does next and, when it
 // waits, sets keyStatus first; three transitions happen inside a turn and
 // are named below (attemptStarts, attemptFailed, headFailed):
@@ -131,13 +133,19 @@ func (d *delivery) run(ctx workflow.Context) error {
 		case head == nil && d.Backlog:
 			// The backlog could not be read (the database did not answer):
 			// never idle out with events left in it; look again soon.
+			if d.unshown {
+				d.setStatus(ctx, status) // a bare start shows itself first
+			}
 			d.wait(ctx, now.Add(5*time.Second))
 		case head == nil:
-			d.setStatus(ctx, status) // idle (a one-event start already is)
 			// A run nothing signalled ends now if the rows agree
 			// (HERALD_END_QUIET_KEYS), in the task that delivered, without
 			// an idle timer; any other waits out its idle period first.
+			// A bare start (BareStartVersion) ending so shows nothing.
 			quiet := d.quiet()
+			if !quiet || !d.unshown {
+				d.setStatus(ctx, status) // idle (a one-event start already is)
+			}
 			if (quiet || d.waitIdle(ctx)) && d.settleHandlers(ctx) == 0 && d.head() == nil && !d.KeyPaused && d.owesNothing(ctx) {
 				return nil
 			}
@@ -295,12 +303,13 @@ func (d *delivery) failedStatus() string {
 // queue length at that moment) and the current details are upserted on
 // changes only, never per event.
 func (d *delivery) setStatus(ctx workflow.Context, status string) {
-	if status == d.status {
+	if status == d.status && !d.unshown {
 		return
 	}
 	d.status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue)))); err != nil {
+	attrs := append(d.unwritten, SAStatus.ValueSet(status), SAQueued.ValueSet(int64(len(d.Queue))))
+	d.unshown, d.unwritten = false, nil
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		d.logger.Warn("upsert search attributes failed", "error", err)
 	}
 	d.refreshDetails(ctx)
