@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,9 +179,16 @@ func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.Even
 // first attempt fails, shows itself before it waits for its retry: an
 // operator's Temporal list finds it retrying by subscription, app and event
 // type. Fixed, the subscriber gets the event, and the run ends.
+//
+// HERALD_RECORD_BARE_RETRY_HISTORY names a file to write the run's history
+// to, for the replay test in workflows/:
+//
+//	HERALD_RECORD_BARE_RETRY_HISTORY=$PWD/workflows/testdata/delivery-history-bare-start-retry.json go test ./e2e -run BareStartShowsWhenItWaits
 func TestBareStartShowsWhenItWaits(t *testing.T) {
 	t.Parallel()
-	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
+	// Attempts 2 s apart: the key stays retrying while the test looks.
+	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }),
+		system.Schedule(slices.Repeat([]time.Duration{2 * time.Second}, 30)...))
 	const subject = "bare-retry"
 	var fixed atomic.Bool
 	s.Sub.SetReject(func(app, subj string, n int) error {
@@ -220,6 +228,11 @@ func TestBareStartShowsWhenItWaits(t *testing.T) {
 		d, err := c.DescribeWorkflow(context.Background(), id, "")
 		return err == nil && d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
+	if path := os.Getenv("HERALD_RECORD_BARE_RETRY_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // decodeParams reads a run's input from its start event.

@@ -1,11 +1,14 @@
 package workflows_test
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"herald/activities"
@@ -64,10 +67,18 @@ func TestBareStart(t *testing.T) {
 				h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
 			}
 			var upserts []temporal.SearchAttributes
+			var firstAt time.Duration
 			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				if len(upserts) == 0 {
+					firstAt = h.env.Now().Sub(h.start)
+				}
 				upserts = append(upserts, args.Get(0).(temporal.SearchAttributes))
 			}).Return(nil)
 			h.run()
+			// Shown in the first task, before any wait.
+			if firstAt != 0 {
+				t.Fatalf("the first upsert came %v after the start, want in the first task", firstAt)
+			}
 			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
 				t.Fatalf("delivered %v, want %v", got, ids(1))
 			}
@@ -125,7 +136,79 @@ func TestBareStartShowsBeforeARegularAttempt(t *testing.T) {
 	if s, _ := upserts[0].GetKeyword(workflows.SAStatus); s != workflows.StatusDelivering {
 		t.Fatalf("the first upsert's status %q, want delivering", s)
 	}
-	if v, _ := upserts[0].GetKeyword(workflows.SASubscription); v != h.params.SubscriptionID {
-		t.Fatalf("the first upsert's subscription %q, want %q", v, h.params.SubscriptionID)
+	checkIdentity(t, upserts[0], h.params)
+}
+
+// TestBareStartShowsBeforeItHolds: a bare run whose first attempt fails
+// for good holds the key on a failed head; it shows itself before the
+// Record of that outcome (retried through a database outage), and a bare
+// run whose reads of the rows before ending fail shows itself before it
+// waits to read again.
+func TestBareStartShowsBeforeItHolds(t *testing.T) {
+	t.Parallel()
+	t.Run("failed head", func(t *testing.T) {
+		h := quietHarness(t, true, 1)
+		h.params.Version = workflows.BareStartVersion
+		h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
+			if nth == 0 {
+				return fail(activities.CodeSchemaMismatch, 422)
+			}
+			return activities.PostResult{}
+		})
+		upserts, recordsBefore := 0, -1
+		h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "Record" && recordsBefore < 0 {
+				recordsBefore = upserts
+			}
+		})
+		var first temporal.SearchAttributes
+		h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+			if upserts == 0 {
+				first = args.Get(0).(temporal.SearchAttributes)
+			}
+			upserts++
+		}).Return(nil)
+		h.run() // re-armed after the cooldown, then delivered
+		if recordsBefore < 1 {
+			t.Fatalf("%d upserts before the first Record, want the bare run shown first", recordsBefore)
+		}
+		checkIdentity(t, first, h.params)
+	})
+	t.Run("reads fail before the end", func(t *testing.T) {
+		h := quietHarness(t, true, 1)
+		h.params.Version = workflows.BareStartVersion
+		// Reads: 1 the start's, 2 the delivery's after it, then the run's
+		// own and its local retry 500 ms later, all failing: the run waits
+		// 5 s and reads again.
+		h.store.failQueueRead = func(n int) bool { return n >= 2 && h.env.Now().Sub(h.start) < 2*time.Second }
+		var at []time.Duration
+		var first temporal.SearchAttributes
+		h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+			if len(at) == 0 {
+				first = args.Get(0).(temporal.SearchAttributes)
+			}
+			at = append(at, h.env.Now().Sub(h.start))
+		}).Return(nil)
+		h.run()
+		if len(at) == 0 || at[0] >= 2*time.Second {
+			t.Fatalf("upserts at %v, want the first before the 5 s wait", at)
+		}
+		// No longer quiet once a read failed: it waits idle, then ends.
+		if took := h.env.Now().Sub(h.start); took < 10*time.Minute {
+			t.Fatalf("completed after %v, want the idle timeout waited", took)
+		}
+		checkIdentity(t, first, h.params)
+	})
+}
+
+// checkIdentity fails the test unless sa holds the run's identity.
+func checkIdentity(t *testing.T, sa temporal.SearchAttributes, p workflows.Params) {
+	t.Helper()
+	for key, want := range map[temporal.SearchAttributeKeyKeyword]string{
+		workflows.SASubscription: p.SubscriptionID, workflows.SAApp: p.SubscriberApp, workflows.SAEventType: p.EventType,
+	} {
+		if v, _ := sa.GetKeyword(key); v != want {
+			t.Fatalf("%s is %q, want %q", key.GetName(), v, want)
+		}
 	}
 }

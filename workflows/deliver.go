@@ -507,6 +507,7 @@ func (d *delivery) record(ctx workflow.Context, outcomes []activities.OutcomeUpd
 	if len(outcomes) == 0 && len(audit) == 0 {
 		return
 	}
+	d.showBare(ctx) // a Record may be retried through an outage
 	in := activities.RecordInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey,
 		Outcomes: outcomes, Audit: audit}
 	if err := workflow.ExecuteActivity(d.recordContext(ctx, outcomes, audit), (*activities.Activities).Record, in).Get(ctx, nil); err != nil {

@@ -78,14 +78,17 @@ const NoMarkerVersion = 4
 // those from its store each time); such a run writes them only if it comes
 // to show a status: the identity attributes (HeraldSubscription, HeraldApp,
 // HeraldEventType) with its first status upsert (setStatus), before it
-// waits for anything (idle, a retry, a back-off, an operator) or makes an
-// attempt as a regular activity. A run that delivers at once and completes
-// writes none: Temporal's list does not find it by subscription, Herald's
+// waits for anything (wait, waitIdle: idle, a retry, a back-off, a failed
+// head, an operator), makes an attempt as a regular activity
+// (attemptStarts) or a Record (showBare). A run that delivers at once and
+// completes writes none: Temporal's list does not find it by subscription, Herald's
 // outcome rows do. Its marker behaviour is NoMarkerVersion's: a marker an
 // older worker recorded decides on replay, and such a worker, which ignores
 // the field (or, built with NoMarkerVersion, asks GetVersion for any other
 // number), upserts the missing identity attributes at the run's start as
-// before, which is what its replay expects.
+// before, which is what its replay expects. A worker built before it cannot
+// replay a bare run that ran without the marker: that workflow task fails
+// until an upgraded worker takes it.
 const BareStartVersion = 5
 
 // Delivery is the workflow of one subscription and subject key. It keeps the
@@ -435,6 +438,7 @@ func (d *delivery) settleHandlers(ctx workflow.Context) int {
 // waitIdle waits, with nothing queued, for one signal or the end of the idle
 // period, and reports whether the key has now been idle for IdleTimeout.
 func (d *delivery) waitIdle(ctx workflow.Context) bool {
+	d.showBare(ctx)
 	now := workflow.Now(ctx)
 	if d.idleSince.IsZero() {
 		d.idleSince = now
@@ -460,6 +464,7 @@ func (d *delivery) waitIdle(ctx workflow.Context) bool {
 // wait blocks until one signal is handled or the deadline passes (no deadline
 // when zero). It reports whether the deadline passed.
 func (d *delivery) wait(ctx workflow.Context, deadline time.Time) bool {
+	d.showBare(ctx)
 	sel := workflow.NewSelector(ctx)
 	timedOut := false
 	var cancelTimer workflow.CancelFunc

@@ -133,9 +133,6 @@ func (d *delivery) run(ctx workflow.Context) error {
 		case head == nil && d.Backlog:
 			// The backlog could not be read (the database did not answer):
 			// never idle out with events left in it; look again soon.
-			if d.unshown {
-				d.setStatus(ctx, status) // a bare start shows itself first
-			}
 			d.wait(ctx, now.Add(5*time.Second))
 		case head == nil:
 			// A run nothing signalled ends now if the rows agree
@@ -297,6 +294,16 @@ func (d *delivery) failedStatus() string {
 		return StatusExhausted
 	}
 	return StatusFailed
+}
+
+// showBare writes a bare run's search attributes (BareStartVersion) with
+// its status at rest, if it has not shown one yet: every wait (wait,
+// waitIdle) and every Record, which is retried through a database outage,
+// calls it first, so that no key waits unlisted. A no-op for any other run.
+func (d *delivery) showBare(ctx workflow.Context) {
+	if d.unshown {
+		d.setStatus(ctx, d.restingStatus())
+	}
 }
 
 // setStatus records a status change: the search attributes (status and the
