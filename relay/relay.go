@@ -699,9 +699,9 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 			// A quiet run for one event most likely delivers it and ends in
 			// its first task: started with no search attributes, it writes
 			// them only if it comes to wait (workflows.BareStartVersion).
-			bare, bareOpts := params, opts
+			bare := params
 			bare.Version = workflows.BareStartVersion
-			started, err = r.startKey(sctx, starter, id, bareOpts, bare)
+			started, err = r.startKey(sctx, starter, id, opts, bare)
 		} else {
 			err = r.withBuildIDs(&opts, base, func() (err error) {
 				started, err = r.startKey(sctx, starter, id, opts, params)

@@ -74,6 +74,16 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 	return nil, nil
 }
 
+// billingID and crmID are the workflow ids of subject's keys at the two
+// subscriptions setup applies.
+func billingID(subject string) string {
+	return workflows.DeliveryID("billing:contacts.person.updated@1", subject)
+}
+
+func crmID(subject string) string {
+	return workflows.DeliveryID("crm:contacts.person.updated@1", subject)
+}
+
 // ended makes id's workflow no longer running: a start of it succeeds.
 func (f *startingTemporal) ended(id string) {
 	f.smu.Lock()
@@ -90,9 +100,7 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
 	ctx := context.Background()
-	billing := func(subject string) string { return workflows.DeliveryID("billing:contacts.person.updated@1", subject) }
-	crm := func(subject string) string { return workflows.DeliveryID("crm:contacts.person.updated@1", subject) }
-	tmp := &startingTemporal{running: map[string]bool{crm("p2"): true}}
+	tmp := &startingTemporal{running: map[string]bool{crmID("p2"): true}}
 	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true}
 
 	publishN(t, p, "contacts.person.updated", "p1", 2)
@@ -104,7 +112,7 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 	if round.Dispatched != 3 || round.Signals != 4 || round.Failed != 0 {
 		t.Fatalf("round %+v", round)
 	}
-	if got, want := fmt.Sprint(sorted(tmp.started)), fmt.Sprint(sorted([]string{billing("p1"), crm("p1"), billing("p2")})); got != want {
+	if got, want := fmt.Sprint(sorted(tmp.started)), fmt.Sprint(sorted([]string{billingID("p1"), crmID("p1"), billingID("p2")})); got != want {
 		t.Fatalf("started %s, want %s", got, want)
 	}
 	for _, o := range tmp.opts {
@@ -123,7 +131,7 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 		}
 	}
 	// crm's p2 runs already: its start failed, and it got its signal.
-	if got := fmt.Sprint(tmp.bySeq()); got != fmt.Sprint(map[string][]int64{crm("p2"): {3}}) {
+	if got := fmt.Sprint(tmp.bySeq()); got != fmt.Sprint(map[string][]int64{crmID("p2"): {3}}) {
 		t.Fatalf("signals %s, want only crm's p2", got)
 	}
 	var queued int
@@ -139,7 +147,7 @@ func TestNewKeysAreStartedEagerly(t *testing.T) {
 	if len(tmp.started) != 3 || len(tmp.opts) != 4 {
 		t.Fatalf("%d starts (%d tried) after a second event of started keys, want 3 (4)", len(tmp.started), len(tmp.opts))
 	}
-	if got := tmp.bySeq(); fmt.Sprint(got[billing("p1")]) != "[4]" || fmt.Sprint(got[crm("p1")]) != "[4]" {
+	if got := tmp.bySeq(); fmt.Sprint(got[billingID("p1")]) != "[4]" || fmt.Sprint(got[crmID("p1")]) != "[4]" {
 		t.Fatalf("signals %v: want seq 4 signalled to both p1 keys", got)
 	}
 
@@ -725,9 +733,7 @@ func TestQuietKeysStartBare(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
 	ctx := context.Background()
-	billing := func(subject string) string { return workflows.DeliveryID("billing:contacts.person.updated@1", subject) }
-	crm := func(subject string) string { return workflows.DeliveryID("crm:contacts.person.updated@1", subject) }
-	tmp := &startingTemporal{running: map[string]bool{crm("s1"): true}}
+	tmp := &startingTemporal{running: map[string]bool{crmID("s1"): true}}
 	r := &relay.Relay{Store: st, Temporal: tmp, StartNewKeys: true, BuildID: "b1d",
 		Params: workflows.Params{EndQuietKeys: true}}
 	publishN(t, p, "contacts.person.updated", "s1", 1)
@@ -740,8 +746,8 @@ func TestQuietKeysStartBare(t *testing.T) {
 		versions[o.ID] = tmp.params[i].Version
 	}
 	want := map[string]int{
-		billing("s1"): workflows.BareStartVersion, crm("s1"): workflows.BareStartVersion,
-		billing("s2"): workflows.NoMarkerVersion, crm("s2"): workflows.NoMarkerVersion,
+		billingID("s1"): workflows.BareStartVersion, crmID("s1"): workflows.BareStartVersion,
+		billingID("s2"): workflows.NoMarkerVersion, crmID("s2"): workflows.NoMarkerVersion,
 	}
 	if !reflect.DeepEqual(versions, want) {
 		t.Fatalf("start versions %v, want %v", versions, want)
@@ -753,7 +759,7 @@ func TestQuietKeysStartBare(t *testing.T) {
 	}
 	// crm's s1 runs: its bare start was refused, and its signal-with-start
 	// carries the attributes and NoMarkerVersion.
-	if len(tmp.signals) != 1 || tmp.signals[0].WorkflowID != crm("s1") ||
+	if len(tmp.signals) != 1 || tmp.signals[0].WorkflowID != crmID("s1") ||
 		tmp.signals[0].Params.Version != workflows.NoMarkerVersion || tmp.signals[0].BuildIDs == nil {
 		t.Fatalf("signals %+v, want crm's s1 signalled with its attributes at NoMarkerVersion", tmp.signals)
 	}
