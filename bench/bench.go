@@ -71,6 +71,10 @@ type Config struct {
 	// Grace is how long the sink keeps listening after the last expected
 	// delivery, to catch late duplicates. It is not part of the timing.
 	Grace time.Duration
+	// KeepRuns leaves the runs of a Herald measurement's keys running once
+	// it is measured; by default they are terminated (endRuns), so that the
+	// idle timers of one shape's runs never fire in a later measurement.
+	KeepRuns bool
 	// WorkerEnv are extra KEY=VALUE settings of Herald's worker process
 	// (HERALD_IDLE_TIMEOUT=1s, say), after those the bench sets, so they
 	// win: to measure a setting with and without in one run.
@@ -207,6 +211,9 @@ type Measurement struct {
 	// they grew during it.
 	PostgresMB       float64 `json:"postgresMb,omitempty"`
 	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
+	// RunsEnded counts the runs of a Herald measurement's keys still open
+	// once it was measured, which the bench then terminated (endRuns).
+	RunsEnded int `json:"runsEnded,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
 	// publisher or the ceiling's worker and driver), worker, temporal,
 	// temporal-db (when named), postgres.

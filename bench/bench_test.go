@@ -14,6 +14,7 @@ import (
 
 	"herald/internal/testenv"
 	"herald/internal/testkit"
+	"herald/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -71,6 +72,11 @@ func TestSmoke(t *testing.T) {
 		if m.Lost != 0 || m.OutOfOrder != 0 || m.Duplicates != 0 || m.Stray != 0 {
 			t.Errorf("%s: lost %d, out of order %d, duplicates %d, stray %d; want all 0",
 				name, m.Lost, m.OutOfOrder, m.Duplicates, m.Stray)
+		}
+		// With the default idle timeout every Herald key's run waits idle
+		// once its events are delivered: the bench ends each (endRuns).
+		if m.Shape.Keys > 0 && strings.HasPrefix(m.System, SystemHerald) && m.RunsEnded != m.Shape.Keys*m.Shape.Subscriptions {
+			t.Errorf("%s: ended %d runs waiting idle, want one a key and subscription (%d)", name, m.RunsEnded, m.Shape.Keys*m.Shape.Subscriptions)
 		}
 		if m.System == SystemHerald && m.WorkerPeakRSSMB <= 0 {
 			t.Errorf("%s: no worker peak RSS", name)
@@ -146,6 +152,18 @@ func TestSmoke(t *testing.T) {
 			Query: "WorkflowType = '" + FloorWorkflowType + "' AND HeraldApp = 'bench' AND HeraldStatus = 'idle'"})
 		return err == nil && n.GetCount() == 6
 	})
+	// No Herald run is left to wait idle in the namespace: none of a shape's
+	// idle timers fires in a later shape.
+	testkit.Eventually(t, 30*time.Second, "no Delivery run open in the bench's namespace", func() bool {
+		n, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: "WorkflowType = '" + workflows.DeliveryWorkflowType + "' AND ExecutionStatus = 'Running'"})
+		return err == nil && n.GetCount() == 0
+	})
+	closed, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Query: "WorkflowType = '" + workflows.DeliveryWorkflowType + "' AND ExecutionStatus = 'Terminated'"})
+	if err != nil || closed.GetCount() == 0 {
+		t.Errorf("terminated Delivery runs in the bench's namespace: %d, %v; want the bench's", closed.GetCount(), err)
+	}
 
 	dir := t.TempDir()
 	var table bytes.Buffer

@@ -226,7 +226,10 @@ func (b *bench) heraldWith(ctx context.Context, sh Shape, run heraldRun) (Measur
 	if sh.Rate > 0 {
 		m.Tail = explainTail(ctx, b.temporal, ph)
 	}
-	return m, nil
+	if !b.cfg.KeepRuns {
+		m.RunsEnded, err = b.endRuns(ctx, ph)
+	}
+	return m, err
 }
 
 // logName makes a system's name fit a file name: "herald + neighbours" is
