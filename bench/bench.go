@@ -72,8 +72,9 @@ type Config struct {
 	// delivery, to catch late duplicates. It is not part of the timing.
 	Grace time.Duration
 	// KeepRuns leaves the runs of a Herald measurement's keys running once
-	// it is measured; by default they are terminated (endRuns), so that the
-	// idle timers of one shape's runs never fire in a later measurement.
+	// it is measured; by default those that owe nothing are terminated
+	// (endRuns), so that their idle timers never fire in a later
+	// measurement. (The neighbours' own keys are left running either way.)
 	KeepRuns bool
 	// WorkerEnv are extra KEY=VALUE settings of Herald's worker process
 	// (HERALD_IDLE_TIMEOUT=1s, say), after those the bench sets, so they
@@ -142,7 +143,10 @@ type Report struct {
 	// WorkerEnv are the extra settings Herald's worker ran with.
 	WorkerEnv []string `json:"workerEnv,omitempty"`
 	// HeraldFirst: each shape was measured on Herald before its references.
-	HeraldFirst  bool          `json:"heraldFirst,omitempty"`
+	HeraldFirst bool `json:"heraldFirst,omitempty"`
+	// KeepRuns: Herald's runs were left to wait idle after their
+	// measurement (-keep-runs), not ended (endRuns).
+	KeepRuns     bool          `json:"keepRuns,omitempty"`
 	Measurements []Measurement `json:"measurements"`
 }
 
@@ -212,8 +216,11 @@ type Measurement struct {
 	PostgresMB       float64 `json:"postgresMb,omitempty"`
 	PostgresGrowthMB float64 `json:"postgresGrowthMb,omitempty"`
 	// RunsEnded counts the runs of a Herald measurement's keys still open
-	// once it was measured, which the bench then terminated (endRuns).
+	// once it was measured, which the bench then terminated (endRuns);
+	// RunsLeft those it left running (a key that owes an event, a
+	// termination that failed).
 	RunsEnded int `json:"runsEnded,omitempty"`
+	RunsLeft  int `json:"runsLeft,omitempty"`
 	// CPUSeconds per process over the measurement: bench (this process: sink,
 	// publisher or the ceiling's worker and driver), worker, temporal,
 	// temporal-db (when named), postgres.
@@ -298,7 +305,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, Server: cfg.Server, WorkerEnv: cfg.WorkerEnv,
-		HeraldFirst: cfg.HeraldFirst}
+		HeraldFirst: cfg.HeraldFirst, KeepRuns: cfg.KeepRuns}
 	b := &bench{cfg: cfg, runID: randomHex(3)}
 	cleanup, err := b.setUp(ctx)
 	defer cleanup()

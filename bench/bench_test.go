@@ -75,8 +75,9 @@ func TestSmoke(t *testing.T) {
 		}
 		// With the default idle timeout every Herald key's run waits idle
 		// once its events are delivered: the bench ends each (endRuns).
-		if m.Shape.Keys > 0 && strings.HasPrefix(m.System, SystemHerald) && m.RunsEnded != m.Shape.Keys*m.Shape.Subscriptions {
-			t.Errorf("%s: ended %d runs waiting idle, want one a key and subscription (%d)", name, m.RunsEnded, m.Shape.Keys*m.Shape.Subscriptions)
+		if strings.HasPrefix(m.System, SystemHerald) && (m.RunsEnded != m.Shape.Keys*m.Shape.Subscriptions || m.RunsLeft != 0) {
+			t.Errorf("%s: ended %d runs waiting idle and left %d, want one a key and subscription ended (%d)",
+				name, m.RunsEnded, m.RunsLeft, m.Shape.Keys*m.Shape.Subscriptions)
 		}
 		if m.System == SystemHerald && m.WorkerPeakRSSMB <= 0 {
 			t.Errorf("%s: no worker peak RSS", name)

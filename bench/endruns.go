@@ -9,33 +9,119 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"herald/store"
 	"herald/workflows"
 )
 
-// endRunsParallel is how many terminations endRuns has in flight.
-const endRunsParallel = 32
-
-// endRunsReason is the reason the runs' histories give for their end.
-const endRunsReason = "bench: the measurement is over; ended so that its idle timer does not fire in a later one"
+const (
+	// endRunsParallel is how many terminations endRuns has in flight.
+	endRunsParallel = 32
+	// endRunsTries is how often endRuns tries to end one run.
+	endRunsTries = 3
+	// endRunsSettle bounds the wait for the server to write the ended runs'
+	// close records.
+	endRunsSettle = time.Minute
+	// endRunsReason is the reason the runs' histories give for their end.
+	endRunsReason = "bench: the measurement is over; ended so that its idle timer does not fire in a later one"
+)
 
 // endRuns terminates the runs of ph's keys that are still open once the
-// measurement, its history samples included, is done: with Herald's
+// measurement m, its history samples included, is done: with Herald's
 // default settings a key's run waits HERALD_IDLE_TIMEOUT (10 minutes)
 // before it completes. Left running, a shape's idle timers fire during a
-// later shape of the same server, whose fresh worker must fetch and replay
+// later shape on the same server, whose fresh worker must fetch and replay
 // each of those histories to complete it: in `make bench` at 4a1b168, A's,
 // B's and C's 1,220 runs came due during E's measurement and D's 600
-// during the neighbours'. Every event of these keys was delivered and its
-// outcome recorded, so PostgreSQL owes them nothing and no relay re-drives
-// them. A run already closed (a quiet run that ended at once) answers
-// NotFound, which is not an error. It returns how many runs it ended.
+// during the neighbours'. (The server still finds each ended run's timer
+// task when it comes due, and drops it.)
 //
-// Terminations cost the server store requests and close records, counted
-// in no measurement: the next one starts from a fresh reading of the
-// server's counters (visibilityBefore).
-func (b *bench) endRuns(ctx context.Context, ph *phase) (int, error) {
-	b.visLast = nil
-	ids := make(chan string)
+// PostgreSQL decides which runs may go: none when the measurement lost an
+// event, and never a key with an outcome row still queued or failed (an
+// outcome whose write is being retried by the run's Record): those keep
+// running. A run already closed (a quiet run that ended at once) answers
+// NotFound, which is not an error. A run that cannot be ended is left and
+// counted (RunsLeft), the measurement kept.
+//
+// The terminations, and the close records the server writes for them, are
+// taken out of the next measurement's counts of the server's requests (the
+// chain of visibility windows), once the server has written those records
+// or endRunsSettle has passed.
+func (b *bench) endRuns(ctx context.Context, ph *phase, m *Measurement) {
+	if m.Lost > 0 {
+		m.RunsLeft = len(ph.keys) * len(ph.subs)
+		b.progress("%s %s: %d deliveries lost: its runs are left running", ph.system, ph.shape.Name, m.Lost)
+		return
+	}
+	owing, err := b.owingKeys(ctx, ph.keys)
+	if err != nil {
+		m.RunsLeft = len(ph.keys) * len(ph.subs)
+		b.progress("%s %s: its runs are left running: %v", ph.system, ph.shape.Name, err)
+		return
+	}
+	var ids []string
+	for _, key := range ph.keys {
+		for _, sub := range ph.subs {
+			if owing[store.KeyRef{SubscriptionID: sub, Subject: key}] {
+				m.RunsLeft++
+				continue
+			}
+			ids = append(ids, workflows.DeliveryID(sub, key))
+		}
+	}
+	before, beforeErr := b.readCounters(ctx)
+	start := time.Now()
+	ended, errs := b.terminate(ctx, ids)
+	m.RunsEnded, m.RunsLeft = ended, m.RunsLeft+len(errs)
+	b.progress("%s %s: ended %d runs waiting idle in %.1fs, left %d", ph.system, ph.shape.Name, ended,
+		time.Since(start).Seconds(), m.RunsLeft)
+	if len(errs) > 0 {
+		b.progress("%s %s: %d runs not ended, which a later measurement may complete: %v",
+			ph.system, ph.shape.Name, len(errs), errs[0])
+	}
+	if ended == 0 {
+		return
+	}
+	after, afterErr := b.settle(ctx, before, ended)
+	if afterErr != nil && b.cfg.TemporalMetrics != "" {
+		b.progress("%s %s: the ended runs' records may count in the next measurement: %v", ph.system, ph.shape.Name, afterErr)
+	}
+	if b.visLast != nil && beforeErr == nil && afterErr == nil {
+		shifted := b.visLast.Add(after.Sub(before))
+		b.visLast = &shifted
+	} else {
+		b.visLast = nil // the next measurement starts from a fresh reading
+	}
+}
+
+// owingKeys are the (subscription, key) pairs of keys with an outcome row
+// not settled: queued, or failed and waiting for an operator.
+func (b *bench) owingKeys(ctx context.Context, keys []string) (map[store.KeyRef]bool, error) {
+	rows, err := b.store.Pool.Query(ctx, `
+		SELECT DISTINCT subscription_id, subject FROM outcomes
+		 WHERE subject = ANY($1) AND status IN ('queued', 'failed')`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
+	}
+	defer rows.Close()
+	owing := map[store.KeyRef]bool{}
+	for rows.Next() {
+		var k store.KeyRef
+		if err := rows.Scan(&k.SubscriptionID, &k.Subject); err != nil {
+			return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
+		}
+		owing[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
+	}
+	return owing, nil
+}
+
+// terminate ends the runs ids, endRunsParallel at once, trying each up to
+// endRunsTries times; it returns how many it ended and why the others
+// could not be.
+func (b *bench) terminate(ctx context.Context, ids []string) (int, []error) {
+	work := make(chan string)
 	var (
 		mu    sync.Mutex
 		ended int
@@ -44,36 +130,86 @@ func (b *bench) endRuns(ctx context.Context, ph *phase) (int, error) {
 	)
 	for range endRunsParallel {
 		wg.Go(func() {
-			for id := range ids {
-				err := b.temporal.TerminateWorkflow(ctx, id, "", endRunsReason)
-				var notFound *serviceerror.NotFound
+			for id := range work {
+				done, err := b.terminateOne(ctx, id)
 				mu.Lock()
-				switch {
-				case err == nil:
+				if err != nil {
+					errs = append(errs, err)
+				} else if done {
 					ended++
-				case errors.As(err, &notFound):
-				default:
-					errs = append(errs, fmt.Errorf("end run %s: %w", id, err))
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	start := time.Now()
-	for _, key := range ph.keys {
-		for _, sub := range ph.subs {
-			ids <- workflows.DeliveryID(sub, key)
-		}
+	for _, id := range ids {
+		work <- id
 	}
-	close(ids)
+	close(work)
 	wg.Wait()
-	if len(errs) > 0 {
-		return ended, fmt.Errorf("%d of the runs of %s on %s not ended (the next measurements would complete them): %w",
-			len(errs), ph.shape.Name, ph.system, errs[0])
+	return ended, errs
+}
+
+// terminateOne ends the run id: done is false when it had closed already.
+func (b *bench) terminateOne(ctx context.Context, id string) (done bool, err error) {
+	for try := 1; ; try++ {
+		err = b.temporal.TerminateWorkflow(ctx, id, "", endRunsReason)
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &notFound):
+			return false, nil
+		case try == endRunsTries || ctx.Err() != nil:
+			return false, fmt.Errorf("end run %s: %w", id, err)
+		}
+		sleep(ctx, time.Duration(try)*time.Second)
 	}
-	b.progress("%s %s: ended %d runs waiting idle in %.1fs", ph.system, ph.shape.Name, ended, time.Since(start).Seconds())
-	if ended > 0 {
-		time.Sleep(b.cfg.Grace) // for their close records, before the next measurement's first reading
+}
+
+// readCounters reads the server's counters of its requests, when known.
+func (b *bench) readCounters(ctx context.Context) (Visibility, error) {
+	if b.cfg.TemporalMetrics == "" {
+		return Visibility{}, errors.New("the server's metrics endpoint is not known")
 	}
-	return ended, nil
+	v, found, err := readVisibility(ctx, b.cfg.TemporalMetrics)
+	if err == nil && !found {
+		err = fmt.Errorf("%s has no counter %s", b.cfg.TemporalMetrics, visibilityCounter)
+	}
+	return v, err
+}
+
+// settle waits until the server has written the close records of the
+// ended runs (the counters read before them, before), or endRunsSettle has
+// passed, and returns its last reading; without the server's counters it
+// waits the grace.
+func (b *bench) settle(ctx context.Context, before Visibility, ended int) (Visibility, error) {
+	if b.cfg.TemporalMetrics == "" {
+		sleep(ctx, b.cfg.Grace)
+		return Visibility{}, errors.New("the server's metrics endpoint is not known")
+	}
+	deadline := time.Now().Add(endRunsSettle)
+	for {
+		v, err := b.readCounters(ctx)
+		if err == nil && v.Closed-before.Closed >= float64(ended) {
+			return v, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("%v of %d close records written in %v", v.Closed-before.Closed, ended, endRunsSettle)
+			}
+			return v, err
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -101,7 +101,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "bench-results.json", "write the figures as JSON to this file; empty to skip")
 	fs.StringVar(&o.png, "png", "bench.png", "draw the chart to this PNG file; empty to skip")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database schema, the namespace, the worker logs and any server started here")
-	fs.BoolVar(&o.keepRuns, "keep-runs", false, "leave each Herald measurement's runs still waiting idle running (their idle timers then fire, HERALD_IDLE_TIMEOUT on, in whatever measurement follows, whose worker completes them); by default they are terminated once measured")
+	fs.BoolVar(&o.keepRuns, "keep-runs", false, "leave each Herald measurement's runs waiting idle (their idle timers then fire, HERALD_IDLE_TIMEOUT on, in whatever measurement follows, whose worker completes them); by default those of its keys that owe nothing are terminated once measured")
 	fs.IntVar(&o.temporalPID, "temporal-pid", 0, "process id of the local Temporal server TEMPORAL_ADDRESS names, to account its CPU (found by port when 0)")
 	fs.IntVar(&o.temporalDBPID, "temporal-db-pid", 0, "process id of the PostgreSQL server that persists the Temporal server TEMPORAL_ADDRESS names (scripts/temporal-pg.sh: the first line of DIR/pg/data/postmaster.pid), to account its CPU as Temporal's too (column temporal db)")
 	fs.StringVar(&o.render, "render", "", "measure nothing: print the tables of this JSON results file and draw its chart (-png)")

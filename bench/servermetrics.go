@@ -50,6 +50,12 @@ func (v Visibility) Sub(o Visibility) Visibility {
 		Store: v.Store - o.Store, ClusterMetadata: v.ClusterMetadata - o.ClusterMetadata}
 }
 
+// Add is v + o.
+func (v Visibility) Add(o Visibility) Visibility {
+	return Visibility{Started: v.Started + o.Started, Closed: v.Closed + o.Closed, Upserted: v.Upserted + o.Upserted,
+		Store: v.Store + o.Store, ClusterMetadata: v.ClusterMetadata + o.ClusterMetadata}
+}
+
 // visibilityCounter is the server's counter of visibility store requests,
 // storeCounter its counter of main store requests.
 const (
