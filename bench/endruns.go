@@ -30,9 +30,9 @@ const (
 // default settings a key's run waits HERALD_IDLE_TIMEOUT (10 minutes)
 // before it completes. Left running, a shape's idle timers fire during a
 // later shape on the same server, whose fresh worker must fetch and replay
-// each of those histories to complete it: in `make bench` at 4a1b168, A's,
-// B's and C's 1,220 runs came due during E's measurement and D's 600
-// during the neighbours'. (The server still finds each ended run's timer
+// each of those histories to complete it: in `make bench` at 4a1b168, E's
+// worker completed A's, B's and C's 1,220 runs while measured, and D's 600
+// came due during the neighbours'. (The server still finds each ended run's timer
 // task when it comes due, and drops it.)
 //
 // PostgreSQL decides which runs may go: none when the measurement lost an
