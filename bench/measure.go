@@ -170,8 +170,9 @@ func (b *bench) measure(ctx context.Context, ph *phase, workerPID int, drive fun
 // begins where the last ended, so a record written after one
 // measurement's grace (a late close; with -keep-runs, an idle run's close
 // ten minutes on) counts in the next one, never in none. The bench's own
-// terminations (endRuns) break the chain: they count in none. The
-// counters are the server's, all namespaces together.
+// terminations (endRuns) count in none: the chain skips their stretch
+// (or, when a reading fails, starts again). The counters are the
+// server's, all namespaces together.
 
 // visibilityBefore is the reading a measurement starts from: where the
 // last one ended, or else a fresh one (zero before the server's first
