@@ -163,7 +163,10 @@ func (b *bench) terminateOne(ctx context.Context, id string) (done bool, err err
 		case try == endRunsTries || ctx.Err() != nil:
 			return false, fmt.Errorf("end run %s: %w", id, err)
 		}
-		sleep(ctx, time.Duration(try)*time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try) * time.Second):
+		}
 	}
 }
 
@@ -185,10 +188,12 @@ func (b *bench) readCounters(ctx context.Context) (Visibility, error) {
 // waits the grace.
 func (b *bench) settle(ctx context.Context, before Visibility, ended int) (Visibility, error) {
 	if b.cfg.TemporalMetrics == "" {
-		sleep(ctx, b.cfg.Grace)
+		time.Sleep(b.cfg.Grace)
 		return Visibility{}, errors.New("the server's metrics endpoint is not known")
 	}
 	deadline := time.Now().Add(endRunsSettle)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		v, err := b.readCounters(ctx)
 		if err == nil && v.Closed-before.Closed >= float64(ended) {
@@ -200,16 +205,9 @@ func (b *bench) settle(ctx context.Context, before Visibility, ended int) (Visib
 			}
 			return v, err
 		}
-		sleep(ctx, 200*time.Millisecond)
-	}
-}
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
 	}
 }
