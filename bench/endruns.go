@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"herald/store"
 	"herald/workflows"
 )
 
@@ -32,8 +31,8 @@ const (
 // later shape on the same server, whose fresh worker must fetch and replay
 // each of those histories to complete it: in `make bench` at 4a1b168, E's
 // worker completed A's, B's and C's 1,220 runs while measured, and D's 600
-// came due during the neighbours'. (The server still finds each ended run's timer
-// task when it comes due, and drops it.)
+// came due during the neighbours'. (The server still finds each ended
+// run's timer task when it comes due, and drops it.)
 //
 // PostgreSQL decides which runs may go: none when the measurement lost an
 // event, and never a key with an outcome row still queued or failed (an
@@ -52,22 +51,13 @@ func (b *bench) endRuns(ctx context.Context, ph *phase, m *Measurement) {
 		b.progress("%s %s: %d deliveries lost: its runs are left running", ph.system, ph.shape.Name, m.Lost)
 		return
 	}
-	owing, err := b.owingKeys(ctx, ph.keys)
+	ids, owing, err := b.runsToEnd(ctx, ph)
 	if err != nil {
 		m.RunsLeft = len(ph.keys) * len(ph.subs)
 		b.progress("%s %s: its runs are left running: %v", ph.system, ph.shape.Name, err)
 		return
 	}
-	var ids []string
-	for _, key := range ph.keys {
-		for _, sub := range ph.subs {
-			if owing[store.KeyRef{SubscriptionID: sub, Subject: key}] {
-				m.RunsLeft++
-				continue
-			}
-			ids = append(ids, workflows.DeliveryID(sub, key))
-		}
-	}
+	m.RunsLeft = owing
 	before, beforeErr := b.readCounters(ctx)
 	start := time.Now()
 	ended, errs := b.terminate(ctx, ids)
@@ -93,28 +83,30 @@ func (b *bench) endRuns(ctx context.Context, ph *phase, m *Measurement) {
 	}
 }
 
-// owingKeys are the (subscription, key) pairs of keys with an outcome row
-// not settled: queued, or failed and waiting for an operator.
-func (b *bench) owingKeys(ctx context.Context, keys []string) (map[store.KeyRef]bool, error) {
-	rows, err := b.store.Pool.Query(ctx, `
-		SELECT DISTINCT subscription_id, subject FROM outcomes
-		 WHERE subject = ANY($1) AND status IN ('queued', 'failed')`, keys)
-	if err != nil {
-		return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
-	}
-	defer rows.Close()
-	owing := map[store.KeyRef]bool{}
-	for rows.Next() {
-		var k store.KeyRef
-		if err := rows.Scan(&k.SubscriptionID, &k.Subject); err != nil {
-			return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
+// runsToEnd are the workflow ids of ph's keys (at each subscription) that
+// hold no event, PostgreSQL says (store.KeyHeads: no outcome row queued,
+// or failed and waiting for an operator), and how many keys do.
+func (b *bench) runsToEnd(ctx context.Context, ph *phase) (ids []string, owing int, err error) {
+	var subs, subjects []string
+	for _, key := range ph.keys {
+		for _, sub := range ph.subs {
+			subs, subjects = append(subs, sub), append(subjects, key)
 		}
-		owing[k] = true
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the keys' unsettled outcomes: %w", err)
+	heads, err := b.store.KeyHeads(ctx, subs, subjects)
+	if err != nil {
+		return nil, 0, err
 	}
-	return owing, nil
+	for _, key := range ph.keys {
+		for _, sub := range ph.subs {
+			if _, held := heads[[2]string{sub, key}]; held {
+				owing++
+				continue
+			}
+			ids = append(ids, workflows.DeliveryID(sub, key))
+		}
+	}
+	return ids, owing, nil
 }
 
 // terminate ends the runs ids, endRunsParallel at once, trying each up to

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"herald/internal/testenv"
 	"herald/store"
+	"herald/workflows"
 )
 
 // TestEndRunsLeavesWhatIsOwed: the bench ends no run of a measurement that
@@ -46,23 +48,20 @@ func TestEndRunsLeavesWhatIsOwed(t *testing.T) {
 	}
 	var progress bytes.Buffer
 	b := &bench{cfg: Config{Progress: &progress}, store: st}
-	owing, err := b.owingKeys(ctx, []string{"k1", "k2", "k3"})
+	ph := &phase{shape: Shape{Name: "C"}, system: SystemHerald, keys: []string{"k1", "k2", "k3"}, subs: []string{"s1", "s2"}}
+	ids, owing, err := b.runsToEnd(ctx, ph)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[store.KeyRef]bool{{SubscriptionID: "s1", Subject: "k1"}: true, {SubscriptionID: "s1", Subject: "k2"}: true}
-	if len(owing) != len(want) {
-		t.Errorf("owing keys %v, want %v", owing, want)
-	}
-	for k := range want {
-		if !owing[k] {
-			t.Errorf("owing keys %v, want %v among them", owing, k)
-		}
+	// s1's k1 (queued) and k2 (failed) owe events; the other four pairs do not.
+	want := []string{workflows.DeliveryID("s2", "k1"), workflows.DeliveryID("s2", "k2"),
+		workflows.DeliveryID("s1", "k3"), workflows.DeliveryID("s2", "k3")}
+	if owing != 2 || !reflect.DeepEqual(ids, want) {
+		t.Errorf("runs to end %v, %d owing; want %v, 2 owing", ids, owing, want)
 	}
 
 	// A measurement that lost a delivery: nothing is ended (the bench has
 	// no Temporal client here, so any attempt would fail the test).
-	ph := &phase{shape: Shape{Name: "C"}, system: SystemHerald, keys: []string{"k1", "k2", "k3"}, subs: []string{"s1", "s2"}}
 	m := Measurement{Lost: 1}
 	b.endRuns(ctx, ph, &m)
 	if m.RunsEnded != 0 || m.RunsLeft != 6 || !strings.Contains(progress.String(), "1 deliveries lost") {

@@ -191,18 +191,12 @@ func (b *bench) visibilityBefore(ctx context.Context) (Visibility, error) {
 // visibilityAfter reads where a measurement ends; the server must have
 // the counter by then (its runs started).
 func (b *bench) visibilityAfter(ctx context.Context) (Visibility, error) {
-	if b.cfg.TemporalMetrics == "" {
-		return Visibility{}, errors.New("the server's metrics endpoint is not known")
-	}
 	// A window that fails leaves none to follow: the next measurement
 	// starts from a fresh reading, not from before this one.
 	b.visLast = nil
-	v, found, err := readVisibility(ctx, b.cfg.TemporalMetrics)
+	v, err := b.readCounters(ctx)
 	if err != nil {
 		return v, err
-	}
-	if !found {
-		return v, fmt.Errorf("%s has no counter %s", b.cfg.TemporalMetrics, visibilityCounter)
 	}
 	b.visLast = &v
 	return v, nil
