@@ -38,7 +38,7 @@ func openEventsStore(t *testing.T) (*store.Store, string) {
 // envelopedEvent is an event of app with the id, envelope and content hash
 // its publisher writes, which a publisher role's checks (herald_publish)
 // want. The id is a UUIDv7, as publish.Publisher makes it: time-ordered ids
-// add at the end of the events_id index, random ones anywhere in it, and
+// add at the end of the events_app_id index, random ones anywhere in it, and
 // BenchmarkConcurrentPublish compares Publish and PublishTx with plain
 // INSERTs of these rows. (Until 2026-12-06 they were random: not the same
 // rows.)
