@@ -216,11 +216,15 @@ func BenchmarkConcurrentPublish(b *testing.B) {
 	}
 	// The modes take turns, rounds times, so that a change in the machine's
 	// load falls on all of them alike; each reports its mean. Every other
-	// round takes them in reverse order: a way's place in the turns moved
-	// its rate by about a tenth (2026-12-06: with three rounds in one order,
-	// own-tx measured below Publish in all seven runs; with the two swapped,
-	// above it in both runs and in every round), so each way's place in its
-	// rounds averages out the same.
+	// round takes them in reverse order, so every way's mean place is the
+	// same: a way's place in the turns moved its rate (2026-12-06: with
+	// three rounds in one order, own-tx measured below Publish in all seven
+	// runs; with the two swapped, above it in both runs and every round).
+	// One place still costs: the first way on Herald's pool after the
+	// role's ways, whose turns ran 14-25 % below its turns in the other
+	// order (own-tx in forward rounds, savepoint-apart in reverse ones, at
+	// 72ee774); alternating spreads that over two ways, it does not
+	// remove it.
 	for round := range rounds {
 		order := slices.Clone(modes)
 		if round%2 == 1 {
