@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -682,8 +681,9 @@ func TestIdleFirstAttemptWritesNoStatus(t *testing.T) {
 			h.eventsAt(2*time.Minute, 3)
 			h.eventsAt(3*time.Minute, 4)
 			// Started as the relay starts it: status delivering, no upsert.
-			h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID,
-				TypedSearchAttributes: workflows.StartAttributes(h.params)})
+			opts := h.startOptions()
+			opts.TypedSearchAttributes = workflows.StartAttributes(h.params)
+			h.env.SetStartWorkflowOptions(opts)
 			h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
 			if !h.env.IsWorkflowCompleted() || h.env.GetWorkflowError() != nil {
 				t.Fatalf("workflow completed %v, error %v", h.env.IsWorkflowCompleted(), h.env.GetWorkflowError())

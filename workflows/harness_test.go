@@ -98,8 +98,18 @@ func (h *harness) execute() {
 	if *regularFirstAttempt && !h.versionSet {
 		h.firstAttemptVersion(workflow.DefaultVersion)
 	}
-	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID})
+	h.env.SetStartWorkflowOptions(h.startOptions())
 	h.env.ExecuteWorkflow(workflows.DeliveryWorkflowType, h.params)
+}
+
+// startOptions are the run's start options: its id and the server's
+// default workflow task timeout. The test environment's own default is
+// 1 s, which gives a local attempt 600 ms (localDeadline's 60 %), 100 ms
+// over what Deliver needs left to POST (minLocalPost): on a loaded machine
+// the local attempt now and then handed over to a regular activity, and a
+// test of the statuses a run shows failed (TestBareStart, in CI).
+func (h *harness) startOptions() client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: h.workflowID, WorkflowTaskTimeout: 10 * time.Second}
 }
 
 // at runs fn at a point of workflow time after the start.
