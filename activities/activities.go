@@ -113,9 +113,23 @@ type Activities struct {
 	// Retention is the worker's HERALD_RETENTION: PurgeEvents never deletes
 	// anything newer, whatever its input says; DefaultRetention when zero.
 	Retention time.Duration
+	// Clock is the time the activities set against the workflow's times:
+	// a local attempt's deadline, the time a retry may start, when an
+	// attempt failed. time.Now when nil; tests in Temporal's test
+	// environment give it the environment's clock, which runs apart from
+	// the wall clock and which those times come from.
+	Clock func() time.Time
 
 	// limits tells the waits for apps' limits when those were raised.
 	limits limitWatch
+}
+
+// now is the time by Clock.
+func (a *Activities) now() time.Time {
+	if a.Clock != nil {
+		return a.Clock()
+	}
+	return time.Now()
 }
 
 // ownKey reports whether the calling workflow is the delivery workflow of

@@ -133,7 +133,7 @@ func (d *delivery) left() time.Duration {
 	if !d.in.Local || d.in.Deadline.IsZero() {
 		return math.MaxInt64
 	}
-	return time.Until(d.in.Deadline)
+	return d.in.Deadline.Sub(d.a.now())
 }
 
 // headAttempt is the attempt the head makes (or would make) in this
@@ -148,7 +148,7 @@ func (d *delivery) begin() *ending {
 	d.base = d.in.PriorAttempts
 	if !d.in.NotBefore.IsZero() {
 		if d.info.Attempt == 1 {
-			wait := max(time.Until(d.in.NotBefore), time.Millisecond)
+			wait := max(d.in.NotBefore.Sub(d.a.now()), time.Millisecond)
 			return &ending{err: temporal.NewApplicationErrorWithOptions(
 				"waiting for the retry delay", CodeNotBefore,
 				temporal.ApplicationErrorOptions{NextRetryDelay: wait})}
@@ -383,7 +383,7 @@ func (d *delivery) classify(ev Event, attempt int, r PostResult, capped bool, po
 		// has no Temporal retry behind it: the workflow schedules the retry
 		// from this result.
 		return d.finish(DeliverResult{Outcome: OutcomePartial, Attempt: attempt,
-			Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter, FailedAt: time.Now()})
+			Code: r.Code, Error: r.Message, RetryAfter: r.RetryAfter, FailedAt: d.a.now()})
 	}
 	// The head's own failure drives Temporal's retry: its outcome row is
 	// written best effort, since the workflow keeps the count too.

@@ -152,7 +152,7 @@ func (a *Activities) headFailure(ctx context.Context, in DeliverInput, ev Event,
 		delay = min(r.RetryAfter, time.Hour)
 	}
 	a.report(ctx, AttemptReport{EventID: ev.ID, Attempt: attempt, Code: r.Code, Error: r.Message,
-		NextAttemptAt: time.Now().Add(delay)})
+		NextAttemptAt: a.now().Add(delay)})
 	return temporal.NewApplicationErrorWithOptions(msg, r.Code,
 		temporal.ApplicationErrorOptions{NextRetryDelay: delay, Details: []any{details}})
 }
