@@ -37,7 +37,11 @@ func TestLeaderCheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, b := openLeaderStores(t)
-	l, err := a.TryLeadTTL(ctx, 900*time.Millisecond)
+	// A 3 s lease renews every second and trusts a renewal for 2 s: a
+	// renewal may take a second on a loaded machine (with 900 ms, 300 ms
+	// was all it had, and one slow one lost the lease for good).
+	const ttl = 3 * time.Second
+	l, err := a.TryLeadTTL(ctx, ttl)
 	if err != nil || l == nil {
 		t.Fatalf("lead: %v, %v", l, err)
 	}
@@ -48,8 +52,9 @@ func TestLeaderCheck(t *testing.T) {
 	if other, err := b.TryLead(ctx); err != nil || other != nil {
 		t.Fatalf("a second leader while the first holds the lease: %v, %v", other, err)
 	}
-	// Renewals keep it: after several TTLs it is still held and unexpired.
-	time.Sleep(2 * time.Second)
+	// Renewals keep it: after more than two TTLs it is still held and
+	// unexpired.
+	time.Sleep(ttl*2 + ttl/3)
 	if err := l.Check(ctx); err != nil {
 		t.Fatalf("check after renewals: %v", err)
 	}
@@ -136,7 +141,9 @@ func TestLeaderThatCannotRenewStopsFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, b := openLeaderStores(t)
-	const ttl = 1500 * time.Millisecond
+	// The leader counts itself lost 2 s after its last renewal went out,
+	// 1 s before the lease expires: the room the test has to see it.
+	const ttl = 3 * time.Second
 	l, err := a.TryLeadTTL(ctx, ttl)
 	if err != nil || l == nil {
 		t.Fatalf("lead: %v, %v", l, err)
@@ -152,7 +159,7 @@ func TestLeaderThatCannotRenewStopsFirst(t *testing.T) {
 	}
 	select {
 	case <-l.Lost():
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("a leader that cannot renew did not stop")
 	}
 	var remaining time.Duration
