@@ -229,7 +229,7 @@ func (d *delivery) deliverOne(i int, ev Event) *ending {
 		return e
 	}
 	attempt := d.attempt(i)
-	postStart := time.Now()
+	postStart := d.a.now() // a cut-short POST's FailedAt
 	r := d.post(ev, stored, attempt, timeout, lease)
 	return d.classify(ev, attempt, r, capped, postStart)
 }

@@ -58,7 +58,9 @@ func newHarness(t *testing.T) *harness {
 	// The SDK fails a workflow task whose code runs 1 s without yielding,
 	// which a starved test process under -race does now and then (2026-12-06:
 	// TestForgedRemovalIsChecked, three copies of the package at once beside
-	// two make test runs); no test here is of that detector.
+	// two make test runs); no test here is of that detector. Workflow code
+	// that kept a task busy for seconds would pass here: the end-to-end
+	// tests run it in Herald's worker, with the SDK's 1 s as in production.
 	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
 	h.start = h.env.Now()
 	h.sub = &fakeSubscriber{env: h.env}
