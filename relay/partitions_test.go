@@ -114,7 +114,7 @@ func twoRelays(t *testing.T, kill string) {
 	switch {
 	case took > 15*time.Second:
 		t.Fatalf("took over %v after the kill, want within 15 s", took)
-	case kill == "terminated" && took > 3*time.Second:
+	case kill == "terminated" && took > 5*time.Second: // a tick of 1 s, with room; an expiry would take 12 s
 		t.Fatalf("took over a terminated relay's partitions after %v, want at the next tick", took)
 	case kill == "frozen" && took < store.PartitionLeaseTTL/2:
 		t.Fatalf("took over a frozen relay's partitions after %v, before they could expire", took)
