@@ -65,6 +65,10 @@ type Worker struct {
 	// HoldExpiry cancels (retention_expired) an event a key has held longer (default 720h).
 	HoldExpiry time.Duration `env:"HERALD_HOLD_EXPIRY"`
 	DBMaxConns int           `env:"HERALD_DB_MAX_CONNS"`
+	// DBMinConns is the connections of the worker's pool it opens before
+	// it takes work and keeps open (LoadWorker: HERALD_DB_MAX_CONNS when
+	// unset; 0: opened as work needs them).
+	DBMinConns int `env:"HERALD_DB_MIN_CONNS"`
 	// APIDBConns sizes the publishing API's own PostgreSQL pool, apart from
 	// the workers' (default 4).
 	APIDBConns int `env:"HERALD_API_DB_CONNS"`
@@ -205,10 +209,19 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		return w, fmt.Errorf("HERALD_RELAY_MAX_ATTEMPTS: %d: must be at least 1", w.RelayMaxAttempts)
 	}
 	w = w.WithDefaults()
-	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.WorkflowCacheSize < 0 ||
+	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.DBMinConns < 0 || w.WorkflowCacheSize < 0 ||
 		w.APIDBConns < 0 || w.APITokenConcurrency < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 || w.RelayPollInterval < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
+	}
+	// A pool opened whole before the worker takes work: a burst right
+	// after a start (a deploy) found it empty, and every connection it
+	// opened then cost an authenticated backend start, and that backend's
+	// first plans a read of the catalogs (docs/performance.md).
+	if strings.TrimSpace(getenv("HERALD_DB_MIN_CONNS")) == "" {
+		w.DBMinConns = w.DBMaxConns
+	} else if w.DBMinConns > w.DBMaxConns {
+		return w, fmt.Errorf("HERALD_DB_MIN_CONNS: %d: must not exceed HERALD_DB_MAX_CONNS (%d)", w.DBMinConns, w.DBMaxConns)
 	}
 	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
 		w.MaxRearms = workflows.NoRearms // set to 0: a failed key never re-arms by itself

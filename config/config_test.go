@@ -23,7 +23,8 @@ func TestLoadWorker(t *testing.T) {
 	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
 		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
 		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 ||
-		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.RelayPollInterval != 100*time.Millisecond {
+		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.RelayPollInterval != 100*time.Millisecond ||
+		w.DBMaxConns != DefaultDBMaxConns || w.DBMinConns != DefaultDBMaxConns {
 		t.Fatalf("defaults: %+v", w)
 	}
 	set := map[string]string{
@@ -32,7 +33,7 @@ func TestLoadWorker(t *testing.T) {
 		"HERALD_DELIVERY_TIMEOUT": "5s", "HERALD_MAX_REARMS": "2", "TEMPORAL_NAMESPACE": "prod",
 		"HERALD_RELAY_MAX_ATTEMPTS": "4", "HERALD_API_DB_CONNS": "2", "HERALD_API_TOKEN_CONCURRENCY": "16",
 		"HERALD_RELAY_POLL_INTERVAL": "250ms", "HERALD_TEMPORAL_UI_URL": "https://temporal.example/ui",
-		"HERALD_BUILD_ID": "2026.12.5+a2ecc43",
+		"HERALD_BUILD_ID": "2026.12.5+a2ecc43", "HERALD_DB_MAX_CONNS": "7",
 	}
 	w, err = LoadWorker(env(set))
 	if err != nil {
@@ -42,8 +43,16 @@ func TestLoadWorker(t *testing.T) {
 	if !reflect.DeepEqual(p.RetrySchedule, []time.Duration{time.Second, 2 * time.Minute}) || p.MaxAttempts() != 3 ||
 		p.DeliveryTimeout != 5*time.Second || p.MaxRearms != 2 || len(w.Allow) != 2 || w.TemporalNamespace != "prod" ||
 		w.RelayMaxAttempts != 4 || w.APIDBConns != 2 || w.APITokenConcurrency != 16 || w.RelayPollInterval != 250*time.Millisecond ||
-		w.TemporalUIURL != "https://temporal.example/ui" || w.BuildID != "2026.12.5+a2ecc43" {
+		w.TemporalUIURL != "https://temporal.example/ui" || w.BuildID != "2026.12.5+a2ecc43" ||
+		w.DBMaxConns != 7 || w.DBMinConns != 7 {
 		t.Fatalf("parsed: %+v params %+v", w, p)
+	}
+	// HERALD_DB_MIN_CONNS unset is the pool's size; set, it is what it says.
+	for v, want := range map[string]int{"0": 0, "3": 3, "7": 7} {
+		set["HERALD_DB_MIN_CONNS"] = v
+		if w, err = LoadWorker(env(set)); err != nil || w.DBMinConns != want {
+			t.Errorf("HERALD_DB_MIN_CONNS=%s: %d, %v; want %d", v, w.DBMinConns, err, want)
+		}
 	}
 }
 
@@ -67,6 +76,10 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "-3"}, "HERALD_RELAY_MAX_ATTEMPTS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_RELAY_MAX_ATTEMPTS": "ten"}, "HERALD_RELAY_MAX_ATTEMPTS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_DB_CONNS": "-1"}, "negative"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MIN_CONNS": "-1"}, "negative"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MIN_CONNS": "21"}, "HERALD_DB_MIN_CONNS: 21: must not exceed HERALD_DB_MAX_CONNS (20)"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MAX_CONNS": "5", "HERALD_DB_MIN_CONNS": "6"}, "must not exceed HERALD_DB_MAX_CONNS (5)"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MIN_CONNS": "some"}, "HERALD_DB_MIN_CONNS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_TOKEN_CONCURRENCY": "many"}, "HERALD_API_TOKEN_CONCURRENCY"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "localhost:8233"}, "HERALD_TEMPORAL_UI_URL"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "javascript:alert(1)"}, "HERALD_TEMPORAL_UI_URL"},

@@ -166,6 +166,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_RETENTION":             short(w.Retention),
 		"HERALD_RETENTION_EVERY":       short(w.RetentionEvery),
 		"HERALD_DB_MAX_CONNS":          strconv.Itoa(w.DBMaxConns),
+		"HERALD_DB_MIN_CONNS":          map[bool]string{true: "HERALD_DB_MAX_CONNS"}[w.DBMinConns == w.DBMaxConns],
 		"HERALD_API_DB_CONNS":          strconv.Itoa(w.APIDBConns),
 		"HERALD_API_TOKEN_CONCURRENCY": strconv.Itoa(w.APITokenConcurrency),
 		"HERALD_WORKFLOW_CACHE_SIZE":   strconv.Itoa(w.WorkflowCacheSize),

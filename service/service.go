@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 			return nil, fmt.Errorf("the Temporal worker's build id: %w (set HERALD_BUILD_ID)", err)
 		}
 	}
-	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.DBMaxConns)}); err != nil {
+	if s.Store, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.DBMaxConns), MinConns: int32(cfg.DBMinConns)}); err != nil {
 		return nil, err
 	}
 	if applied, err := s.Store.Migrate(ctx); err != nil {

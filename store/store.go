@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,10 +34,13 @@ type Store struct {
 type Options struct {
 	// MaxConns caps the pool; zero keeps pgx's default (max(4, cores)).
 	MaxConns int32
+	// MinConns are opened before Open returns and kept open (up to the
+	// pool's size); zero: connections are opened as they are needed.
+	MinConns int32
 }
 
 // Open connects to the database at url (a PostgreSQL URL or DSN) and checks
-// the connection.
+// the connection; with Options.MinConns it returns once that many are open.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -43,6 +48,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.MinConns > 0 {
+		// The pool never closes an idle connection below MinConns, and
+		// opens one again in the background when one reaches its lifetime.
+		cfg.MinConns = min(opts.MinConns, cfg.MaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -52,7 +62,39 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
+	if err := openConns(ctx, pool, int(cfg.MinConns)); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	return &Store{Pool: pool}, nil
+}
+
+// openConns returns once the pool holds n connections, opening those it
+// lacks at once. The pool opens MinConns in the background too, which
+// reports no error; holding n at a time here opens the rest, and says why
+// one could not be (max_connections reached, a refused password).
+func openConns(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if n <= 1 {
+		return nil // Ping opened one
+	}
+	conns := make([]*pgxpool.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { conns[i], errs[i] = pool.Acquire(ctx) })
+	}
+	wg.Wait()
+	opened := 0
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+			opened++
+		}
+	}
+	if i := slices.IndexFunc(errs, func(err error) bool { return err != nil }); i >= 0 {
+		return fmt.Errorf("open %d connections to the database (opened %d): %w", n, opened, errs[i])
+	}
+	return nil
 }
 
 // Close releases every connection.

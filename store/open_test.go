@@ -1,0 +1,83 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"herald/internal/testenv"
+	"herald/store"
+)
+
+// TestOpenOpensMinConnsFirst: with MinConns, Open returns once the pool
+// holds that many connections (a worker's first burst finds them open);
+// without, it holds the one Ping opened. A role that may not open them all
+// fails Open, saying so, rather than leaving a worker running short.
+func TestOpenOpensMinConnsFirst(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ownerURL := testenv.NewSchema(t)
+	role, roleURL := testenv.LoginRole(t, ownerURL, "herald_open_")
+	owner, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(context.Background())
+	backends := func() int {
+		t.Helper()
+		var n int
+		if err := owner.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, role).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitNone := func() {
+		t.Helper()
+		for backends() > 0 {
+			if ctx.Err() != nil {
+				t.Fatal("the closed pool's backends did not end")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	for _, tc := range []struct {
+		opts store.Options
+		want int
+	}{
+		{store.Options{MaxConns: 4, MinConns: 4}, 4},
+		{store.Options{MaxConns: 4, MinConns: 9}, 4}, // never more than the pool's size
+		{store.Options{MaxConns: 4}, 1},
+	} {
+		s, err := store.Open(ctx, roleURL, tc.opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		// No wait: Open returned once they were open.
+		if got, total := backends(), s.Pool.Stat().TotalConns(); got != tc.want || total != int32(tc.want) {
+			t.Errorf("%+v: %d backends, pool holds %d, right after Open; want %d", tc.opts, got, total, tc.want)
+		}
+		s.Close()
+		waitNone()
+	}
+
+	if _, err := owner.Exec(ctx, "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+" CONNECTION LIMIT 3"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(ctx, roleURL, store.Options{MaxConns: 5, MinConns: 5})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded with 5 connections for a role limited to 3")
+	}
+	// The pool opens MinConns in the background from the start too, so
+	// Ping's connection may be the one refused.
+	if msg := err.Error(); !strings.Contains(msg, "open 5 connections to the database") && !strings.HasPrefix(msg, "connect to database") ||
+		!strings.Contains(msg, "too many connections") {
+		t.Errorf("error %q: want it to say it could not connect, and PostgreSQL's reason", msg)
+	}
+	waitNone() // the failed Open closed what it had opened
+}
