@@ -81,3 +81,41 @@ func TestOpenOpensMinConnsFirst(t *testing.T) {
 	}
 	waitNone() // the failed Open closed what it had opened
 }
+
+// TestOpenSpreadsLifetimes: connections opened together are not closed
+// together an hour on. Unless the URL chooses, each lifetime is lengthened
+// by a random part of at most a quarter of it; a URL's
+// pool_max_conn_lifetime_jitter, even 0s, is kept.
+func TestOpenSpreadsLifetimes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.NewSchema(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for _, tc := range []struct {
+		params           string
+		lifetime, jitter time.Duration
+	}{
+		{"", time.Hour, 15 * time.Minute},
+		{"pool_max_conn_lifetime=40m", 40 * time.Minute, 10 * time.Minute},
+		{"pool_max_conn_lifetime_jitter=7s", time.Hour, 7 * time.Second},
+		{"pool_max_conn_lifetime_jitter=0s", time.Hour, 0},
+	} {
+		u := url
+		if tc.params != "" {
+			u += sep + tc.params
+		}
+		s, err := store.Open(ctx, u, store.Options{MaxConns: 2, MinConns: 2})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.params, err)
+		}
+		cfg := s.Pool.Config()
+		s.Close()
+		if cfg.MaxConnLifetime != tc.lifetime || cfg.MaxConnLifetimeJitter != tc.jitter {
+			t.Errorf("%q: lifetime %v, jitter %v; want %v, %v", tc.params, cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter, tc.lifetime, tc.jitter)
+		}
+	}
+}

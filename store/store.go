@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,12 @@ type Options struct {
 	MinConns int32
 }
 
+// LifetimeJitterShare: a connection's lifetime (pgx's pool_max_conn_lifetime,
+// an hour unless the URL says) is lengthened by a random part of at most
+// 1/LifetimeJitterShare of it, unless the URL sets
+// pool_max_conn_lifetime_jitter.
+const LifetimeJitterShare = 4
+
 // Open connects to the database at url (a PostgreSQL URL or DSN) and checks
 // the connection; with Options.MinConns it returns once that many are open.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
@@ -53,6 +60,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// The pool never closes an idle connection below MinConns, and
 		// opens one again in the background when one reaches its lifetime.
 		cfg.MinConns = min(opts.MinConns, cfg.MaxConns)
+	}
+	if !strings.Contains(url, "pool_max_conn_lifetime_jitter") {
+		// Connections opened together (MinConns, or a burst's) would reach
+		// their lifetime together, and the pool would close them all in one
+		// health check and open them again at once, every lifetime.
+		cfg.MaxConnLifetimeJitter = cfg.MaxConnLifetime / LifetimeJitterShare
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
