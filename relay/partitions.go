@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,8 +53,9 @@ func (r *Relay) serve(ctx context.Context) error {
 			m.Leave()
 		}
 	}()
+	var found atomic.Uint64 // the partitions the probe found new events in, a bit each
 	pulse := make(chan struct{}, 1)
-	go r.probe(sctx, m.Wake(), pulse)
+	go r.probe(sctx, m.Wake(), &found, pulse)
 	for {
 		r.reconcile(sctx, m, loops, ended)
 		select {
@@ -63,7 +65,7 @@ func (r *Relay) serve(ctx context.Context) error {
 			return m.Err()
 		case <-m.Changed():
 		case <-pulse:
-			wakeAll(loops)
+			wakeFound(loops, found.Swap(0))
 		case l := <-ended:
 			if loops[l.p] == l {
 				if l.handOver != nil {
@@ -155,9 +157,16 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-func wakeAll(loops map[int]*partitionLoop) {
-	for _, l := range loops {
-		wakeLoop(l)
+// One bit a partition in the probe's findings: fails to compile with more
+// than 64 partitions.
+var _ [64 - store.RelayPartitions]struct{}
+
+// wakeFound wakes the loops of the partitions whose bits are set in found.
+func wakeFound(loops map[int]*partitionLoop, found uint64) {
+	for p, l := range loops {
+		if found&(1<<p) != 0 {
+			wakeLoop(l)
+		}
 	}
 }
 
@@ -170,24 +179,40 @@ func wakeLoop(l *partitionLoop) {
 
 // probe wakes the partition loops when the log grew: on a notification
 // (the HTTP API's and starter publish's commits send one) and every
-// IdlePoll it reads the log's highest sequence number, one index probe,
-// and sends on pulse when it passed the last one seen. Events committed in other
-// transactions than Herald's own (PublishTx, a publisher role, a key
-// workflow's operational event) send no wake-up, so they wait at most
-// IdlePoll; an event whose sequence number was taken before the last one
-// seen but committed after it waits for its partition's next full round,
-// at most PollInterval.
-func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, pulse chan<- struct{}) {
+// IdlePoll it reads the log's highest sequence number, one index probe.
+// When that passed the last one seen, it reads which partitions the new
+// events are in (one probe a partition), adds them to found and sends on
+// pulse, so that only their loops run a round: a publish to a few keys
+// costs a few reads of the log, not one per partition. Its first read,
+// and one whose partitions it could not read, wake every loop. Events
+// committed in other transactions than Herald's own (PublishTx, a
+// publisher role, a key workflow's operational event) send no wake-up, so
+// they wait at most IdlePoll; an event whose sequence number was taken
+// before the last one seen but committed after it waits for its
+// partition's next full round, at most PollInterval.
+func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, found *atomic.Uint64, pulse chan<- struct{}) {
 	seen := int64(-1)
 	t := time.NewTicker(r.IdlePoll)
 	defer t.Stop()
 	for {
 		top, err := r.Store.MaxSeq(ctx)
 		if err == nil && top > seen {
+			wake := ^uint64(0) // every partition
+			if seen >= 0 {
+				if ps, err := r.Store.PartitionsAbove(ctx, seen); err == nil {
+					wake = 0
+					for _, p := range ps {
+						wake |= 1 << p
+					}
+				}
+			}
 			seen = top
-			select {
-			case pulse <- struct{}{}:
-			default:
+			if wake != 0 {
+				found.Or(wake) // before the send: serve takes the bits when it receives
+				select {
+				case pulse <- struct{}{}:
+				default:
+				}
 			}
 		}
 		select {

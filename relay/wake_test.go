@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,4 +182,92 @@ func (w *wakeUps) count(ctx context.Context) int {
 		n++
 	}
 	return n
+}
+
+// TestProbeWakesOnlyThePartitionsPublishedTo: an idle leader runs a round
+// in the partition a publish reached, and none in the 15 others (each
+// would read the log for nothing).
+func TestProbeWakesOnlyThePartitionsPublishedTo(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	var rounds, empty, events atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
+		OnRound: func(rd relay.Round) {
+			rounds.Add(1)
+			events.Add(int64(rd.Events))
+			if rd.Events == 0 {
+				empty.Add(1)
+			}
+		}}
+	go func() { _ = r.Run(ctx) }()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead and run a first round in every partition", func() bool {
+		return rounds.Load() >= store.RelayPartitions
+	})
+	testkit.Eventually(t, 20*time.Second, "the start-up rounds to settle", func() bool {
+		n := rounds.Load()
+		time.Sleep(300 * time.Millisecond)
+		return rounds.Load() == n
+	})
+	emptyBefore := empty.Load()
+	publishN(t, p, "contacts.person.updated", "woken", 1)
+	testkit.Eventually(t, 10*time.Second, "a round that reads the event", func() bool { return events.Load() == 1 })
+	time.Sleep(300 * time.Millisecond) // 15 idle polls: time for any other round to run
+	if n := empty.Load() - emptyBefore; n != 0 {
+		t.Errorf("%d rounds read nothing after a publish to one key, want none (only its partition's loop is woken)", n)
+	}
+}
+
+// TestPartitionsAbove: the partitions holding undispatched events above a
+// sequence number, each once, in order; none above the log's top, and a
+// partition whose new events were dispatched is no longer among them.
+func TestPartitionsAbove(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	ctx := context.Background()
+	subjects := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	want := map[int]bool{}
+	for _, s := range subjects {
+		publishN(t, p, "contacts.person.updated", s, 2)
+		var part int
+		if err := st.Pool.QueryRow(ctx, `SELECT `+store.SubjectPartitionSQL, s).Scan(&part); err != nil {
+			t.Fatal(err)
+		}
+		want[part] = true
+	}
+	got, err := st.PartitionsAbove(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || !slices.IsSorted(got) {
+		t.Fatalf("partitions above 0: %v, want each of %v once, in order", got, want)
+	}
+	for _, g := range got {
+		if !want[g] {
+			t.Fatalf("partitions above 0: %v, want those of the subjects: %v", got, want)
+		}
+	}
+	top, err := st.MaxSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.PartitionsAbove(ctx, top); err != nil || len(got) != 0 {
+		t.Errorf("partitions above the top: %v, %v; want none", got, err)
+	}
+	// The last event's partition: only it holds events above top-1, until
+	// that event is dispatched.
+	var last int
+	if err := st.Pool.QueryRow(ctx, `SELECT `+store.SubjectPartitionSQL, subjects[len(subjects)-1]).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.PartitionsAbove(ctx, top-1); err != nil || !slices.Equal(got, []int{last}) {
+		t.Errorf("partitions above %d: %v, %v; want [%d]", top-1, got, err, last)
+	}
+	if err := st.MarkDispatched(ctx, []int64{top}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.PartitionsAbove(ctx, top-1); err != nil || len(got) != 0 {
+		t.Errorf("partitions above %d once its event was dispatched: %v, %v; want none", top-1, got, err)
+	}
 }

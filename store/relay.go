@@ -127,6 +127,28 @@ func (s *Store) MaxSeq(ctx context.Context) (int64, error) {
 	return seq, nil
 }
 
+// PartitionsAbove reads the relay partitions that hold undispatched
+// events with sequence numbers above after, in ascending order: one probe
+// of events_relay_partition per partition, however many events wait, so
+// the relay wakes only the partitions a publish reached rather than all of
+// them.
+func (s *Store) PartitionsAbove(ctx context.Context, after int64) ([]int, error) {
+	var ps []int
+	if err := s.Pool.QueryRow(ctx, partitionsAbove, after).Scan(&ps); err != nil {
+		return nil, fmt.Errorf("read the relay partitions that new events are in: %w", err)
+	}
+	return ps, nil
+}
+
+// partitionsAbove is PartitionsAbove's statement: the LIMIT makes each
+// partition one probe of the index, never a scan of its new events.
+var partitionsAbove = fmt.Sprintf(`
+	SELECT ARRAY(SELECT p::int FROM generate_series(0::bigint, %d) AS p,
+	             LATERAL (SELECT 1 FROM events e
+	                       WHERE e.state = 'accepted' AND %s = p AND e.seq > $1
+	                       LIMIT 1) AS x
+	             ORDER BY p)`, RelayPartitions-1, strings.ReplaceAll(partitionOf, "subject", "e.subject"))
+
 // MarkDispatched records that the events with these sequence numbers were
 // accepted by Temporal for every subscription.
 func (s *Store) MarkDispatched(ctx context.Context, seqs []int64) error {
