@@ -180,38 +180,51 @@ func wakeLoop(l *partitionLoop) {
 // probe wakes the partition loops when the log grew: on a notification
 // (the HTTP API's and starter publish's commits send one) and every
 // IdlePoll it reads the log's highest sequence number, one index probe.
-// When that passed the last one seen, it reads which partitions the new
-// events are in (one probe a partition), adds them to found and sends on
-// pulse, so that only their loops run a round: a publish to a few keys
-// costs a few reads of the log, not one per partition. Its first read,
-// and one whose partitions it could not read, wake every loop. Events
-// committed in other transactions than Herald's own (PublishTx, a
-// publisher role, a key workflow's operational event) send no wake-up, so
-// they wait at most IdlePoll; an event whose sequence number was taken
-// before the last one seen but committed after it waits for its
-// partition's next full round, at most PollInterval.
+// When that passed the last one seen, or a notification came, it reads
+// which partitions hold events not yet tried above the top it saw
+// PollInterval ago (one probe a partition; lookBack), adds them to found
+// and sends on pulse, so that only their loops run a round: a publish to a
+// few keys costs a few reads of the log, not one per partition. Looking
+// back a PollInterval finds an event whose sequence number was taken
+// before the last top seen but whose transaction committed after it (a
+// concurrent publish, a PublishTx that went on working); one that
+// committed later than that waits for its partition's round of every
+// PollInterval. Its first read, and one whose partitions it could not
+// read, wake every loop. Events committed in other transactions than
+// Herald's own (PublishTx, a publisher role, a key workflow's operational
+// event) send no wake-up, so they wait at most IdlePoll.
 func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, found *atomic.Uint64, pulse chan<- struct{}) {
 	seen := int64(-1)
+	var back lookBack
 	t := time.NewTicker(r.IdlePoll)
 	defer t.Stop()
+	woken := false // by a notification
 	for {
 		top, err := r.Store.MaxSeq(ctx)
-		if err == nil && top > seen {
-			wake := ^uint64(0) // every partition
-			if seen >= 0 {
-				if ps, err := r.Store.PartitionsAbove(ctx, seen); err == nil {
-					wake = 0
-					for _, p := range ps {
-						wake |= 1 << p
+		now := time.Now()
+		if err == nil {
+			after := back.after(now, r.PollInterval)
+			grew := top > seen
+			if grew || woken && after < top {
+				wake := ^uint64(0) // every partition
+				if seen >= 0 {
+					if ps, err := r.Store.PartitionsAbove(ctx, after); err == nil {
+						wake = 0
+						for _, p := range ps {
+							wake |= 1 << p
+						}
 					}
 				}
-			}
-			seen = top
-			if wake != 0 {
-				found.Or(wake) // before the send: serve takes the bits when it receives
-				select {
-				case pulse <- struct{}{}:
-				default:
+				if grew {
+					back.saw(now, top)
+					seen = top
+				}
+				if wake != 0 {
+					found.Or(wake) // before the send: serve takes the bits when it receives
+					select {
+					case pulse <- struct{}{}:
+					default:
+					}
 				}
 			}
 		}
@@ -219,9 +232,36 @@ func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, found *atom
 		case <-ctx.Done():
 			return
 		case <-notified:
+			woken = true
 		case <-t.C:
+			woken = false
 		}
 	}
+}
+
+// lookBack remembers the tops of the log the probe saw within the last
+// window (PollInterval), oldest first, and the newest one seen before.
+type lookBack []topMark
+
+type topMark struct {
+	at  time.Time
+	top int64
+}
+
+// saw records top, seen at now.
+func (b *lookBack) saw(now time.Time, top int64) { *b = append(*b, topMark{at: now, top: top}) }
+
+// after is the newest top seen at least window before now: events above
+// it may have committed since the probe last looked (-1 while no top seen
+// is that old: any event may).
+func (b *lookBack) after(now time.Time, window time.Duration) int64 {
+	for len(*b) > 1 && now.Sub((*b)[1].at) >= window {
+		*b = (*b)[1:]
+	}
+	if len(*b) == 0 || now.Sub((*b)[0].at) < window {
+		return -1
+	}
+	return (*b)[0].top
 }
 
 // leadPartition dispatches partition l.p until ctx ends or the member
@@ -267,6 +307,7 @@ func (r *Relay) leadPartition(ctx context.Context, m *store.Member, l *partition
 			sleep(ctx, r.PollInterval)
 			continue
 		}
+		round.Partition = l.p
 		if r.OnRound != nil {
 			r.OnRound(round)
 		}

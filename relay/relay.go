@@ -161,6 +161,9 @@ type Observer interface {
 
 // Round describes one dispatch round.
 type Round struct {
+	// Partition is the partition the round read (-1: every partition, as
+	// DispatchOnce reads them).
+	Partition  int
 	Events     int // events read
 	Dispatched int // events marked dispatched
 	Signals    int // signals sent, and keys' workflows started (StartNewKeys)
@@ -384,9 +387,11 @@ func (r *Relay) DispatchOnce(ctx context.Context) (Round, error) {
 	r.defaults()
 	evs, err := r.Store.Undispatched(ctx, r.BatchSize, r.RoundBytes)
 	if err != nil {
-		return Round{}, err
+		return Round{Partition: -1}, err
 	}
-	return r.dispatch(ctx, evs)
+	round, err := r.dispatch(ctx, evs)
+	round.Partition = -1
+	return round, err
 }
 
 // dispatch signals the undispatched events evs (one batch, in sequence

@@ -3,7 +3,9 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,33 +192,153 @@ func (w *wakeUps) count(ctx context.Context) int {
 func TestProbeWakesOnlyThePartitionsPublishedTo(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
-	var rounds, empty, events atomic.Int64
+	rounds := &roundLog{}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
-		OnRound: func(rd relay.Round) {
-			rounds.Add(1)
-			events.Add(int64(rd.Events))
-			if rd.Events == 0 {
-				empty.Add(1)
-			}
-		}}
+		OnRound: rounds.add}
 	go func() { _ = r.Run(ctx) }()
-	testkit.Eventually(t, 20*time.Second, "the relay to lead and run a first round in every partition", func() bool {
-		return rounds.Load() >= store.RelayPartitions
-	})
-	testkit.Eventually(t, 20*time.Second, "the start-up rounds to settle", func() bool {
-		n := rounds.Load()
-		time.Sleep(300 * time.Millisecond)
-		return rounds.Load() == n
-	})
-	emptyBefore := empty.Load()
-	publishN(t, p, "contacts.person.updated", "woken", 1)
-	testkit.Eventually(t, 10*time.Second, "a round that reads the event", func() bool { return events.Load() == 1 })
+	rounds.settle(t)
+	subject := subjectsInPartitions(t, st, 1)[0]
+	before := rounds.count()
+	publishN(t, p, "contacts.person.updated", subject.name, 1)
+	testkit.Eventually(t, 10*time.Second, "a round that reads the event", func() bool { return rounds.events(before) == 1 })
 	time.Sleep(300 * time.Millisecond) // 15 idle polls: time for any other round to run
-	if n := empty.Load() - emptyBefore; n != 0 {
-		t.Errorf("%d rounds read nothing after a publish to one key, want none (only its partition's loop is woken)", n)
+	for _, rd := range rounds.since(before) {
+		if rd.Partition != subject.partition {
+			t.Errorf("a round in partition %d (%d events) after a publish to a key of partition %d, want none",
+				rd.Partition, rd.Events, subject.partition)
+		}
 	}
+}
+
+// TestProbeFindsLateCommits: an event whose transaction took its sequence
+// number before a later event's but committed after the probe saw that
+// one is still dispatched at the next wake-up (the log growing, or a
+// notification), not at the partition's next full round, here a minute on.
+func TestProbeFindsLateCommits(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	rounds := &roundLog{}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
+		OnRound: rounds.add}
+	go func() { _ = r.Run(ctx) }()
+	rounds.settle(t)
+	subjects := subjectsInPartitions(t, st, 5) // each in a partition of its own
+	dispatched := func(subject string) bool {
+		var n int
+		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE subject = $1 AND state = 'dispatched'`, subject).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	late := func(subject string) pgx.Tx {
+		tx, err := st.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		if _, err := p.PublishTx(ctx, tx, publish.Request{App: "contacts", Type: "contacts.person.updated", Version: 1,
+			Subject: subject, Data: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+
+	for _, wake := range []struct {
+		name          string
+		late, earlier string
+		wakeUp        func()
+	}{
+		{"the log grows", subjects[0].name, subjects[1].name, func() {
+			publishN(t, p, "contacts.person.updated", subjects[2].name, 1)
+		}},
+		{"a notification", subjects[3].name, subjects[4].name, st.WakeRelay},
+	} {
+		tx := late(wake.late)
+		publishN(t, p, "contacts.person.updated", wake.earlier, 1) // a higher number, committed first
+		testkit.Eventually(t, 10*time.Second, wake.name+": the earlier commit dispatched", func() bool { return dispatched(wake.earlier) })
+		time.Sleep(100 * time.Millisecond) // 5 idle polls: the probe has seen the top
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wake.wakeUp()
+		testkit.Eventually(t, 10*time.Second, wake.name+": the late commit dispatched", func() bool { return dispatched(wake.late) })
+	}
+}
+
+// roundLog records a relay's rounds (Relay.OnRound).
+type roundLog struct {
+	mu     sync.Mutex
+	rounds []relay.Round
+}
+
+func (l *roundLog) add(r relay.Round) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rounds = append(l.rounds, r)
+}
+
+func (l *roundLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.rounds)
+}
+
+func (l *roundLog) since(i int) []relay.Round {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.rounds[i:])
+}
+
+// events counts the events the rounds since the i-th read.
+func (l *roundLog) events(i int) int {
+	n := 0
+	for _, r := range l.since(i) {
+		n += r.Events
+	}
+	return n
+}
+
+// settle waits for the relay to lead and run its start-up rounds in every
+// partition (a first round, and a second when the probe's first read woke
+// a loop that had run one), then for a second without a round.
+func (l *roundLog) settle(t *testing.T) {
+	t.Helper()
+	testkit.Eventually(t, 20*time.Second, "the relay to lead and run a first round in every partition", func() bool {
+		return l.count() >= store.RelayPartitions
+	})
+	testkit.Eventually(t, 30*time.Second, "the start-up rounds to settle", func() bool {
+		n := l.count()
+		time.Sleep(time.Second)
+		return l.count() == n
+	})
+}
+
+type partitioned struct {
+	name      string
+	partition int
+}
+
+// subjectsInPartitions finds n subject keys in n different partitions.
+func subjectsInPartitions(t *testing.T, st *store.Store, n int) []partitioned {
+	t.Helper()
+	var out []partitioned
+	taken := map[int]bool{}
+	for i := 0; len(out) < n; i++ {
+		name := fmt.Sprintf("key-%d", i)
+		var part int
+		if err := st.Pool.QueryRow(context.Background(), `SELECT `+store.SubjectPartitionSQL, name).Scan(&part); err != nil {
+			t.Fatal(err)
+		}
+		if !taken[part] {
+			taken[part] = true
+			out = append(out, partitioned{name, part})
+		}
+	}
+	return out
 }
 
 // TestPartitionsAbove: the partitions holding undispatched events above a

@@ -128,10 +128,11 @@ func (s *Store) MaxSeq(ctx context.Context) (int64, error) {
 }
 
 // PartitionsAbove reads the relay partitions that hold undispatched
-// events with sequence numbers above after, in ascending order: one probe
-// of events_relay_partition per partition, however many events wait, so
-// the relay wakes only the partitions a publish reached rather than all of
-// them.
+// events not tried yet (no relay_error: those backing off come due at the
+// partition's next full round) with sequence numbers above after, in
+// ascending order: one probe of events_relay_partition per partition,
+// however many events wait, so the relay wakes only the partitions a
+// publish reached rather than all of them.
 func (s *Store) PartitionsAbove(ctx context.Context, after int64) ([]int, error) {
 	var ps []int
 	if err := s.Pool.QueryRow(ctx, partitionsAbove, after).Scan(&ps); err != nil {
@@ -146,6 +147,7 @@ var partitionsAbove = fmt.Sprintf(`
 	SELECT ARRAY(SELECT p::int FROM generate_series(0::bigint, %d) AS p,
 	             LATERAL (SELECT 1 FROM events e
 	                       WHERE e.state = 'accepted' AND %s = p AND e.seq > $1
+	                         AND e.relay_error IS NULL
 	                       LIMIT 1) AS x
 	             ORDER BY p)`, RelayPartitions-1, strings.ReplaceAll(partitionOf, "subject", "e.subject"))
 
