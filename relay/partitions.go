@@ -180,14 +180,15 @@ func wakeLoop(l *partitionLoop) {
 // probe wakes the partition loops when the log grew: on a notification
 // (the HTTP API's and starter publish's commits send one) and every
 // IdlePoll it reads the log's highest sequence number, one index probe.
-// When that passed the last one seen, or a notification came, it reads
-// which partitions hold events not yet tried above the top it saw
-// PollInterval ago (one probe a partition; lookBack), adds them to found
-// and sends on pulse, so that only their loops run a round: a publish to a
-// few keys costs a few reads of the log, not one per partition. Looking
-// back a PollInterval finds an event whose sequence number was taken
-// before the last top seen but whose transaction committed after it (a
-// concurrent publish, a PublishTx that went on working); one that
+// While that is above the top it saw PollInterval ago (lookBack: the log
+// grew within the last PollInterval), it reads which partitions hold
+// events not tried yet above that older top (one probe a partition), adds
+// them to found and sends on pulse, so that only their loops run a round:
+// a publish to a few keys costs a few reads of the log, not one per
+// partition, and an idle log one read of its top. Looking back a
+// PollInterval finds, at the next probe, an event whose sequence number
+// was taken before the last top seen but whose transaction committed after
+// it (a concurrent publish, a PublishTx that went on working); one that
 // committed later than that waits for its partition's round of every
 // PollInterval. Its first read, and one whose partitions it could not
 // read, wake every loop. Events committed in other transactions than
@@ -198,14 +199,13 @@ func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, found *atom
 	var back lookBack
 	t := time.NewTicker(r.IdlePoll)
 	defer t.Stop()
-	woken := false // by a notification
 	for {
 		top, err := r.Store.MaxSeq(ctx)
 		now := time.Now()
 		if err == nil {
 			after := back.after(now, r.PollInterval)
 			grew := top > seen
-			if grew || woken && after < top {
+			if after < top { // grew, or did within the last PollInterval
 				wake := ^uint64(0) // every partition
 				if seen >= 0 {
 					if ps, err := r.Store.PartitionsAbove(ctx, after); err == nil {
@@ -232,9 +232,7 @@ func (r *Relay) probe(ctx context.Context, notified <-chan struct{}, found *atom
 		case <-ctx.Done():
 			return
 		case <-notified:
-			woken = true
 		case <-t.C:
-			woken = false
 		}
 	}
 }

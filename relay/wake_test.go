@@ -214,8 +214,9 @@ func TestProbeWakesOnlyThePartitionsPublishedTo(t *testing.T) {
 
 // TestProbeFindsLateCommits: an event whose transaction took its sequence
 // number before a later event's but committed after the probe saw that
-// one is still dispatched at the next wake-up (the log growing, or a
-// notification), not at the partition's next full round, here a minute on.
+// one is dispatched at the probe's next reads (every IdlePoll), with no
+// other publish or wake-up, not at its partition's next full round, here
+// a minute on.
 func TestProbeFindsLateCommits(t *testing.T) {
 	t.Parallel()
 	st, p := setup(t)
@@ -226,7 +227,7 @@ func TestProbeFindsLateCommits(t *testing.T) {
 		OnRound: rounds.add}
 	go func() { _ = r.Run(ctx) }()
 	rounds.settle(t)
-	subjects := subjectsInPartitions(t, st, 5) // each in a partition of its own
+	subjects := subjectsInPartitions(t, st, 4) // each in a partition of its own
 	dispatched := func(subject string) bool {
 		var n int
 		if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE subject = $1 AND state = 'dispatched'`, subject).Scan(&n); err != nil {
@@ -252,10 +253,8 @@ func TestProbeFindsLateCommits(t *testing.T) {
 		late, earlier string
 		wakeUp        func()
 	}{
-		{"the log grows", subjects[0].name, subjects[1].name, func() {
-			publishN(t, p, "contacts.person.updated", subjects[2].name, 1)
-		}},
-		{"a notification", subjects[3].name, subjects[4].name, st.WakeRelay},
+		{"nothing else", subjects[0].name, subjects[1].name, func() {}},
+		{"a notification", subjects[2].name, subjects[3].name, st.WakeRelay},
 	} {
 		tx := late(wake.late)
 		publishN(t, p, "contacts.person.updated", wake.earlier, 1) // a higher number, committed first
@@ -385,6 +384,22 @@ func TestPartitionsAbove(t *testing.T) {
 	}
 	if got, err := st.PartitionsAbove(ctx, top-1); err != nil || !slices.Equal(got, []int{last}) {
 		t.Errorf("partitions above %d: %v, %v; want [%d]", top-1, got, err, last)
+	}
+	// Backing off (tried, failed): its partition's full rounds find it
+	// when it comes due, not a wake-up.
+	for _, failed := range []bool{true, false} {
+		if _, err := st.Pool.Exec(ctx, `UPDATE events SET relay_error = CASE WHEN $2 THEN 'unavailable' END,
+		       relay_next_try = CASE WHEN $2 THEN now() + interval '1 hour' END WHERE seq = $1`, top, failed); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.PartitionsAbove(ctx, top-1)
+		wantNow := []int{last}
+		if failed {
+			wantNow = nil
+		}
+		if err != nil || len(got) != len(wantNow) || len(got) > 0 && !slices.Equal(got, wantNow) {
+			t.Errorf("partitions above %d, the event backing off %v: %v, %v; want %v", top-1, failed, got, err, wantNow)
+		}
 	}
 	if err := st.MarkDispatched(ctx, []int64{top}); err != nil {
 		t.Fatal(err)
