@@ -191,14 +191,7 @@ func (w *wakeUps) count(ctx context.Context) int {
 // would read the log for nothing).
 func TestProbeWakesOnlyThePartitionsPublishedTo(t *testing.T) {
 	t.Parallel()
-	st, p := setup(t)
-	rounds := &roundLog{}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
-		OnRound: rounds.add}
-	go func() { _ = r.Run(ctx) }()
-	rounds.settle(t)
+	st, p, rounds := settledRelay(t)
 	subject := subjectsInPartitions(t, st, 1)[0]
 	before := rounds.count()
 	publishN(t, p, "contacts.person.updated", subject.name, 1)
@@ -219,14 +212,8 @@ func TestProbeWakesOnlyThePartitionsPublishedTo(t *testing.T) {
 // a minute on.
 func TestProbeFindsLateCommits(t *testing.T) {
 	t.Parallel()
-	st, p := setup(t)
-	rounds := &roundLog{}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
-		OnRound: rounds.add}
-	go func() { _ = r.Run(ctx) }()
-	rounds.settle(t)
+	st, p, _ := settledRelay(t)
+	ctx := context.Background()
 	subjects := subjectsInPartitions(t, st, 4) // each in a partition of its own
 	dispatched := func(subject string) bool {
 		var n int
@@ -266,6 +253,23 @@ func TestProbeFindsLateCommits(t *testing.T) {
 		wake.wakeUp()
 		testkit.Eventually(t, 10*time.Second, wake.name+": the late commit dispatched", func() bool { return dispatched(wake.late) })
 	}
+}
+
+// settledRelay runs a relay that leads every partition of a new schema,
+// probes every 20 ms and runs a full round only every minute, until the
+// test ends; it returns once the relay's start-up rounds are over.
+func settledRelay(t *testing.T) (*store.Store, *publish.Publisher, *roundLog) {
+	t.Helper()
+	st, p := setup(t)
+	rounds := &roundLog{}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	r := &relay.Relay{Store: st, Temporal: &fakeTemporal{}, PollInterval: time.Minute, IdlePoll: 20 * time.Millisecond,
+		OnRound: rounds.add}
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	rounds.settle(t)
+	return st, p, rounds
 }
 
 // roundLog records a relay's rounds (Relay.OnRound).
