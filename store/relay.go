@@ -80,7 +80,10 @@ func (s *Store) UndispatchedIn(ctx context.Context, partition, limit int, maxByt
 }
 
 // undispatchedIn is UndispatchedIn's statement: $3 is the partition.
-var undispatchedIn = fmt.Sprintf(undispatched, "AND "+strings.ReplaceAll(partitionOf, "subject", "e.subject")+" = $3", "$1")
+var undispatchedIn = fmt.Sprintf(undispatched, "AND "+eventsPartition+" = $3", "$1")
+
+// eventsPartition is partitionOf of the subject of an event named e.
+var eventsPartition = strings.ReplaceAll(partitionOf, "subject", "e.subject")
 
 // undispatched reads the undispatched events; %[1]s narrows them to a
 // partition, %[2]s is the limit's parameter, $2 the bytes' (maxBytes). The
@@ -149,7 +152,7 @@ var partitionsAbove = fmt.Sprintf(`
 	                       WHERE e.state = 'accepted' AND %s = p AND e.seq > $1
 	                         AND e.relay_error IS NULL
 	                       LIMIT 1) AS x
-	             ORDER BY p)`, RelayPartitions-1, strings.ReplaceAll(partitionOf, "subject", "e.subject"))
+	             ORDER BY p)`, RelayPartitions-1, eventsPartition)
 
 // MarkDispatched records that the events with these sequence numbers were
 // accepted by Temporal for every subscription.
