@@ -85,7 +85,8 @@ func TestOpenOpensMinConnsFirst(t *testing.T) {
 // TestOpenSpreadsLifetimes: connections opened together are not closed
 // together an hour on. Unless the URL chooses, each lifetime is lengthened
 // by a random part of at most a quarter of it; a URL's
-// pool_max_conn_lifetime_jitter, even 0s, is kept.
+// pool_max_conn_lifetime_jitter, even 0s, is kept, and only a setting of
+// it counts.
 func TestOpenSpreadsLifetimes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -103,6 +104,8 @@ func TestOpenSpreadsLifetimes(t *testing.T) {
 		{"pool_max_conn_lifetime=40m", 40 * time.Minute, 10 * time.Minute},
 		{"pool_max_conn_lifetime_jitter=7s", time.Hour, 7 * time.Second},
 		{"pool_max_conn_lifetime_jitter=0s", time.Hour, 0},
+		// The name in a value is no setting of it.
+		{"application_name=pool_max_conn_lifetime_jitter", time.Hour, 15 * time.Minute},
 	} {
 		u := url
 		if tc.params != "" {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +60,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// opens one again in the background when one reaches its lifetime.
 		cfg.MinConns = min(opts.MinConns, cfg.MaxConns)
 	}
-	if !strings.Contains(url, "pool_max_conn_lifetime_jitter") {
+	if !setsLifetimeJitter(url) {
 		// Connections opened together (MinConns, or a burst's) would reach
 		// their lifetime together, and the pool would close them all in one
 		// health check and open them again at once, every lifetime.
@@ -80,6 +79,20 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return &Store{Pool: pool}, nil
+}
+
+// setsLifetimeJitter reports whether the URL (or DSN) url, which
+// pgxpool.ParseConfig accepted, sets pool_max_conn_lifetime_jitter: pgx
+// keeps a setting it does not know, as the pool's are to it, among the
+// connection's parameters, where pgxpool finds it. A value that merely
+// contains the name (a password, an application_name) does not.
+func setsLifetimeJitter(url string) bool {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return false
+	}
+	_, ok := cc.RuntimeParams["pool_max_conn_lifetime_jitter"]
+	return ok
 }
 
 // openConns returns once the pool holds n connections, opening those it
