@@ -122,6 +122,125 @@ func TestInsertEventsStoresAndNotifies(t *testing.T) {
 	}
 }
 
+// TestInsertEventsSeveralStoreWhatOneStores: a call of several events
+// (one statement for all of them) stores each column as a call of one
+// event does: how it was published, its trace context or none, an id
+// given in capitals; and a key's events of one call take sequence numbers
+// in the order of the call, among other keys' events. In a transaction of
+// its own (InsertEvents) and in a caller's (InsertEventsTx, under a
+// savepoint), each also on a connection of the simple protocol (a pooler's
+// transaction mode), where the arrays travel as text.
+func TestInsertEventsSeveralStoreWhatOneStores(t *testing.T) {
+	t.Parallel()
+	s, url := openEventsStore(t)
+	ctx := context.Background()
+	simple, err := store.Open(ctx, url+"&default_query_exec_mode=simple_protocol", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(simple.Close)
+	shaped := func(subject string, i int) store.NewEvent {
+		ev := newEvent("contacts.person.updated", subject, fmt.Sprintf("h%d", i))
+		switch i % 3 {
+		case 0:
+			ev.Via, ev.Token = "http", fmt.Sprintf("tok-%d", i)
+			ev.TraceContext = store.TraceContext{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+				"tracestate": fmt.Sprintf("k=%d", i)}
+		case 1:
+			ev.Via = "cli"
+			ev.ID = strings.ToUpper(ev.ID)
+		}
+		ev.Envelope = append(ev.Envelope, 0, '\\', 0xff) // bytes no text would carry
+		return ev
+	}
+	var alone []store.NewEvent
+	for i := range 3 {
+		alone = append(alone, shaped("alone", i))
+		if _, err := s.InsertEvents(ctx, alone[i:i+1]); err != nil {
+			t.Fatalf("insert one: %v", err)
+		}
+	}
+	type row struct {
+		seq                      int64
+		id, app, typ, subject    string
+		version                  int
+		envelope                 []byte
+		hash                     string
+		via, token, trace, state *string
+	}
+	read := func(ev store.NewEvent) row {
+		var r row
+		if err := s.Pool.QueryRow(ctx, `SELECT seq, id::text, source_app, type, subject, version, envelope, content_hash,
+			published_via, published_token, trace_context::text, state FROM events WHERE id = $1`, ev.ID).Scan(
+			&r.seq, &r.id, &r.app, &r.typ, &r.subject, &r.version, &r.envelope, &r.hash, &r.via, &r.token, &r.trace, &r.state); err != nil {
+			t.Fatalf("read %s: %v", ev.ID, err)
+		}
+		return r
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "NULL"
+		}
+		return *p
+	}
+	inTx := func(st *store.Store) func([]store.NewEvent) ([]store.InsertedEvent, error) {
+		return func(evs []store.NewEvent) (out []store.InsertedEvent, err error) {
+			err = st.WithTx(ctx, func(tx pgx.Tx) error {
+				out, err = store.InsertEventsTx(ctx, tx, evs)
+				return err
+			})
+			return out, err
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		insert func([]store.NewEvent) ([]store.InsertedEvent, error)
+	}{
+		{"extended protocol", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return s.InsertEvents(ctx, evs) }},
+		{"simple protocol", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return simple.InsertEvents(ctx, evs) }},
+		{"caller's transaction", inTx(s)},
+		{"caller's transaction, simple protocol", inTx(simple)},
+	} {
+		var several []store.NewEvent
+		for i := range 30 {
+			several = append(several, shaped(c.name+[]string{"k1", "k2", "k3"}[i%3], i))
+		}
+		got, err := c.insert(several)
+		if err != nil {
+			t.Fatalf("%s: insert several: %v", c.name, err)
+		}
+		last := map[string]int64{}
+		for i, r := range got {
+			if r.ID != several[i].ID || r.Duplicate || r.Conflict || r.Seq == 0 {
+				t.Errorf("%s: result %d = %+v, want a fresh insert of %s", c.name, i, r, several[i].ID)
+			}
+			if k := several[i].Subject; r.Seq <= last[k] {
+				t.Errorf("%s: event %d of key %s: seq %d after %d, want the order of the call", c.name, i, k, r.Seq, last[k])
+			}
+			last[several[i].Subject] = r.Seq
+		}
+		for i, ev := range several {
+			one, many := read(alone[i%3]), read(ev)
+			if many.seq != got[i].Seq || many.id != strings.ToLower(ev.ID) || many.app != ev.SourceApp || many.typ != ev.Type ||
+				many.subject != ev.Subject || many.version != ev.Version || string(many.envelope) != string(ev.Envelope) ||
+				many.hash != ev.ContentHash || str(many.state) != "accepted" {
+				t.Errorf("%s: event %d stored as %+v, want what was inserted (%+v)", c.name, i, many, ev)
+			}
+			wantTrace, wantToken := str(one.trace), str(one.token)
+			if one.trace != nil {
+				wantTrace = strings.Replace(wantTrace, fmt.Sprintf("k=%d", i%3), fmt.Sprintf("k=%d", i), 1)
+			}
+			if one.token != nil {
+				wantToken = fmt.Sprintf("tok-%d", i)
+			}
+			if str(many.via) != str(one.via) || str(many.token) != wantToken || str(many.trace) != wantTrace {
+				t.Errorf("%s: event %d stored via %s, token %s, trace %s; want %s, %s, %s (as one event alone of its kind)",
+					c.name, i, str(many.via), str(many.token), str(many.trace), str(one.via), wantToken, wantTrace)
+			}
+		}
+	}
+}
+
 func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
 	t.Parallel()
 	s, url := openEventsStore(t)

@@ -40,7 +40,7 @@ var (
 	stmtTakeSavepoint    = namedStatement{name: "herald_take_savepoint", sql: takeSavepoint}
 	stmtReleaseSavepoint = namedStatement{name: "herald_release_savepoint", sql: releaseSavepoint}
 	stmtLockStripes      = namedStatement{name: "herald_lock_stripes", sql: lockStripes}
-	stmtInsertOrRaise    = namedStatement{name: "herald_insert_or_raise", sql: insertOrRaise}
+	stmtInsertEvents     = namedStatement{name: "herald_insert_events", sql: insertEvents}
 	stmtPublishChecked   = namedStatement{name: "herald_publish_checked", sql: heraldPublishChecked}
 	stmtPublishOne       = namedStatement{name: "herald_publish_one", sql: heraldPublish}
 	stmtPublishFast      = namedStatement{name: "herald_publish_fast", sql: heraldPublishFast, function: publishFastFunction}
@@ -63,7 +63,7 @@ type statementSet struct {
 type preparedStatements map[string]bool
 
 var (
-	heraldStatements = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertOrRaise}}
+	heraldStatements = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtLockStripes, stmtInsertEvents}}
 	roleStatements   = &statementSet{stmts: []namedStatement{stmtTakeSavepoint, stmtReleaseSavepoint, stmtPublishChecked, stmtPublishOne, stmtPublishFast}}
 )
 
