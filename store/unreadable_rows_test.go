@@ -73,17 +73,19 @@ func TestUpgradeHealsRowsTheRelayCannotRead(t *testing.T) {
 	if want := "no-id:id_invalid,:subject_invalid"; strings.Join(codes, ",") != want {
 		t.Errorf("refused on the upgrade: %v, want %s", codes, want)
 	}
-	// 0035's constraint, added NOT VALID, holds for the healed rows too.
+	// The constraint (0035's, judged by 0037's function since), added NOT
+	// VALID, holds for the healed rows too.
 	if _, err := s.Pool.Exec(ctx, `ALTER TABLE events VALIDATE CONSTRAINT events_accepted_readable`); err != nil {
-		t.Errorf("validate 0035's constraint after the heal: %v", err)
+		t.Errorf("validate the readable-event constraint after the heal: %v", err)
 	}
 }
 
-// TestAcceptedEventsMustBeReadable: migration 0035's constraint refuses an
-// accepted event the relay could not read from any writer, here the owner
-// writing the table itself: no id, subject or version, or a trace context
-// that herald_publish (0034) refuses, which it judges alike, value by
-// value. Other states are not the relay's to read, and pass.
+// TestAcceptedEventsMustBeReadable: migration 0035's constraint (judged by
+// 0037's function) refuses an accepted event the relay could not read from
+// any writer, here the owner writing the table itself: no id, subject or
+// version, or a trace context that herald_publish (0034) refuses, which it
+// judges alike, value by value. Other states are not the relay's to read,
+// and pass.
 func TestAcceptedEventsMustBeReadable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -144,5 +146,66 @@ func TestAcceptedEventsMustBeReadable(t *testing.T) {
 	}
 	if _, err := s.Undispatched(ctx, 100, 0); err != nil {
 		t.Errorf("the relay's read of what the constraint let in: %v", err)
+	}
+}
+
+// TestReadableCheckIgnoresSearchPath: a session whose search_path puts a
+// schema of its own before pg_catalog, with operators and functions of the
+// names the check uses that would let every row through, still has its
+// unreadable rows refused (0037's function names pg_catalog's; 0035's
+// expression was stored with its objects resolved).
+func TestReadableCheckIgnoresSearchPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStoreAt(t, 0)
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	var schema string
+	if err := s.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	shadow := schema + "_shadow"
+	t.Cleanup(func() { _, _ = s.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+shadow+` CASCADE`) })
+	for _, stmt := range []string{
+		`CREATE SCHEMA ` + shadow,
+		`CREATE FUNCTION ` + shadow + `.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true'`,
+		`CREATE FUNCTION ` + shadow + `.never(integer, integer) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT false'`,
+		`CREATE OPERATOR ` + shadow + `.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = ` + shadow + `.always)`,
+		`CREATE OPERATOR ` + shadow + `.> (LEFTARG = integer, RIGHTARG = integer, FUNCTION = ` + shadow + `.never)`,
+		`CREATE FUNCTION ` + shadow + `.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT ''object'''`,
+		`CREATE FUNCTION ` + shadow + `.jsonb_path_exists(jsonb, jsonpath) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT false'`,
+	} {
+		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// A connection of its own: PL/pgSQL plans the function's body once a
+	// session, with the session's search_path.
+	if _, err := conn.Exec(ctx, `SET search_path TO `+shadow+`, pg_catalog, `+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.Background(), `RESET search_path`)
+		conn.Conn().Close(context.Background())
+	}()
+	for i, row := range []struct {
+		name               string
+		id, subject, trace any
+	}{
+		{"no id", nil, "s", nil},
+		{"a trace context of a number", "0b6e1f36-5f8d-4d7e-9a51-000000000901", "s", `{"traceparent":1}`},
+		{"a trace context that is an array", "0b6e1f36-5f8d-4d7e-9a51-000000000902", "s", `["x"]`},
+		{"a trace context too long", "0b6e1f36-5f8d-4d7e-9a51-000000000903", "s", `{"tracestate":"` + strings.Repeat("x", 32<<10) + `"}`},
+	} {
+		_, err := conn.Exec(ctx, `INSERT INTO events (id, source_app, type, version, subject, envelope, content_hash, state, trace_context)
+			VALUES ($1, 'contacts', 'contacts.person.updated', 1, $2, '\x7b7d', 'h', 'accepted', $3)`, row.id, row.subject, row.trace)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "events_accepted_readable" {
+			t.Errorf("row %d, %s, under a search_path that shadows pg_catalog: %v; want the constraint's refusal", i, row.name, err)
+		}
 	}
 }

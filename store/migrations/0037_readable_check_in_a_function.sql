@@ -1,33 +1,40 @@
 -- events_accepted_readable (migration 0035) judged by a function: the same
 -- judgement, at a fraction of its cost to every INSERT.
 --
--- PostgreSQL builds a table's check expressions afresh for every statement
--- that writes a row (it reads each from its stored text and simplifies it,
--- which for 0035's expression parses its JSON path and folds its casts).
--- Herald writes the log one row a statement, so every publish paid that:
--- measured at 6234888 on this machine, an INSERT of one event in a
--- transaction took 55-60 µs of server time against 34-36 µs with no such
--- check. Built from a call of one function the same check costs a few µs:
--- the call is all that is built per statement, and PL/pgSQL keeps what it
--- parsed for the session.
+-- PostgreSQL prepares a table's check expressions afresh for every
+-- statement that writes a row, from their stored trees (0035's is 3.7 KB
+-- of them). Herald wrote the log one row a statement, so every publish paid
+-- that: measured at 6234888 on this machine, in transactions of 100 one-row
+-- INSERTs, 61-70 µs of server time an INSERT against 33-42 µs with no such
+-- check. Built from a call of one function the same check took 40-45 µs:
+-- the call is all that is prepared per statement, and PL/pgSQL keeps what
+-- it planned for the session. (A statement of many rows now calls the
+-- function once a row, where 0035's expression, once prepared, was
+-- evaluated a row.)
 --
--- The function answers what 0035's expression answers, for every row: true
--- for a row that is not accepted; for an accepted one, false without an
--- id, subject or version, true without a trace context, and otherwise
--- whether the trace context is a JSON object of strings within 32768 bytes
--- of its text (herald_publish's bound, 0034). Every function it calls is
--- qualified, so a session's search_path cannot change its judgement.
+-- The function's answer passes and fails the rows 0035's expression passes
+-- and fails: a row that is not accepted passes; an accepted one fails
+-- without an id, subject or version, passes without a trace context, and
+-- otherwise passes when the trace context is a JSON object of strings
+-- within 32768 bytes of its text (herald_publish's bound, 0034). Every
+-- function, operator and type it names is qualified: a session's
+-- search_path cannot change its judgement (0035's expression was stored
+-- with its objects resolved).
 --
 -- Like 0035's, the constraint is added NOT VALID: the rows already there
--- passed 0035's check, which this one equals (`ALTER TABLE events VALIDATE
--- CONSTRAINT events_accepted_readable` reads them again, when the operator
--- likes). Dropping and adding it takes the table's lock only for a moment.
+-- passed 0035's check, which this one equals. An operator who had
+-- validated 0035's may validate this one again (`ALTER TABLE events
+-- VALIDATE CONSTRAINT events_accepted_readable` reads the log, letting
+-- reads and writes go on). Dropping and adding it locks the table until
+-- the migrations commit, as 0035 did: publishers and the relay wait
+-- meanwhile. A database whose operator dropped 0035's constraint gets this
+-- one all the same.
 CREATE FUNCTION herald_event_readable(event_state text, event_id uuid, event_subject text,
                                       event_version integer, event_trace jsonb)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
-    IF event_state <> 'accepted' THEN
+    IF event_state IS NULL OR event_state OPERATOR(pg_catalog.<>) 'accepted' THEN
         RETURN true;
     END IF;
     IF event_id IS NULL OR event_subject IS NULL OR event_version IS NULL THEN
@@ -36,10 +43,10 @@ BEGIN
     IF event_trace IS NULL THEN
         RETURN true;
     END IF;
-    IF pg_catalog.jsonb_typeof(event_trace) <> 'object' THEN
+    IF pg_catalog.jsonb_typeof(event_trace) OPERATOR(pg_catalog.<>) 'object' THEN
         RETURN false;
     END IF;
-    IF pg_catalog.octet_length(event_trace::text) > 32768 THEN
+    IF pg_catalog.octet_length(event_trace::pg_catalog.text) OPERATOR(pg_catalog.>) 32768 THEN
         RETURN false;
     END IF;
     -- strict: an array member is not unwrapped, so it fails as any value
@@ -48,6 +55,11 @@ BEGIN
 END
 $$;
 
-ALTER TABLE events DROP CONSTRAINT events_accepted_readable;
+-- Every role that writes the log runs it: Herald's owner and runtime
+-- roles, and a publisher role's functions (as the owner). It only judges
+-- its arguments.
+GRANT EXECUTE ON FUNCTION herald_event_readable(text, uuid, text, integer, jsonb) TO PUBLIC;
+
+ALTER TABLE events DROP CONSTRAINT IF EXISTS events_accepted_readable;
 ALTER TABLE events ADD CONSTRAINT events_accepted_readable
     CHECK (herald_event_readable(state, id, subject, version, trace_context)) NOT VALID;
