@@ -331,8 +331,8 @@ const (
 	insertEvent = eventInsert + `
 		VALUES (` + eventValues + `)` + eventOnConflict
 	// insertEvents is insertEvent for several events in one statement, one
-	// array a column ($1-$10, insertEventsArgs), which returns their
-	// sequence numbers in the order of the arrays. A statement costs
+	// array a column ($1-$10, insertEventsArgs; insertChunks bounds them),
+	// which returns their sequence numbers in the order of the arrays. A statement costs
 	// PostgreSQL work that does not depend on its rows (building the
 	// table's check and index expressions, starting the executor): calls
 	// of 100 events took 24 µs an event, against 48 with one statement an
@@ -437,17 +437,17 @@ func lockAndInsert(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Inserte
 // tells each taken id's duplicate from its conflict).
 func lockAndInsertMany(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
-	b := &pgx.Batch{}
-	queueLocks(b, lockStripes, tvs, stripes)
-	args, err := insertEventsArgs(evs)
+	chunks, err := insertChunks(evs)
 	if err != nil {
 		return err
 	}
-	b.Queue(insertEvents, args...)
+	b := &pgx.Batch{}
+	queueLocks(b, lockStripes, tvs, stripes)
+	queueChunks(b, insertEvents, chunks)
 	br := tx.SendBatch(ctx, b)
 	err = readLocks(br, tvs)
 	if err == nil {
-		err = readSeqs(br, evs, out)
+		err = readChunks(br, chunks, out)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -455,17 +455,73 @@ func lockAndInsertMany(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []Ins
 	return err
 }
 
-// readSeqs reads insertEvents' result for evs from br into out.
-func readSeqs(br pgx.BatchResults, evs []NewEvent, out []InsertedEvent) error {
-	var seqs []int64
-	if err := br.QueryRow().Scan(&seqs); err != nil {
-		return fmt.Errorf("insert %d events: %w", len(evs), err)
+// One insertEvents statement takes at most insertChunkEvents events and,
+// unless one event alone is larger, insertChunkBytes of envelopes: each of
+// its arrays is one value of the protocol, which PostgreSQL bounds (1 GB),
+// and a caller's transaction may publish any number of events. Several
+// statements run one after another in the round trip, in the call's order.
+const (
+	insertChunkEvents = 1000
+	insertChunkBytes  = 64 << 20
+)
+
+// eventChunk is a run of a call's events for one insertEvents statement:
+// evs, from index at of the call, and the statement's parameters.
+type eventChunk struct {
+	at   int
+	evs  []NewEvent
+	args []any
+}
+
+// insertChunks splits evs into eventChunks, in order.
+func insertChunks(evs []NewEvent) ([]eventChunk, error) {
+	var chunks []eventChunk
+	start, bytes := 0, 0
+	cut := func(end int) error {
+		args, err := insertEventsArgs(evs[start:end])
+		if err != nil {
+			return err
+		}
+		chunks = append(chunks, eventChunk{at: start, evs: evs[start:end], args: args})
+		start, bytes = end, 0
+		return nil
 	}
-	if len(seqs) != len(evs) {
-		return fmt.Errorf("insert %d events: %d sequence numbers back", len(evs), len(seqs))
+	for i, ev := range evs {
+		if i > start && (i-start == insertChunkEvents || bytes+len(ev.Envelope) > insertChunkBytes) {
+			if err := cut(i); err != nil {
+				return nil, err
+			}
+		}
+		bytes += len(ev.Envelope)
 	}
-	for i := range evs {
-		out[i] = InsertedEvent{ID: evs[i].ID, Seq: seqs[i]}
+	if err := cut(len(evs)); err != nil {
+		return nil, err
+	}
+	return chunks, nil
+}
+
+// queueChunks queues on b stmt (insertEvents, or its prepared name) for
+// each chunk, in order.
+func queueChunks(b *pgx.Batch, stmt string, chunks []eventChunk) {
+	for _, c := range chunks {
+		b.Queue(stmt, c.args...)
+	}
+}
+
+// readChunks reads queueChunks' results from br into out, which holds one
+// InsertedEvent for each event of the call, stopping at the first failure.
+func readChunks(br pgx.BatchResults, chunks []eventChunk, out []InsertedEvent) error {
+	for _, c := range chunks {
+		var seqs []int64
+		if err := br.QueryRow().Scan(&seqs); err != nil {
+			return fmt.Errorf("insert %d events: %w", len(c.evs), err)
+		}
+		if len(seqs) != len(c.evs) {
+			return fmt.Errorf("insert %d events: %d sequence numbers back", len(c.evs), len(seqs))
+		}
+		for i, ev := range c.evs {
+			out[c.at+i] = InsertedEvent{ID: ev.ID, Seq: seqs[i]}
+		}
 	}
 	return nil
 }
@@ -605,19 +661,19 @@ func raised(err error, msg string) bool {
 // way (insertSeveralTxSlowly), which tells duplicates from conflicts.
 func insertSeveralTx(ctx context.Context, tx pgx.Tx, evs []NewEvent, out []InsertedEvent) error {
 	tvs, stripes := stripeLocks(evs)
-	args, err := insertEventsArgs(evs)
+	chunks, err := insertChunks(evs)
 	if err != nil {
 		return err
 	}
 	queue := func(b *pgx.Batch, ref func(namedStatement) string) {
 		queueLocks(b, ref(stmtLockStripes), tvs, stripes)
-		b.Queue(ref(stmtInsertEvents), args...)
+		queueChunks(b, ref(stmtInsertEvents), chunks)
 	}
 	err = underSavepoint(ctx, tx, heraldStatements, queue, func(br pgx.BatchResults) error {
 		if err := readLocks(br, tvs); err != nil {
 			return err
 		}
-		return readSeqs(br, evs, out)
+		return readChunks(br, chunks, out)
 	})
 	if raised(err, notAllInserted) && !errors.Is(err, errSavepointKept) {
 		clear(out)

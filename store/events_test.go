@@ -205,9 +205,19 @@ func TestInsertEventsSeveralStoreWhatOneStores(t *testing.T) {
 		for i := range 30 {
 			several = append(several, shaped(c.name+[]string{"k1", "k2", "k3"}[i%3], i))
 		}
+		var before int64
+		if err := s.Pool.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
 		got, err := c.insert(several)
 		if err != nil {
 			t.Fatalf("%s: insert several: %v", c.name, err)
+		}
+		// The next numbers, one after another: the one statement inserted
+		// them (a fallback to one statement an event would have drawn
+		// numbers for the rows the statement rolled back first).
+		if got[0].Seq != before+1 || got[len(got)-1].Seq != before+int64(len(got)) {
+			t.Errorf("%s: sequence numbers %d..%d after %d; want the next %d, drawn once", c.name, got[0].Seq, got[len(got)-1].Seq, before, len(got))
 		}
 		last := map[string]int64{}
 		for i, r := range got {
@@ -239,6 +249,63 @@ func TestInsertEventsSeveralStoreWhatOneStores(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestInsertEventsManyInOneCall: a call of more events than one statement
+// takes (insertChunkEvents) is inserted by several, in the round trip, in
+// the call's order; in a transaction of its own and in a caller's.
+func TestInsertEventsManyInOneCall(t *testing.T) {
+	t.Parallel()
+	s, _ := openEventsStore(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		insert func([]store.NewEvent) ([]store.InsertedEvent, error)
+	}{
+		{"own transaction", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return s.InsertEvents(ctx, evs) }},
+		{"caller's transaction", func(evs []store.NewEvent) (out []store.InsertedEvent, err error) {
+			err = s.WithTx(ctx, func(tx pgx.Tx) error {
+				out, err = store.InsertEventsTx(ctx, tx, evs)
+				return err
+			})
+			return out, err
+		}},
+	} {
+		evs := make([]store.NewEvent, 2101)
+		for i := range evs {
+			evs[i] = newEvent("contacts.person.updated", fmt.Sprintf("%s-k%d", c.name, i%7), fmt.Sprintf("h%d", i))
+		}
+		var before int64
+		if err := s.Pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.insert(evs)
+		if err != nil {
+			t.Fatalf("%s: insert %d events: %v", c.name, len(evs), err)
+		}
+		for i, r := range got {
+			if r.ID != evs[i].ID || r.Seq != before+1+int64(i) || r.Duplicate || r.Conflict {
+				t.Fatalf("%s: result %d = %+v, want %s inserted with seq %d", c.name, i, r, evs[i].ID, before+1+int64(i))
+			}
+		}
+		var n, ordered int
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq = $2 + ord)
+			FROM events JOIN unnest($1::uuid[]) WITH ORDINALITY AS u(id, ord) USING (id)`, ids(evs), before).Scan(&n, &ordered); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(evs) || ordered != len(evs) {
+			t.Errorf("%s: %d of %d events stored, %d with the seq of their place in the call", c.name, n, len(evs), ordered)
+		}
+	}
+}
+
+// ids are the ids of evs, in order.
+func ids(evs []store.NewEvent) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.ID
+	}
+	return out
 }
 
 func TestInsertEventsNothingToNotifyForDuplicates(t *testing.T) {
