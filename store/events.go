@@ -332,14 +332,14 @@ const (
 		VALUES (` + eventValues + `)` + eventOnConflict
 	// insertEvents is insertEvent for several events in one statement, one
 	// array a column ($1-$10, insertEventsArgs; insertChunks bounds them),
-	// which returns their sequence numbers in the order of the arrays. A statement costs
-	// PostgreSQL work that does not depend on its rows (building the
-	// table's check and index expressions, starting the executor): calls
-	// of 100 events took 24 µs an event, against 48 with one statement an
-	// event (BenchmarkInsertEvents, at bb61d9e). The rows are inserted in the
-	// order of the arrays (ORDER BY n: the sequence hands out numbers as
-	// rows are inserted), so within a key seq order is the order of the
-	// call, as with one statement an event. When an id is taken (before or
+	// which returns their sequence numbers in the order of the arrays. A
+	// statement costs PostgreSQL work that does not depend on its rows
+	// (building the table's check and index expressions, starting the
+	// executor): calls of 100 events took 24 µs an event, against 48 with
+	// one statement an event (BenchmarkInsertEvents, at bb61d9e). The rows
+	// are inserted in the order of the arrays (ORDER BY n: the sequence
+	// hands out numbers as rows are inserted), so within a key seq order is
+	// the order of the call, as with one statement an event. When an id is taken (before or
 	// earlier in the call) it raises notAllInserted: the sequence numbers
 	// of the rows it did insert no longer say which event is whose.
 	insertEvents = `

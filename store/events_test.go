@@ -183,23 +183,14 @@ func TestInsertEventsSeveralStoreWhatOneStores(t *testing.T) {
 		}
 		return *p
 	}
-	inTx := func(st *store.Store) func([]store.NewEvent) ([]store.InsertedEvent, error) {
-		return func(evs []store.NewEvent) (out []store.InsertedEvent, err error) {
-			err = st.WithTx(ctx, func(tx pgx.Tx) error {
-				out, err = store.InsertEventsTx(ctx, tx, evs)
-				return err
-			})
-			return out, err
-		}
-	}
 	for _, c := range []struct {
 		name   string
 		insert func([]store.NewEvent) ([]store.InsertedEvent, error)
 	}{
 		{"extended protocol", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return s.InsertEvents(ctx, evs) }},
 		{"simple protocol", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return simple.InsertEvents(ctx, evs) }},
-		{"caller's transaction", inTx(s)},
-		{"caller's transaction, simple protocol", inTx(simple)},
+		{"caller's transaction", insertInTx(ctx, s)},
+		{"caller's transaction, simple protocol", insertInTx(ctx, simple)},
 	} {
 		var several []store.NewEvent
 		for i := range 30 {
@@ -263,13 +254,7 @@ func TestInsertEventsManyInOneCall(t *testing.T) {
 		insert func([]store.NewEvent) ([]store.InsertedEvent, error)
 	}{
 		{"own transaction", func(evs []store.NewEvent) ([]store.InsertedEvent, error) { return s.InsertEvents(ctx, evs) }},
-		{"caller's transaction", func(evs []store.NewEvent) (out []store.InsertedEvent, err error) {
-			err = s.WithTx(ctx, func(tx pgx.Tx) error {
-				out, err = store.InsertEventsTx(ctx, tx, evs)
-				return err
-			})
-			return out, err
-		}},
+		{"caller's transaction", insertInTx(ctx, s)},
 	} {
 		evs := make([]store.NewEvent, 2101)
 		for i := range evs {
@@ -296,6 +281,18 @@ func TestInsertEventsManyInOneCall(t *testing.T) {
 		if n != len(evs) || ordered != len(evs) {
 			t.Errorf("%s: %d of %d events stored, %d with the seq of their place in the call", c.name, n, len(evs), ordered)
 		}
+	}
+}
+
+// insertInTx inserts evs with InsertEventsTx in a transaction of st's,
+// which it commits.
+func insertInTx(ctx context.Context, st *store.Store) func([]store.NewEvent) ([]store.InsertedEvent, error) {
+	return func(evs []store.NewEvent) (out []store.InsertedEvent, err error) {
+		err = st.WithTx(ctx, func(tx pgx.Tx) error {
+			out, err = store.InsertEventsTx(ctx, tx, evs)
+			return err
+		})
+		return out, err
 	}
 }
 
