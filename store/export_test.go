@@ -178,3 +178,7 @@ func InsertPublisherEventsTxApart(ctx context.Context, tx pgx.Tx, evs []NewEvent
 	}
 	return publishSlowly(ctx, tx, a)
 }
+
+// OutcomeWriteMany is the statement of several outcome updates, whose plan
+// TestOutcomeWriteFindsEventsByID checks.
+var OutcomeWriteMany = outcomeWriteMany

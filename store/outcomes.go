@@ -277,6 +277,12 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 // row (event_id, status, attempts, code, last_code, last_error,
 // delivered_by), for the key's events (subject $2, not rejected) of the
 // subscription's ($1) type and version only.
+//
+// Each update finds its event by id (events_app_id), in a subquery that
+// OFFSET 0 keeps apart: as a join, PostgreSQL read the whole log for a
+// few updates whenever its statistics had the log small (a new database,
+// or a burst that autovacuum had not analysed yet; at 1,000 events a
+// write of 7 updates took 1.5 ms, 0.8 ms by id).
 const outcomeWriteSQL = `
 		INSERT INTO outcomes AS o (subscription_id, subject, event_id, event_seq, status, attempts,
 		                           code, last_code, last_error, delivered_at, delivered_by)
@@ -286,8 +292,12 @@ const outcomeWriteSQL = `
 		       CASE WHEN u.status = 'delivered' THEN NULLIF(u.delivered_by, '') END
 		  FROM %s
 		       AS u(event_id, status, attempts, code, last_code, last_error, delivered_by)
-		  JOIN events e ON e.id = u.event_id AND e.state <> 'rejected' AND e.subject = $2
-		  JOIN subscriptions s ON s.id = $1 AND s.type = e.type AND s.version = e.version
+		  JOIN subscriptions s ON s.id = $1
+		 CROSS JOIN LATERAL (
+		       SELECT e.id, e.seq, e.subject FROM events e
+		        WHERE e.id = u.event_id AND e.state <> 'rejected' AND e.subject = $2
+		          AND e.type = s.type AND e.version = s.version
+		       OFFSET 0) e
 		ON CONFLICT (subscription_id, event_id) DO UPDATE SET
 		    status       = EXCLUDED.status,
 		    attempts     = CASE WHEN EXCLUDED.attempts > 0 THEN EXCLUDED.attempts ELSE o.attempts END,
