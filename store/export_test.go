@@ -179,6 +179,9 @@ func InsertPublisherEventsTxApart(ctx context.Context, tx pgx.Tx, evs []NewEvent
 	return publishSlowly(ctx, tx, a)
 }
 
-// OutcomeWriteMany is the statement of several outcome updates, whose plan
+// The statements of one and of several outcome updates, whose plans
 // TestOutcomeWriteFindsEventsByID checks.
-var OutcomeWriteMany = outcomeWriteMany
+var (
+	OutcomeWriteOne  = outcomeWriteOne
+	OutcomeWriteMany = outcomeWriteMany
+)

@@ -10,11 +10,11 @@ import (
 	"herald/store"
 )
 
-// TestOutcomeWriteFindsEventsByID: a write of several outcome updates finds
-// each event by id (events_app_id), also when the statistics have the log
+// TestOutcomeWriteFindsEventsByID: a write of outcome updates finds each
+// event by id (events_app_id), also when the statistics have the log
 // small (a new database, a burst autovacuum has not analysed yet), where
-// the join it had read all of it (1,000 events: a sequential scan for 7
-// updates).
+// the join it had read all of it for several updates (1,000 events: a
+// sequential scan for 7).
 func TestOutcomeWriteFindsEventsByID(t *testing.T) {
 	t.Parallel()
 	s, _ := openEventsStore(t)
@@ -43,23 +43,29 @@ func TestOutcomeWriteFindsEventsByID(t *testing.T) {
 		}
 		return out
 	}
-	args := []any{"sub", "key-1", ids, texts("delivered"), make([]int32, len(ids)), texts(""), texts(""), texts(""), texts("")}
-
-	var plan []struct{ Plan planNode }
-	if err := s.Pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+store.OutcomeWriteMany, args...).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	if len(plan) != 1 {
-		t.Fatalf("plan: %+v", plan)
-	}
-	var events []string
-	plan[0].Plan.walk(func(n planNode) {
-		if n.Relation == "events" {
-			events = append(events, fmt.Sprintf("%s (%s)", n.Type, n.Index))
+	many := []any{"sub", "key-1", ids, texts("delivered"), make([]int32, len(ids)), texts(""), texts(""), texts(""), texts("")}
+	one := []any{"sub", "key-1", ids[0], "delivered", int32(0), "", "", "", ""}
+	for _, c := range []struct {
+		name string
+		sql  string
+		args []any
+	}{{"several updates", store.OutcomeWriteMany, many}, {"one update", store.OutcomeWriteOne, one}} {
+		var plan []struct{ Plan planNode }
+		if err := s.Pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatal(err)
 		}
-	})
-	if len(events) != 1 || events[0] != "Index Scan (events_app_id)" {
-		t.Errorf("the write reads the log by %v, want one index scan of events_app_id", events)
+		if len(plan) != 1 {
+			t.Fatalf("%s: plan %+v", c.name, plan)
+		}
+		var events []string
+		plan[0].Plan.walk(func(n planNode) {
+			if n.Relation == "events" {
+				events = append(events, fmt.Sprintf("%s (%s)", n.Type, n.Index))
+			}
+		})
+		if len(events) != 1 || events[0] != "Index Scan (events_app_id)" {
+			t.Errorf("%s: the write reads the log by %v, want one index scan of events_app_id", c.name, events)
+		}
 	}
 }
 

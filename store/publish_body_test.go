@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,16 +28,48 @@ func TestPublisherFunctionsParseABodyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
+	functions := []struct {
 		fn     string
 		fenced int
 	}{
 		{"herald_publish(uuid[], text[], integer[], text[], integer[], bytea[], text[], text[], text[], jsonb[])", 2},
 		{"herald_publish_fast(uuid, text, integer, text, integer, bytea, text, jsonb)", 1},
-	} {
+	}
+	// What 0038 must keep of each function: owner, SECURITY DEFINER,
+	// settings (search_path), grants, language and result.
+	attributes := func() []string {
+		var out []string
+		for _, f := range functions {
+			var a string
+			if err := st.Pool.QueryRow(ctx, `
+				SELECT concat_ws(' | ', proowner::regrole::text, prosecdef::text, proconfig::text, proacl::text,
+				                 prolang::text, prorettype::regtype::text, proretset::text, proargnames::text)
+				  FROM pg_proc WHERE oid = $1::regprocedure`, f.fn).Scan(&a); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	if _, err := st.MigrateTo(ctx, 37); err != nil {
+		t.Fatal(err)
+	}
+	// A grant given before 0038, as store.GrantPublisher gives publisher
+	// roles, must survive it.
+	role, _ := newRuntimeRole(t, st)
+	for _, f := range functions {
+		if _, err := st.Pool.Exec(ctx, "GRANT EXECUTE ON FUNCTION "+f.fn+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := attributes()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := attributes(); !slices.Equal(before, after) {
+		t.Errorf("0038 changed the functions' attributes:\nbefore %q\nafter  %q", before, after)
+	}
+	for _, tc := range functions {
 		var def string
 		if err := st.Pool.QueryRow(ctx, `SELECT pg_get_functiondef($1::regprocedure)`, tc.fn).Scan(&def); err != nil {
 			t.Fatal(err)
