@@ -529,28 +529,11 @@ func readChunks(br pgx.BatchResults, chunks []eventChunk, out []InsertedEvent) e
 // insertEventsArgs are insertEvents' parameters for evs: one array a
 // column, in the order of evs.
 func insertEventsArgs(evs []NewEvent) ([]any, error) {
-	n := len(evs)
-	ids, apps, types, subjects, hashes, vias, tokens := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	versions := make([]int32, n)
-	envelopes := make([][]byte, n)
-	traces := make([]*string, n)
-	for i, ev := range evs {
-		if ev.Version < math.MinInt32 || ev.Version > math.MaxInt32 {
-			return nil, fmt.Errorf("event %s: version %d out of range", ev.ID, ev.Version)
-		}
-		ids[i], apps[i], types[i], versions[i], subjects[i] = ev.ID, ev.SourceApp, ev.Type, int32(ev.Version), ev.Subject
-		envelopes[i], hashes[i], vias[i], tokens[i] = ev.Envelope, ev.ContentHash, ev.Via, ev.Token
-		if len(ev.TraceContext) > 0 {
-			j, err := json.Marshal(map[string]string(ev.TraceContext))
-			if err != nil {
-				return nil, fmt.Errorf("event %s: trace context: %w", ev.ID, err)
-			}
-			t := string(j)
-			traces[i] = &t
-		}
+	a, err := eventColumns(evs)
+	if err != nil {
+		return nil, err
 	}
-	return []any{ids, apps, types, versions, subjects, envelopes, hashes, vias, tokens, traces}, nil
+	return []any{a.ids, a.apps, a.types, a.versions, a.subjects, a.envelopes, a.hashes, a.vias, a.tokens, a.traces}, nil
 }
 
 // lockAndInsertBatch is lockAndInsert's way for several events: the lock

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -369,34 +370,54 @@ func RecordPublisherRejection(ctx context.Context, q Querier, r Rejection) error
 }
 
 // eventArrays are the columns of several events, as arrays: the parameters
-// of herald_publish.
+// of herald_publish (eventArraysOf) and of insertEvents (eventColumns).
 type eventArrays struct {
-	ids, types, subjects, hashes, vias, tokens []string
-	versions, stripes                          []int32
-	envelopes                                  [][]byte
-	traces                                     []*string // JSON text, NULL for none
+	ids, apps, types, subjects, hashes, vias, tokens []string
+	versions, stripes                                []int32 // stripes: eventArraysOf only
+	envelopes                                        [][]byte
+	traces                                           []*string // JSON text, NULL for none
 }
 
-// eventArraysOf gives evs' columns as arrays.
+// eventArraysOf gives evs' columns as arrays, with their keys' stripes,
+// for herald_publish: a version must be one a declaration may have.
 func eventArraysOf(evs []NewEvent) (eventArrays, error) {
-	n := len(evs)
-	a := eventArrays{
-		ids: make([]string, n), types: make([]string, n), subjects: make([]string, n),
-		hashes: make([]string, n), vias: make([]string, n), tokens: make([]string, n),
-		versions: make([]int32, n), stripes: make([]int32, n), envelopes: make([][]byte, n), traces: make([]*string, n),
-	}
-	for i, ev := range evs {
+	for _, ev := range evs {
 		if ev.Version < 1 || ev.Version > maxVersion {
 			return eventArrays{}, fmt.Errorf("insert events: version %d of %s out of range", ev.Version, ev.Type)
 		}
-		a.ids[i], a.types[i], a.subjects[i], a.hashes[i] = ev.ID, ev.Type, ev.Subject, ev.ContentHash
+	}
+	a, err := eventColumns(evs)
+	if err != nil {
+		return eventArrays{}, fmt.Errorf("insert events: %w", err)
+	}
+	a.stripes = make([]int32, len(evs))
+	for i, ev := range evs {
+		a.stripes[i] = keyStripe(ev.Subject)
+	}
+	return a, nil
+}
+
+// eventColumns gives evs' columns as arrays, stripes left out; a version
+// must fit the column (int32).
+func eventColumns(evs []NewEvent) (eventArrays, error) {
+	n := len(evs)
+	a := eventArrays{
+		ids: make([]string, n), apps: make([]string, n), types: make([]string, n), subjects: make([]string, n),
+		hashes: make([]string, n), vias: make([]string, n), tokens: make([]string, n),
+		versions: make([]int32, n), envelopes: make([][]byte, n), traces: make([]*string, n),
+	}
+	for i, ev := range evs {
+		if ev.Version < math.MinInt32 || ev.Version > math.MaxInt32 {
+			return eventArrays{}, fmt.Errorf("event %s: version %d out of range", ev.ID, ev.Version)
+		}
+		a.ids[i], a.apps[i], a.types[i], a.subjects[i], a.hashes[i] = ev.ID, ev.SourceApp, ev.Type, ev.Subject, ev.ContentHash
 		a.vias[i], a.tokens[i] = ev.Via, ev.Token
-		a.versions[i], a.stripes[i] = int32(ev.Version), keyStripe(ev.Subject)
+		a.versions[i] = int32(ev.Version)
 		a.envelopes[i] = ev.Envelope
 		if len(ev.TraceContext) > 0 {
 			b, err := json.Marshal(map[string]string(ev.TraceContext))
 			if err != nil {
-				return eventArrays{}, fmt.Errorf("insert events: trace context: %w", err)
+				return eventArrays{}, fmt.Errorf("event %s: trace context: %w", ev.ID, err)
 			}
 			tc := string(b)
 			a.traces[i] = &tc
