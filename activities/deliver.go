@@ -337,7 +337,7 @@ func (d *delivery) post(ev Event, stored store.BatchEvent, attempt int, timeout 
 	r := d.a.Poster.Post(d.ctx, PostRequest{
 		URL: t.URL(), Body: stored.Envelope, SubscriptionID: d.in.SubscriptionID,
 		SubscriberApp: t.App, SourceApp: stored.SourceApp, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
-		TraceContext: stored.TraceContext,
+		TraceContext: stored.TraceContext, SecretID: d.batch.SecretID,
 	})
 	d.a.release(d.ctx, t.App, lease)
 	if d.a.Observer != nil {

@@ -59,7 +59,7 @@ type deliverStore struct {
 func newDeliverStore() *deliverStore {
 	b := store.Batch{Target: store.Target{SubscriptionID: tSub, Type: "contacts.person.updated", Version: 1,
 		State: store.StateActive, App: "billing", Endpoint: "http://billing.example", DeliveryPath: "/d"},
-		Events: map[string]store.BatchEvent{}}
+		SecretID: 7, Events: map[string]store.BatchEvent{}}
 	for _, ev := range tEvents {
 		b.Events[ev.ID] = store.BatchEvent{ID: ev.ID, Seq: ev.Seq, SourceApp: "contacts",
 			Type: "contacts.person.updated", Version: 1, Subject: tSubject, Envelope: []byte(`{}`),
@@ -219,6 +219,12 @@ func TestDeliverStopsAtTheFirstFailure(t *testing.T) {
 	}
 	if got, want := sender.posted(), []string{"1#1", "2#1"}; !slices.Equal(got, want) {
 		t.Fatalf("posts %q, want %q", got, want)
+	}
+	for _, p := range sender.posts {
+		// The signer may reuse secrets only while the batch's are current.
+		if p.SecretID != st.batch.SecretID {
+			t.Fatalf("post of %s names secret %d, want the batch's %d", p.EventID, p.SecretID, st.batch.SecretID)
+		}
 	}
 	if got, want := st.Calls(), []string{"batch", "lease", "release"}; !slices.Equal(got, want) {
 		t.Fatalf("store calls %q, want %q", got, want)

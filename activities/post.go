@@ -72,8 +72,11 @@ type WebhookSigner interface {
 // SymmetricSigner signs a delivery with the subscribing app's own secrets:
 // the "v1,<base64 HMAC>" entries of webhook-signature, one per valid secret.
 // It reads the secrets at POST time, so they never enter workflow history.
+// secretID is the app's current secret as the attempt's Deliver execution
+// read it (PostRequest.SecretID): a signer may sign with secrets it read a
+// moment before only while they are those.
 type SymmetricSigner interface {
-	SignSymmetric(ctx context.Context, app, id, timestamp string, body []byte) (string, error)
+	SignSymmetric(ctx context.Context, app string, secretID int64, id, timestamp string, body []byte) (string, error)
 }
 
 // Poster makes the HTTP part of a delivery attempt: one signed POST and the
@@ -115,6 +118,9 @@ type PostRequest struct {
 	// TraceContext is the event's stored W3C trace context: the parent of
 	// the attempt's "POST" span, whose traceparent the request carries.
 	TraceContext store.TraceContext
+	// SecretID is the subscriber app's current signing secret when the
+	// execution read its batch (store.Batch.SecretID; 0: unknown).
+	SecretID int64
 }
 
 // PostResult is the outcome of one delivery attempt.
@@ -247,7 +253,7 @@ func (p *Poster) signWebhook(ctx context.Context, h http.Header, r PostRequest) 
 		sigs = append(sigs, wh.Signature)
 	}
 	if p.Symmetric != nil {
-		v1, err := p.Symmetric.SignSymmetric(ctx, r.SubscriberApp, id, ts, r.Body)
+		v1, err := p.Symmetric.SignSymmetric(ctx, r.SubscriberApp, r.SecretID, id, ts, r.Body)
 		if err != nil {
 			return fmt.Errorf("sign webhook with the secrets of %s: %w", r.SubscriberApp, err)
 		}

@@ -3,7 +3,9 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,15 +13,16 @@ import (
 	"herald/netguard"
 )
 
-// fakeSymmetric signs "v1,<app>:<id>.<ts>" per app so tests see which
-// app's secrets signed a delivery.
+// fakeSymmetric signs "v1,<app>:<id>.<ts> v1,<app>:previous<secret id>"
+// so tests see which app's secrets signed a delivery, and the current
+// secret the request named.
 type fakeSymmetric struct{ err error }
 
-func (f fakeSymmetric) SignSymmetric(_ context.Context, app, id, ts string, _ []byte) (string, error) {
+func (f fakeSymmetric) SignSymmetric(_ context.Context, app string, secretID int64, id, ts string, _ []byte) (string, error) {
 	if f.err != nil {
 		return "", f.err
 	}
-	return "v1," + app + ":" + id + "." + ts + " v1," + app + ":previous", nil
+	return "v1," + app + ":" + id + "." + ts + " v1," + app + ":previous" + strconv.FormatInt(secretID, 10), nil
 }
 
 type fakeWebhook struct{}
@@ -41,14 +44,15 @@ func TestPostSignsWithTheSubscribersSecrets(t *testing.T) {
 	p, _ := newPoster(t)
 	p.Webhook = fakeWebhook{}
 	p.Symmetric = fakeSymmetric{}
-	for _, app := range []string{"billing", "audit-log"} {
+	for i, app := range []string{"billing", "audit-log"} {
+		secretID := int64(40 + i)
 		res := p.Post(context.Background(), activities.PostRequest{URL: srv.URL, Body: []byte(`{}`),
-			SubscriptionID: "s", SubscriberApp: app, SourceApp: "contacts", EventID: "e1", Attempt: 1})
+			SubscriptionID: "s", SubscriberApp: app, SourceApp: "contacts", EventID: "e1", Attempt: 1, SecretID: secretID})
 		if !res.Delivered() {
 			t.Fatalf("%s: %+v", app, res)
 		}
 		h := <-got
-		want := "v1," + app + ":contacts:e1.1700000000 v1," + app + ":previous v1a,ed25519"
+		want := fmt.Sprintf("v1,%s:contacts:e1.1700000000 v1,%s:previous%d v1a,ed25519", app, app, secretID)
 		if h.Get("webhook-signature") != want || h.Get("webhook-id") != "contacts:e1" || h.Get("webhook-timestamp") != "1700000000" {
 			t.Errorf("%s: webhook headers %q %q %q, want signature %q", app, h.Get("webhook-id"),
 				h.Get("webhook-timestamp"), h.Get("webhook-signature"), want)

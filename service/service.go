@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg config.Worker, log *zap.Logger, opts ...Option
 	poster := &activities.Poster{
 		Client:    netguard.NewHTTPClient(guard, netguard.ClientOptions{Proxy: cfg.Proxy}),
 		Signer:    signerAdapter{s: keys.Signer(), issuer: cfg.Issuer},
-		Symmetric: secretSigner{store: s.Store, box: box},
+		Symmetric: newSecretSigner(s.Store, box),
 	}
 	if !cfg.NoV1A {
 		poster.Webhook = signerAdapter{s: keys.Signer(), issuer: cfg.Issuer}

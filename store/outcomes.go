@@ -127,6 +127,10 @@ type Batch struct {
 	// Limits are the subscriber app's delivery limits (zero: none), so that
 	// an app without limits costs no extra query.
 	Limits Limits
+	// SecretID is the id of the subscriber app's current signing secret
+	// (AppSecret.ID; 0 when it has none), so that a worker signs with
+	// secrets it read before only while they are still the current ones.
+	SecretID int64
 	// Events by id; ids that name no accepted event are absent.
 	Events map[string]BatchEvent
 }
@@ -137,6 +141,7 @@ const deliveryBatchSQL = `
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
+		       COALESCE((SELECT x.id FROM app_secrets x WHERE x.app = s.app AND x.valid_until IS NULL), 0),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
 		       e.trace_context, COALESCE(o.delivered_by, ''), e.source_app
 		  FROM subscriptions s
@@ -160,7 +165,7 @@ var (
 )
 
 // DeliveryBatch reads, in one query, the subscription's target, its app's
-// limits and the events with the given ids (which must be UUIDs) with their
+// limits and current secret's id, and the events with the given ids (which must be UUIDs) with their
 // outcome for it. An unknown subscription is an error wrapping ErrNotFound.
 func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
 	query, idsArg := deliveryBatchMany, any(ids)
@@ -183,7 +188,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		var env []byte
 		var tc TraceContext
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by, &source); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &b.SecretID, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by, &source); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t

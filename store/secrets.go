@@ -33,6 +33,9 @@ type SecretSealer interface {
 
 // AppSecret is one signing secret of an app, in the clear.
 type AppSecret struct {
+	// ID is the secret's row: a new current secret always has a new one
+	// (Batch.SecretID).
+	ID        int64
 	Secret    string
 	CreatedAt time.Time
 	// ValidUntil is nil for the current secret.
@@ -122,7 +125,7 @@ var errRetry = errors.New("retry")
 // An unknown app is ErrNotFound, a removed one ErrAppRemoved unless
 // AllowRemoved.
 func (r SecretRequest) read(ctx context.Context, q Querier) ([]AppSecret, error) {
-	rows, err := q.Query(ctx, `SELECT a.removed_at IS NOT NULL, s.sealed, s.created_at, s.valid_until
+	rows, err := q.Query(ctx, `SELECT a.removed_at IS NOT NULL, s.id, s.sealed, s.created_at, s.valid_until
 		  FROM apps a
 		  LEFT JOIN app_secrets s ON s.app = a.id AND (s.valid_until IS NULL OR s.valid_until > now())
 		 WHERE a.id = $1
@@ -134,11 +137,12 @@ func (r SecretRequest) read(ctx context.Context, q Querier) ([]AppSecret, error)
 		out     []AppSecret
 		found   bool
 		removed bool
+		id      *int64
 		sealed  []byte
 		created *time.Time
 		until   *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&removed, &sealed, &created, &until}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&removed, &id, &sealed, &created, &until}, func() error {
 		found = true
 		if removed && !r.AllowRemoved {
 			return ErrAppRemoved
@@ -150,7 +154,7 @@ func (r SecretRequest) read(ctx context.Context, q Querier) ([]AppSecret, error)
 		if err != nil {
 			return err
 		}
-		out = append(out, AppSecret{Secret: plain, CreatedAt: *created, ValidUntil: until})
+		out = append(out, AppSecret{ID: *id, Secret: plain, CreatedAt: *created, ValidUntil: until})
 		return nil
 	})
 	switch {
@@ -253,14 +257,17 @@ func insertSecret(ctx context.Context, tx pgx.Tx, r SecretRequest) (*AppSecret, 
 	if err != nil {
 		return nil, err
 	}
-	var created time.Time
+	var (
+		id      int64
+		created time.Time
+	)
 	err = tx.QueryRow(ctx, `INSERT INTO app_secrets (app, sealed) VALUES ($1, $2)
-		ON CONFLICT (app) WHERE valid_until IS NULL DO NOTHING RETURNING created_at`, r.App, sealed).Scan(&created)
+		ON CONFLICT (app) WHERE valid_until IS NULL DO NOTHING RETURNING id, created_at`, r.App, sealed).Scan(&id, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &AppSecret{Secret: secret, CreatedAt: created}, nil
+	return &AppSecret{ID: id, Secret: secret, CreatedAt: created}, nil
 }

@@ -204,3 +204,71 @@ func contactsWithSecretBox(t testing.TB) (*store.Store, *signing.SecretBox) {
 	}
 	return s, box
 }
+
+// TestDeliveryBatchNamesTheCurrentSecret: a delivery batch carries the id
+// of the subscriber app's current secret, the one the worker's read makes
+// current; a rotation, and the end of the secrets of an app removed and
+// applied again, change it (0 while the app has none), so a worker never
+// keeps signing with secrets it read before them.
+func TestDeliveryBatchNamesTheCurrentSecret(t *testing.T) {
+	t.Parallel()
+	s := openSyncStore(t)
+	ctx := context.Background()
+	c := mkManifest("contacts", nil)
+	c.Events = append(c.Events, decl("person.updated", 1))
+	mustApply(t, s, c)
+	billing := mkManifest("billing", nil, subTo("contacts.person.updated", 1))
+	mustApply(t, s, billing)
+	box, err := signing.LoadSecretBox(testenv.SecretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvent("contacts.person.updated", "p1", "a")
+	if _, err := s.InsertEvents(ctx, []store.NewEvent{ev}); err != nil {
+		t.Fatal(err)
+	}
+	batchSecret := func(what string) int64 {
+		t.Helper()
+		for _, ids := range [][]string{{ev.ID}, {ev.ID, ev.ID}} { // both statements
+			b, err := s.DeliveryBatch(ctx, billingPersonSub, ids)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if len(ids) == 2 {
+				return b.SecretID
+			}
+		}
+		return 0
+	}
+	if got := batchSecret("before any secret"); got != 0 {
+		t.Fatalf("before any secret: batch names secret %d, want 0", got)
+	}
+	req := store.SecretRequest{App: "billing", Box: box, New: signing.NewSecret, Actor: store.ActorSystem, AllowRemoved: true}
+	first, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := batchSecret("first secret"); got == 0 || got != first.Current.ID {
+		t.Fatalf("batch names secret %d, want the current one %d", got, first.Current.ID)
+	}
+	rotated, err := s.RotateAppSecret(ctx, store.RotateRequest{SecretRequest: req, Overlap: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.EnsureAppSecrets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := batchSecret("rotated"); got == first.Current.ID || got != rotated.Current.ID || read.Current.ID != got ||
+		len(read.Previous) != 1 || read.Previous[0].ID != first.Current.ID {
+		t.Fatalf("after a rotation: batch names %d, the read %d (previous %+v); want %d, first %d", got,
+			read.Current.ID, read.Previous, rotated.Current.ID, first.Current.ID)
+	}
+	if _, err := s.RemoveApp(ctx, "billing", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, billing)
+	if got := batchSecret("applied again"); got != 0 {
+		t.Fatalf("an app applied again names secret %d, want 0 until its new one", got)
+	}
+}

@@ -1,0 +1,132 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"herald/signing"
+	"herald/store"
+)
+
+// scriptedSecrets answers load with the app's secrets as set, counting the
+// reads.
+type scriptedSecrets struct {
+	set   store.AppSecrets
+	err   error
+	reads int
+}
+
+func (s *scriptedSecrets) load(_ context.Context, app string) (store.AppSecrets, error) {
+	s.reads++
+	if s.err != nil {
+		return store.AppSecrets{}, s.err
+	}
+	out := s.set
+	out.App = app
+	return out, nil
+}
+
+func newSecret(t *testing.T, id int64, until *time.Time) store.AppSecret {
+	t.Helper()
+	s, err := signing.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.AppSecret{ID: id, Secret: s, ValidUntil: until}
+}
+
+// signedWith is the v1 signature the secrets give.
+func signedWith(t *testing.T, secrets ...store.AppSecret) string {
+	t.Helper()
+	var keys [][]byte
+	for _, s := range secrets {
+		k, err := signing.ParseSecret(s.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	return signing.SignSymmetric(keys, "contacts:e1", "1700000000", []byte(`{}`))
+}
+
+// TestSecretSignerReusesOnlyCurrentRecentSecrets: a worker signs with the
+// secrets it read less than secretReuse ago while their current one is the
+// one the execution's batch named; a rotation the batch saw, an older read,
+// a batch that saw no secret or a failed read make it read again, and a
+// previous secret past its overlap stops signing even from a recent read.
+func TestSecretSignerReusesOnlyCurrentRecentSecrets(t *testing.T) {
+	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	first := newSecret(t, 11, nil)
+	src := &scriptedSecrets{set: store.AppSecrets{Current: first}}
+	a := &secretSigner{load: src.load, now: func() time.Time { return clock }, apps: map[string]appKeys{}}
+	sign := func(secretID int64) string {
+		t.Helper()
+		sig, err := a.SignSymmetric(context.Background(), "hooks", secretID, "contacts:e1", "1700000000", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig
+	}
+	step := func(what string, secretID int64, reads int, want string) {
+		t.Helper()
+		if got := sign(secretID); got != want || src.reads != reads {
+			t.Fatalf("%s: signature %q after %d reads, want %q after %d", what, got, src.reads, want, reads)
+		}
+	}
+
+	step("first POST", 11, 1, signedWith(t, first))
+	clock = clock.Add(secretReuse / 2)
+	step("a POST within the reuse", 11, 1, signedWith(t, first))
+	clock = clock.Add(secretReuse / 2)
+	step("a POST a full reuse after the read", 11, 2, signedWith(t, first))
+
+	// A rotation with an overlap: a batch read after it names the new
+	// secret, so the next POST reads at once and signs with both.
+	until := clock.Add(3 * secretReuse)
+	second := newSecret(t, 12, nil)
+	src.set = store.AppSecrets{Current: second, Previous: []store.AppSecret{{ID: 11, Secret: first.Secret, ValidUntil: &until}}}
+	step("a batch read before the rotation", 11, 2, signedWith(t, first))
+	step("a batch read after the rotation", 12, 3, signedWith(t, second, first))
+
+	// The overlap ends between two POSTs that reuse one read.
+	clock = until.Add(-secretReuse / 4)
+	step("within the overlap", 12, 4, signedWith(t, second, first))
+	clock = until
+	step("the overlap over, from the same read", 12, 4, signedWith(t, second))
+
+	// A batch that saw no current secret (the app had none) always reads.
+	step("a batch without a secret", 0, 5, signedWith(t, second))
+	step("and again", 0, 6, signedWith(t, second))
+
+	// A failed read is not kept: the next POST reads again.
+	clock = clock.Add(secretReuse)
+	src.err = errors.New("open secret: wrong HERALD_SECRET_KEY or damaged secret")
+	if _, err := a.SignSymmetric(context.Background(), "hooks", 12, "contacts:e1", "1700000000", []byte(`{}`)); err == nil || src.reads != 7 {
+		t.Fatalf("failed read: error %v after %d reads", err, src.reads)
+	}
+	src.err = nil
+	step("after a failed read", 12, 8, signedWith(t, second))
+}
+
+// TestSecretSignerKeepsAppsApart: one app's secrets never sign another's
+// deliveries, whatever the ids say.
+func TestSecretSignerKeepsAppsApart(t *testing.T) {
+	secrets := map[string]store.AppSecret{"billing": newSecret(t, 1, nil), "audit": newSecret(t, 2, nil)}
+	a := &secretSigner{now: time.Now, apps: map[string]appKeys{},
+		load: func(_ context.Context, app string) (store.AppSecrets, error) {
+			return store.AppSecrets{App: app, Current: secrets[app]}, nil
+		}}
+	for range 2 {
+		for app, s := range secrets {
+			got, err := a.SignSymmetric(context.Background(), app, s.ID, "contacts:e1", "1700000000", []byte(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := signedWith(t, s); got != want {
+				t.Fatalf("%s signed %q, want %q", app, got, want)
+			}
+		}
+	}
+}
