@@ -15,12 +15,11 @@ import (
 // batch (store.Batch.SecretID). So a rotation signs every execution that
 // reads its batch after it, and every POST from a second after it; an
 // execution's later POSTs, each its own attempt, would otherwise read the
-// secrets once each (in a batch of 50 events, most of the worker's queries).
+// secrets once each (in a batch of 50 events, most of the worker's
+// queries). Which secrets are valid is the database's to say, at the read:
+// a previous secret whose overlap ends signs for at most secretReuse more,
+// whatever the worker's clock says.
 const secretReuse = time.Second
-
-// maxCachedApps bounds the apps whose secrets a worker keeps: past it,
-// entries older than secretReuse are dropped.
-const maxCachedApps = 4096
 
 // secretSigner signs deliveries with the subscribing app's own secrets,
 // read (and decrypted) at POST time, or at most secretReuse before it, so
@@ -33,20 +32,18 @@ type secretSigner struct {
 
 	mu   sync.Mutex
 	apps map[string]appKeys
+	// swept is when apps last lost its entries older than secretReuse:
+	// decrypted secrets stay in memory no longer than they may sign.
+	swept time.Time
 }
 
 // appKeys are an app's secrets as read at readAt: the current one's id
-// and every valid one parsed, the current one first.
+// and every valid one parsed, the current one first. keys is never
+// changed once stored.
 type appKeys struct {
 	current int64
-	keys    []appKey
+	keys    [][]byte
 	readAt  time.Time
-}
-
-type appKey struct {
-	key []byte
-	// until is when a previous secret stops signing (nil: the current one).
-	until *time.Time
 }
 
 func newSecretSigner(st *store.Store, box *signing.SecretBox) *secretSigner {
@@ -61,18 +58,11 @@ func newSecretSigner(st *store.Store, box *signing.SecretBox) *secretSigner {
 }
 
 func (a *secretSigner) SignSymmetric(ctx context.Context, app string, secretID int64, id, ts string, body []byte) (string, error) {
-	now := a.now()
-	ks, err := a.keysOf(ctx, app, secretID, now)
+	ks, err := a.keysOf(ctx, app, secretID, a.now())
 	if err != nil {
 		return "", err
 	}
-	keys := make([][]byte, 0, len(ks.keys))
-	for _, k := range ks.keys {
-		if k.until == nil || k.until.After(now) {
-			keys = append(keys, k.key)
-		}
-	}
-	return signing.SignSymmetric(keys, id, ts, body), nil
+	return signing.SignSymmetric(ks.keys, id, ts, body), nil
 }
 
 // keysOf returns app's secrets: those read less than secretReuse ago when
@@ -81,7 +71,9 @@ func (a *secretSigner) keysOf(ctx context.Context, app string, secretID int64, n
 	a.mu.Lock()
 	ks, ok := a.apps[app]
 	a.mu.Unlock()
-	if ok && secretID != 0 && ks.current == secretID && now.Sub(ks.readAt) < secretReuse {
+	// A successful read always has a current secret (its id is never 0),
+	// so a batch that saw none always reads.
+	if ok && ks.current == secretID && now.Sub(ks.readAt) < secretReuse {
 		return ks, nil
 	}
 	set, err := a.load(ctx, app)
@@ -94,16 +86,17 @@ func (a *secretSigner) keysOf(ctx context.Context, app string, secretID int64, n
 		if err != nil {
 			return appKeys{}, err
 		}
-		ks.keys = append(ks.keys, appKey{key: k, until: s.ValidUntil})
+		ks.keys = append(ks.keys, k)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.apps) >= maxCachedApps {
+	if now.Sub(a.swept) >= secretReuse {
 		for name, old := range a.apps {
 			if now.Sub(old.readAt) >= secretReuse {
 				delete(a.apps, name)
 			}
 		}
+		a.swept = now
 	}
 	a.apps[app] = ks
 	return ks, nil

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,8 +57,9 @@ func signedWith(t *testing.T, secrets ...store.AppSecret) string {
 // TestSecretSignerReusesOnlyCurrentRecentSecrets: a worker signs with the
 // secrets it read less than secretReuse ago while their current one is the
 // one the execution's batch named; a rotation the batch saw, an older read,
-// a batch that saw no secret or a failed read make it read again, and a
-// previous secret past its overlap stops signing even from a recent read.
+// a batch that saw no secret or a failed read make it read again. Which
+// secrets are valid is the read's to say: a previous secret whose overlap
+// ended signs from a recent read, and no longer once read again.
 func TestSecretSignerReusesOnlyCurrentRecentSecrets(t *testing.T) {
 	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	first := newSecret(t, 11, nil)
@@ -90,43 +94,101 @@ func TestSecretSignerReusesOnlyCurrentRecentSecrets(t *testing.T) {
 	step("a batch read before the rotation", 11, 2, signedWith(t, first))
 	step("a batch read after the rotation", 12, 3, signedWith(t, second, first))
 
-	// The overlap ends between two POSTs that reuse one read.
+	// The overlap ends between two POSTs that reuse one read: the worker's
+	// clock does not end it, the next read does.
 	clock = until.Add(-secretReuse / 4)
 	step("within the overlap", 12, 4, signedWith(t, second, first))
+	src.set = store.AppSecrets{Current: second}
 	clock = until
-	step("the overlap over, from the same read", 12, 4, signedWith(t, second))
+	step("the overlap over, from the same read", 12, 4, signedWith(t, second, first))
+	clock = until.Add(secretReuse * 3 / 4)
+	step("the overlap over, read again", 12, 5, signedWith(t, second))
 
 	// A batch that saw no current secret (the app had none) always reads.
-	step("a batch without a secret", 0, 5, signedWith(t, second))
-	step("and again", 0, 6, signedWith(t, second))
+	step("a batch without a secret", 0, 6, signedWith(t, second))
+	step("and again", 0, 7, signedWith(t, second))
 
 	// A failed read is not kept: the next POST reads again.
 	clock = clock.Add(secretReuse)
 	src.err = errors.New("open secret: wrong HERALD_SECRET_KEY or damaged secret")
-	if _, err := a.SignSymmetric(context.Background(), "hooks", 12, "contacts:e1", "1700000000", []byte(`{}`)); err == nil || src.reads != 7 {
+	if _, err := a.SignSymmetric(context.Background(), "hooks", 12, "contacts:e1", "1700000000", []byte(`{}`)); err == nil || src.reads != 8 {
 		t.Fatalf("failed read: error %v after %d reads", err, src.reads)
 	}
 	src.err = nil
-	step("after a failed read", 12, 8, signedWith(t, second))
+	step("after a failed read", 12, 9, signedWith(t, second))
 }
 
-// TestSecretSignerKeepsAppsApart: one app's secrets never sign another's
-// deliveries, whatever the ids say.
-func TestSecretSignerKeepsAppsApart(t *testing.T) {
-	secrets := map[string]store.AppSecret{"billing": newSecret(t, 1, nil), "audit": newSecret(t, 2, nil)}
-	a := &secretSigner{now: time.Now, apps: map[string]appKeys{},
-		load: func(_ context.Context, app string) (store.AppSecrets, error) {
-			return store.AppSecrets{App: app, Current: secrets[app]}, nil
-		}}
-	for range 2 {
-		for app, s := range secrets {
-			got, err := a.SignSymmetric(context.Background(), app, s.ID, "contacts:e1", "1700000000", []byte(`{}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := signedWith(t, s); got != want {
-				t.Fatalf("%s signed %q, want %q", app, got, want)
-			}
+// TestSecretSignerForgetsOldReads: decrypted secrets stay in the worker's
+// memory no longer than they may sign; a read made since stays.
+func TestSecretSignerForgetsOldReads(t *testing.T) {
+	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	src := &scriptedSecrets{set: store.AppSecrets{Current: newSecret(t, 3, nil)}}
+	a := &secretSigner{load: src.load, now: func() time.Time { return clock }, apps: map[string]appKeys{}}
+	for _, app := range []string{"billing", "audit"} {
+		if _, err := a.SignSymmetric(context.Background(), app, 3, "contacts:e1", "1700000000", nil); err != nil {
+			t.Fatal(err)
 		}
 	}
+	clock = clock.Add(secretReuse)
+	if _, err := a.SignSymmetric(context.Background(), "hooks", 3, "contacts:e1", "1700000000", nil); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.apps["hooks"]; len(a.apps) != 1 || !ok {
+		t.Fatalf("apps kept %v, want only the one read now", slices.Sorted(maps.Keys(a.apps)))
+	}
+}
+
+// TestSecretSignerConcurrent: POSTs of two apps at once while one
+// goroutine rotates their secrets each sign with a secret of their own app
+// at least as new as the one their batch named (run with -race).
+func TestSecretSignerConcurrent(t *testing.T) {
+	apps := []string{"billing", "audit"}
+	var mu sync.Mutex
+	issued := map[string][]store.AppSecret{} // each app's secrets, oldest first
+	for _, app := range apps {
+		issued[app] = []store.AppSecret{newSecret(t, 1, nil)}
+	}
+	latest := func(app string) store.AppSecret {
+		mu.Lock()
+		defer mu.Unlock()
+		return issued[app][len(issued[app])-1]
+	}
+	a := &secretSigner{now: time.Now, apps: map[string]appKeys{},
+		load: func(_ context.Context, app string) (store.AppSecrets, error) {
+			return store.AppSecrets{App: app, Current: latest(app)}, nil
+		}}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				app := apps[(g+i)%2]
+				if g == 0 && i%20 == 19 { // a rotation
+					next := newSecret(t, latest(app).ID+1, nil)
+					mu.Lock()
+					issued[app] = append(issued[app], next)
+					mu.Unlock()
+				}
+				named := latest(app).ID
+				got, err := a.SignSymmetric(context.Background(), app, named, "contacts:e1", "1700000000", []byte(`{}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				candidates := slices.Clone(issued[app])
+				mu.Unlock()
+				if !slices.ContainsFunc(candidates, func(s store.AppSecret) bool {
+					return s.ID >= named && got == signedWith(t, s)
+				}) {
+					t.Errorf("%s's POST naming secret %d signed %q: not one of its secrets since", app, named, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

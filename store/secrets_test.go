@@ -229,16 +229,18 @@ func TestDeliveryBatchNamesTheCurrentSecret(t *testing.T) {
 	}
 	batchSecret := func(what string) int64 {
 		t.Helper()
+		var got []int64
 		for _, ids := range [][]string{{ev.ID}, {ev.ID, ev.ID}} { // both statements
 			b, err := s.DeliveryBatch(ctx, billingPersonSub, ids)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
-			if len(ids) == 2 {
-				return b.SecretID
-			}
+			got = append(got, b.SecretID)
 		}
-		return 0
+		if got[0] != got[1] {
+			t.Fatalf("%s: the one-event batch names secret %d, the other %d", what, got[0], got[1])
+		}
+		return got[0]
 	}
 	if got := batchSecret("before any secret"); got != 0 {
 		t.Fatalf("before any secret: batch names secret %d, want 0", got)
