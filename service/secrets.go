@@ -32,8 +32,9 @@ type secretSigner struct {
 
 	mu   sync.Mutex
 	apps map[string]appKeys
-	// swept is when apps last lost its entries older than secretReuse:
-	// decrypted secrets stay in memory no longer than they may sign.
+	// swept is when a read last dropped the entries read secretReuse or
+	// more before it (at most once per secretReuse): decrypted secrets
+	// no longer of use do not pile up while the worker reads others.
 	swept time.Time
 }
 

@@ -118,8 +118,8 @@ func TestSecretSignerReusesOnlyCurrentRecentSecrets(t *testing.T) {
 	step("after a failed read", 12, 9, signedWith(t, second))
 }
 
-// TestSecretSignerForgetsOldReads: decrypted secrets stay in the worker's
-// memory no longer than they may sign; a read made since stays.
+// TestSecretSignerForgetsOldReads: a read drops the secrets read
+// secretReuse or more before it, and keeps its own.
 func TestSecretSignerForgetsOldReads(t *testing.T) {
 	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	src := &scriptedSecrets{set: store.AppSecrets{Current: newSecret(t, 3, nil)}}
