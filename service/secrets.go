@@ -82,8 +82,8 @@ func (a *secretSigner) keysOf(ctx context.Context, app string, secretID int64, n
 		return appKeys{}, err
 	}
 	ks = appKeys{current: set.Current.ID, readAt: now}
-	for _, s := range append([]store.AppSecret{set.Current}, set.Previous...) {
-		k, err := signing.ParseSecret(s.Secret)
+	for _, s := range set.All() {
+		k, err := signing.ParseSecret(s)
 		if err != nil {
 			return appKeys{}, err
 		}
