@@ -142,12 +142,11 @@ const deliveryBatchSQL = `
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
-		       COALESCE(x.id, 0),
+		       COALESCE((SELECT x.id FROM app_secrets x WHERE x.app = s.app AND x.valid_until IS NULL), 0),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
 		       e.trace_context, COALESCE(o.delivered_by, ''), e.source_app
 		  FROM subscriptions s
 		  JOIN apps a ON a.id = s.app
-		  LEFT JOIN app_secrets x ON x.app = s.app AND x.valid_until IS NULL
 		  LEFT JOIN events e ON %s AND e.state <> 'rejected'
 		                    AND e.type = s.type AND e.version = s.version
 		  LEFT JOIN outcomes o ON o.subscription_id = s.id AND o.event_id = e.id
@@ -168,7 +167,8 @@ var (
 
 // DeliveryBatch reads, in one query, the subscription's target, its app's
 // limits and current secret's id, and the events with the given ids (which
-// must be UUIDs) with their outcome for it. An unknown subscription is an error wrapping ErrNotFound.
+// must be UUIDs) with their outcome for it. An unknown subscription is an
+// error wrapping ErrNotFound.
 func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
 	query, idsArg := deliveryBatchMany, any(ids)
 	if len(ids) == 1 {
