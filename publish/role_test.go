@@ -874,6 +874,18 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		t.Errorf("herald_publish_fast with coarse stripes kept: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(kept))
 	}
 	e.exec(`UPDATE key_stripe_scheme SET coarse = false`)
+	// A retired declaration publishes nothing either way: herald_publish
+	// refuses it, herald_publish_fast answers NULL.
+	e.exec(`UPDATE declarations SET retired_at = now() WHERE type = 'contacts.person.updated' AND version = 1`)
+	var retired call
+	event(&retired, "fine-retired")
+	if err, pgErr := publishCall(retired), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("herald_publish of a retired declaration's event: %v, want SQLSTATE 42501", err)
+	}
+	if seq, usable, err := fastCall(retired); err != nil || seq != 0 || !usable || written(retired) != 0 {
+		t.Errorf("herald_publish_fast of a retired declaration's event: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(retired))
+	}
+	e.exec(`UPDATE declarations SET retired_at = NULL WHERE type = 'contacts.person.updated' AND version = 1`)
 	// herald_publish_fast publishes one well-formed event, with its trace
 	// context, and answers NULL for its id taken.
 	var c call
