@@ -874,6 +874,16 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		t.Errorf("herald_publish_fast with coarse stripes kept: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(kept))
 	}
 	e.exec(`UPDATE key_stripe_scheme SET coarse = false`)
+	// A coarse stripe (a library from before migration 0032) publishes
+	// nothing either way: herald_publish says which library to upgrade.
+	var coarse call
+	stripe(255)(&coarse, event(&coarse, "fine-coarse-stripe"))
+	if err, pgErr := publishCall(coarse), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" {
+		t.Errorf("herald_publish of an event on a coarse stripe: %v, want SQLSTATE 55000", err)
+	}
+	if seq, usable, err := fastCall(coarse); err != nil || seq != 0 || !usable || written(coarse) != 0 {
+		t.Errorf("herald_publish_fast of an event on a coarse stripe: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(coarse))
+	}
 	// A retired declaration publishes nothing either way: herald_publish
 	// refuses it, herald_publish_fast answers NULL.
 	e.exec(`UPDATE declarations SET retired_at = now() WHERE type = 'contacts.person.updated' AND version = 1`)
