@@ -875,7 +875,9 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	}
 	e.exec(`UPDATE key_stripe_scheme SET coarse = false`)
 	// A coarse stripe (a library from before migration 0032) publishes
-	// nothing either way: herald_publish says which library to upgrade.
+	// nothing either way on a database that keeps no coarse rows, as this
+	// new one: herald_publish says which library to upgrade (where coarse
+	// rows are kept it publishes, TestPublisherRoleBesideAnOlderCaller).
 	var coarse call
 	stripe(255)(&coarse, event(&coarse, "fine-coarse-stripe"))
 	if err, pgErr := publishCall(coarse), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" {
