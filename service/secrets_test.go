@@ -145,15 +145,24 @@ func TestSecretSignerForgetsOldReads(t *testing.T) {
 // at least as new as the one their batch named (run with -race).
 func TestSecretSignerConcurrent(t *testing.T) {
 	apps := []string{"billing", "audit"}
-	var mu sync.Mutex
-	issued := map[string][]store.AppSecret{} // each app's secrets, oldest first
+	const posts, rotateEvery = 200, 20
+	// Every secret the rotations may issue, and the signature each gives,
+	// made before the goroutines start (t.Fatal is the test goroutine's).
+	made := map[string][]store.AppSecret{}
+	sigs := map[string][]string{}
 	for _, app := range apps {
-		issued[app] = []store.AppSecret{newSecret(t, 1, nil)}
+		for id := int64(1); id <= posts/rotateEvery+1; id++ {
+			s := newSecret(t, id, nil)
+			made[app] = append(made[app], s)
+			sigs[app] = append(sigs[app], signedWith(t, s))
+		}
 	}
+	var mu sync.Mutex
+	issued := map[string]int{"billing": 1, "audit": 1} // how many of made[app] are issued
 	latest := func(app string) store.AppSecret {
 		mu.Lock()
 		defer mu.Unlock()
-		return issued[app][len(issued[app])-1]
+		return made[app][issued[app]-1]
 	}
 	a := &secretSigner{now: time.Now, apps: map[string]appKeys{},
 		load: func(_ context.Context, app string) (store.AppSecrets, error) {
@@ -161,15 +170,12 @@ func TestSecretSignerConcurrent(t *testing.T) {
 		}}
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
+		wg.Go(func() {
+			for i := range posts {
 				app := apps[(g+i)%2]
-				if g == 0 && i%20 == 19 { // a rotation
-					next := newSecret(t, latest(app).ID+1, nil)
+				if g == 0 && i%rotateEvery == rotateEvery-1 { // a rotation
 					mu.Lock()
-					issued[app] = append(issued[app], next)
+					issued[app]++
 					mu.Unlock()
 				}
 				named := latest(app).ID
@@ -179,16 +185,14 @@ func TestSecretSignerConcurrent(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				candidates := slices.Clone(issued[app])
+				since := sigs[app][named-1 : issued[app]] // its secrets from the one named on
 				mu.Unlock()
-				if !slices.ContainsFunc(candidates, func(s store.AppSecret) bool {
-					return s.ID >= named && got == signedWith(t, s)
-				}) {
+				if !slices.Contains(since, got) {
 					t.Errorf("%s's POST naming secret %d signed %q: not one of its secrets since", app, named, got)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
