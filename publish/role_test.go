@@ -792,6 +792,21 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		return len(c.ids) == 1 && len(c.types) == 1 && len(c.versions) == 1 && len(c.subjects) == 1 && len(c.stripes) == 1 &&
 			len(c.envelopes) == 1 && len(c.hashes) == 1 && len(c.traces) == 1
 	}
+	// fastWritesNothing wants herald_publish_fast to answer NULL for c,
+	// write nothing and leave the transaction usable.
+	fastWritesNothing := func(what string, c call) {
+		t.Helper()
+		if seq, usable, err := fastCall(c); err != nil || seq != 0 || !usable || written(c) != 0 {
+			t.Errorf("herald_publish_fast %s: %d, %v, usable %v, %d written; want NULL and nothing", what, seq, err, usable, written(c))
+		}
+	}
+	// publishRefuses wants herald_publish to refuse c with SQLSTATE code.
+	publishRefuses := func(what string, c call, code string) {
+		t.Helper()
+		if err, pgErr := publishCall(c), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != code {
+			t.Errorf("herald_publish %s: %v, want SQLSTATE %s", what, err, code)
+		}
+	}
 	for n, tc := range cases {
 		for _, several := range []bool{false, true} {
 			var c call
@@ -870,9 +885,7 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	e.exec(`UPDATE key_stripe_scheme SET coarse = true`)
 	var kept call
 	event(&kept, "fine-coarse-kept")
-	if seq, usable, err := fastCall(kept); err != nil || seq != 0 || !usable || written(kept) != 0 {
-		t.Errorf("herald_publish_fast with coarse stripes kept: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(kept))
-	}
+	fastWritesNothing("with coarse stripes kept", kept)
 	e.exec(`UPDATE key_stripe_scheme SET coarse = false`)
 	// A coarse stripe (a library from before migration 0032) publishes
 	// nothing either way on a database that keeps no coarse rows, as this
@@ -880,23 +893,15 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	// rows are kept it publishes, TestPublisherRoleBesideAnOlderCaller).
 	var coarse call
 	stripe(255)(&coarse, event(&coarse, "fine-coarse-stripe"))
-	if err, pgErr := publishCall(coarse), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "55000" {
-		t.Errorf("herald_publish of an event on a coarse stripe: %v, want SQLSTATE 55000", err)
-	}
-	if seq, usable, err := fastCall(coarse); err != nil || seq != 0 || !usable || written(coarse) != 0 {
-		t.Errorf("herald_publish_fast of an event on a coarse stripe: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(coarse))
-	}
+	publishRefuses("of an event on a coarse stripe", coarse, "55000")
+	fastWritesNothing("of an event on a coarse stripe", coarse)
 	// A retired declaration publishes nothing either way: herald_publish
 	// refuses it, herald_publish_fast answers NULL.
 	e.exec(`UPDATE declarations SET retired_at = now() WHERE type = 'contacts.person.updated' AND version = 1`)
 	var retired call
 	event(&retired, "fine-retired")
-	if err, pgErr := publishCall(retired), (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
-		t.Errorf("herald_publish of a retired declaration's event: %v, want SQLSTATE 42501", err)
-	}
-	if seq, usable, err := fastCall(retired); err != nil || seq != 0 || !usable || written(retired) != 0 {
-		t.Errorf("herald_publish_fast of a retired declaration's event: %d, %v, usable %v, %d written; want NULL and nothing", seq, err, usable, written(retired))
-	}
+	publishRefuses("of a retired declaration's event", retired, "42501")
+	fastWritesNothing("of a retired declaration's event", retired)
 	e.exec(`UPDATE declarations SET retired_at = NULL WHERE type = 'contacts.person.updated' AND version = 1`)
 	// herald_publish_fast publishes one well-formed event, with its trace
 	// context, and answers NULL for its id taken.
