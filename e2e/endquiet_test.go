@@ -25,18 +25,19 @@ import (
 
 // TestQuietKeyEndsAtOnce: with HERALD_END_QUIET_KEYS a new key's run, which
 // the relay starts eagerly and never signals, completes in the workflow task
-// that delivered its event: no idle timer, one workflow task, and 7 history
-// events, the floor's 6 and one more local activity marker: the start's read
-// of the rows, then the delivery, which reads the rows after it
-// (DeliverInput.ThenRead). Started bare (workflows.BareStartVersion), it
-// carries and writes no search attributes. The key's next event gets a run of its own,
-// delivered in order after the first: back within the relay's hot window,
-// it is started as busy and waits idle.
+// that delivered its event: no idle timer, one workflow task, and 6 history
+// events, the floor's, with one local activity marker: the start's read of
+// the rows, which delivers the event and reads the rows after it
+// (workflows.DeliverInStartVersion, DeliverInput.ThenRead). Started bare
+// (workflows.BareStartVersion's way), it carries and writes no search
+// attributes. The key's next event gets a run of its own, delivered in
+// order after the first: back within the relay's hot window, it is started
+// as busy and waits idle.
 //
 // HERALD_RECORD_QUIET_HISTORY names a file to write the first run's history
 // to, for the replay test in workflows/:
 //
-//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-bare-start.json go test ./e2e -run QuietKeyEndsAtOnce
+//	HERALD_RECORD_QUIET_HISTORY=$PWD/workflows/testdata/delivery-history-deliver-in-start.json go test ./e2e -run QuietKeyEndsAtOnce
 func TestQuietKeyEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	s := system.Start(t, system.Config(func(c *config.Worker) { c.EndQuietKeys = true }))
@@ -71,16 +72,16 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 			markers++
 		}
 	}
-	if timers != 0 || tasks != 1 || markers != 2 || len(events) != 7 {
-		t.Fatalf("the quiet key's run recorded %d events (want 7), %d timers (want 0), %d workflow tasks (want 1), %d markers (want 2):\n%s",
+	if timers != 0 || tasks != 1 || markers != 1 || len(events) != 6 {
+		t.Fatalf("the quiet key's run recorded %d events (want 6), %d timers (want 0), %d workflow tasks (want 1), %d markers (want 1):\n%s",
 			len(events), timers, tasks, markers, strings.Join(names, "\n"))
 	}
 	start := events[0].GetWorkflowExecutionStartedEventAttributes()
 	if sa := start.GetSearchAttributes().GetIndexedFields(); len(sa) != 0 {
 		t.Fatalf("the quiet key's run started with search attributes %v, want none (a bare start)", sa)
 	}
-	if p, err := decodeParams(start); err != nil || p.Version != workflows.BareStartVersion {
-		t.Fatalf("the quiet key's run started with version %d (%v), want BareStartVersion", p.Version, err)
+	if p, err := decodeParams(start); err != nil || p.Version != workflows.DeliverInStartVersion {
+		t.Fatalf("the quiet key's run started with version %d (%v), want DeliverInStartVersion", p.Version, err)
 	}
 	if path := os.Getenv("HERALD_RECORD_QUIET_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
@@ -183,7 +184,7 @@ func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.Even
 // HERALD_RECORD_BARE_RETRY_HISTORY names a file to write the run's history
 // to, for the replay test in workflows/:
 //
-//	HERALD_RECORD_BARE_RETRY_HISTORY=$PWD/workflows/testdata/delivery-history-bare-start-retry.json go test ./e2e -run BareStartShowsWhenItWaits
+//	HERALD_RECORD_BARE_RETRY_HISTORY=$PWD/workflows/testdata/delivery-history-deliver-in-start-retry.json go test ./e2e -run BareStartShowsWhenItWaits
 func TestBareStartShowsWhenItWaits(t *testing.T) {
 	t.Parallel()
 	// Attempts 2 s apart: the key stays retrying while the test looks.

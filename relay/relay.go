@@ -703,9 +703,11 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 		if bareStart(params, r.Params.EndQuietKeys, len(g.events)) {
 			// A quiet run for one event most likely delivers it and ends in
 			// its first task: started with no search attributes, it writes
-			// them only if it comes to wait (workflows.BareStartVersion).
+			// them only if it comes to wait (workflows.BareStartVersion),
+			// and its start's read delivers the event
+			// (workflows.DeliverInStartVersion).
 			bare := params
-			bare.Version = workflows.BareStartVersion
+			bare.Version = workflows.DeliverInStartVersion
 			started, err = r.startKey(sctx, starter, id, opts, bare)
 		} else {
 			err = r.withBuildIDs(&opts, base, func() (err error) {
@@ -756,7 +758,8 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 }
 
 // bareStart reports whether a key's eager start of n events, with params,
-// is a bare one (workflows.BareStartVersion): one event, and a run that
+// is a bare one (workflows.BareStartVersion, as
+// workflows.DeliverInStartVersion): one event, and a run that
 // ends once it owes nothing (quiet: endQuiet, the worker's
 // HERALD_END_QUIET_KEYS, or the hint Params.Quiet; not Params.Busy).
 func bareStart(params workflows.Params, endQuiet bool, n int) bool {

@@ -46,12 +46,12 @@ func (f *startingTemporal) ExecuteWorkflow(_ context.Context, opts client.StartW
 		return nil, fmt.Errorf("unexpected start %v %v", wf, args)
 	}
 	p := args[0].(workflows.Params)
-	if p.SubjectKey == "" || p.SubscriptionID == "" || p.Version != workflows.NoMarkerVersion && p.Version != workflows.BareStartVersion {
+	if p.SubjectKey == "" || p.SubscriptionID == "" || p.Version != workflows.NoMarkerVersion && p.Version != workflows.DeliverInStartVersion {
 		return nil, fmt.Errorf("start params %+v", p)
 	}
 	// A bare start (a quiet run for one event) carries no search
 	// attributes; any other carries them.
-	if bare := p.Version == workflows.BareStartVersion; bare != (opts.TypedSearchAttributes.Size() == 0) ||
+	if bare := p.Version == workflows.DeliverInStartVersion; bare != (opts.TypedSearchAttributes.Size() == 0) ||
 		bare && (p.Busy || !p.Quiet && !p.EndQuietKeys) {
 		return nil, fmt.Errorf("start params %+v with %d search attributes", p, opts.TypedSearchAttributes.Size())
 	}
@@ -724,7 +724,7 @@ func TestCancelledStartKeepsEagerStarts(t *testing.T) {
 
 // TestQuietKeysStartBare: a quiet run for one event (Params.EndQuietKeys,
 // or the hint Params.Quiet past IdleRuns) is started bare: no search
-// attributes, workflows.BareStartVersion in its input (the run writes them
+// attributes, workflows.DeliverInStartVersion in its input (the run writes them
 // if it comes to wait). A start of more events, a busy start, or one of a
 // run that waits idle carries them at workflows.NoMarkerVersion; so does
 // the signal-with-start that follows a bare start answered "already
@@ -746,14 +746,14 @@ func TestQuietKeysStartBare(t *testing.T) {
 		versions[o.ID] = tmp.params[i].Version
 	}
 	want := map[string]int{
-		billingID("s1"): workflows.BareStartVersion, crmID("s1"): workflows.BareStartVersion,
+		billingID("s1"): workflows.DeliverInStartVersion, crmID("s1"): workflows.DeliverInStartVersion,
 		billingID("s2"): workflows.NoMarkerVersion, crmID("s2"): workflows.NoMarkerVersion,
 	}
 	if !reflect.DeepEqual(versions, want) {
 		t.Fatalf("start versions %v, want %v", versions, want)
 	}
 	for i, o := range tmp.opts {
-		if n := o.TypedSearchAttributes.Size(); (tmp.params[i].Version == workflows.BareStartVersion) != (n == 0) {
+		if n := o.TypedSearchAttributes.Size(); (tmp.params[i].Version == workflows.DeliverInStartVersion) != (n == 0) {
 			t.Fatalf("%s started at version %d with %d search attributes", o.ID, tmp.params[i].Version, n)
 		}
 	}
@@ -777,7 +777,7 @@ func TestQuietKeysStartBare(t *testing.T) {
 	}
 	bare := 0
 	for i, prm := range capped.params {
-		if (prm.Version == workflows.BareStartVersion) != prm.Quiet {
+		if (prm.Version == workflows.DeliverInStartVersion) != prm.Quiet {
 			t.Fatalf("%s started quiet=%v at version %d", capped.opts[i].ID, prm.Quiet, prm.Version)
 		}
 		if prm.Quiet {

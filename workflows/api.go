@@ -97,6 +97,28 @@ type StartInput struct {
 	// hands back no hints) replays on any worker as it ran.
 	Busy  bool `json:"busy,omitempty"`
 	Quiet bool `json:"quiet,omitempty"`
+	// First asks the read to go on to the key's first delivery when the
+	// rows allow it (DeliverInStartVersion, firstDelivery).
+	First *FirstInput `json:"first,omitempty"`
+}
+
+// FirstInput is what StartActivity needs of the run to make its first
+// delivery: the subscriber's app, and the deadline of the workflow task's
+// local attempts (localDeadline).
+type FirstInput struct {
+	SubscriberApp string    `json:"subscriberApp"`
+	Deadline      time.Time `json:"deadline"`
+}
+
+// FirstDelivery is the first delivery StartActivity made after its read:
+// the batch it delivered (the head and the events behind it, as the run's
+// batch takes them), the read it asked for after it (DeliverInput.ThenRead),
+// and the Deliver execution's result, or its error's message.
+type FirstDelivery struct {
+	Events   []activities.Event       `json:"events"`
+	ThenRead int                      `json:"thenRead,omitempty"`
+	Result   activities.DeliverResult `json:"result"`
+	Error    string                   `json:"error,omitempty"`
 }
 
 // StartResult is the worker's settings (defaults filled in) and the first
@@ -106,6 +128,9 @@ type StartResult struct {
 	Queue    activities.QueueResult `json:"queue"`
 	// Policy is the subscription's error policy (ErrorPolicyChange).
 	Policy ErrorPolicy `json:"policy,omitzero"`
+	// First is the delivery the read went on to (StartInput.First): Queue
+	// is what the key owed before it.
+	First *FirstDelivery `json:"first,omitempty"`
 }
 
 // QueryState is the query that returns a State as JSON.

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -47,80 +48,92 @@ func TestBareStart(t *testing.T) {
 		{name: "not quiet", want: []string{"idle"}, waits: true},
 		{name: "quiet, signalled, paused", quiet: true, signal: true, pause: true, want: []string{"idle", "paused", "idle"}, waits: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := quietHarness(t, false, 1)
-			h.params.Quiet = tc.quiet
-			h.params.Version = workflows.BareStartVersion
-			if tc.signal {
-				h.eventsAt(0, 1)
-			}
-			if tc.fail {
-				h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
-					if nth == 0 {
-						return fail(activities.CodeHandlerFailed, 500)
+		for _, version := range bareVersions {
+			t.Run(fmt.Sprintf("%s/version-%d", tc.name, version), func(t *testing.T) {
+				h := quietHarness(t, false, 1)
+				h.params.Quiet = tc.quiet
+				h.params.Version = version
+				if tc.signal {
+					h.eventsAt(0, 1)
+				}
+				if tc.fail {
+					h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
+						if nth == 0 {
+							return fail(activities.CodeHandlerFailed, 500)
+						}
+						return activities.PostResult{}
+					})
+				}
+				if tc.pause {
+					h.signalAt(time.Minute, workflows.SignalPause, workflows.ControlSignal{})
+					h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+				}
+				var upserts []temporal.SearchAttributes
+				var firstAt time.Duration
+				h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+					if len(upserts) == 0 {
+						firstAt = h.env.Now().Sub(h.start)
 					}
-					return activities.PostResult{}
-				})
-			}
-			if tc.pause {
-				h.signalAt(time.Minute, workflows.SignalPause, workflows.ControlSignal{})
-				h.signalAt(2*time.Minute, workflows.SignalResume, workflows.ControlSignal{})
-			}
-			var upserts []temporal.SearchAttributes
-			var firstAt time.Duration
-			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-				if len(upserts) == 0 {
-					firstAt = h.env.Now().Sub(h.start)
+					upserts = append(upserts, args.Get(0).(temporal.SearchAttributes))
+				}).Return(nil)
+				h.run()
+				// Shown in the first task, before any wait.
+				if firstAt != 0 {
+					t.Fatalf("the first upsert came %v after the start, want in the first task", firstAt)
 				}
-				upserts = append(upserts, args.Get(0).(temporal.SearchAttributes))
-			}).Return(nil)
-			h.run()
-			// Shown in the first task, before any wait.
-			if firstAt != 0 {
-				t.Fatalf("the first upsert came %v after the start, want in the first task", firstAt)
-			}
-			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
-				t.Fatalf("delivered %v, want %v", got, ids(1))
-			}
-			var statuses []string
-			for i, sa := range upserts {
-				s, ok := sa.GetKeyword(workflows.SAStatus)
-				if !ok {
-					t.Fatalf("upsert %d has no status: %v", i, sa.GetUntypedValues())
+				if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+					t.Fatalf("delivered %v, want %v", got, ids(1))
 				}
-				statuses = append(statuses, s)
-				for name, want := range identity {
-					key := temporal.NewSearchAttributeKeyKeyword(name)
-					v, ok := sa.GetKeyword(key)
-					switch {
-					case i == 0 && (!ok || v != want):
-						t.Fatalf("the first upsert's %s is %q (%v), want %q", name, v, ok, want)
-					case i > 0 && ok:
-						t.Fatalf("upsert %d writes %s again", i, name)
+				var statuses []string
+				for i, sa := range upserts {
+					s, ok := sa.GetKeyword(workflows.SAStatus)
+					if !ok {
+						t.Fatalf("upsert %d has no status: %v", i, sa.GetUntypedValues())
+					}
+					statuses = append(statuses, s)
+					for name, want := range identity {
+						key := temporal.NewSearchAttributeKeyKeyword(name)
+						v, ok := sa.GetKeyword(key)
+						switch {
+						case i == 0 && (!ok || v != want):
+							t.Fatalf("the first upsert's %s is %q (%v), want %q", name, v, ok, want)
+						case i > 0 && ok:
+							t.Fatalf("upsert %d writes %s again", i, name)
+						}
+					}
+					if _, ok := sa.GetInt64(workflows.SAQueued); !ok {
+						t.Fatalf("upsert %d has no %s", i, workflows.SAQueued.GetName())
 					}
 				}
-				if _, ok := sa.GetInt64(workflows.SAQueued); !ok {
-					t.Fatalf("upsert %d has no %s", i, workflows.SAQueued.GetName())
+				if !reflect.DeepEqual(statuses, tc.want) {
+					t.Fatalf("status upserts %v, want %v", statuses, tc.want)
 				}
-			}
-			if !reflect.DeepEqual(statuses, tc.want) {
-				t.Fatalf("status upserts %v, want %v", statuses, tc.want)
-			}
-			took := h.env.Now().Sub(h.start)
-			if tc.waits != (took >= 10*time.Minute) {
-				t.Fatalf("completed after %v; want the idle timeout waited: %v", took, tc.waits)
-			}
-		})
+				took := h.env.Now().Sub(h.start)
+				if tc.waits != (took >= 10*time.Minute) {
+					t.Fatalf("completed after %v; want the idle timeout waited: %v", took, tc.waits)
+				}
+			})
+		}
 	}
 }
+
+// bareVersions are the input versions of a bare start: the relay's before
+// DeliverInStartVersion, and with it.
+var bareVersions = []int{workflows.BareStartVersion, workflows.DeliverInStartVersion}
 
 // TestBareStartShowsBeforeARegularAttempt: a bare run whose first attempt
 // runs as a regular activity (the app has limits), which may wait for
 // seconds, shows delivering with its identity before it.
 func TestBareStartShowsBeforeARegularAttempt(t *testing.T) {
 	t.Parallel()
+	for _, version := range bareVersions {
+		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) { bareStartShowsBeforeARegularAttempt(t, version) })
+	}
+}
+
+func bareStartShowsBeforeARegularAttempt(t *testing.T, version int) {
 	h := quietHarness(t, true, 1)
-	h.params.Version = workflows.BareStartVersion
+	h.params.Version = version
 	h.store.limits.MaxPerSecond = 100
 	var upserts []temporal.SearchAttributes
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -146,9 +159,15 @@ func TestBareStartShowsBeforeARegularAttempt(t *testing.T) {
 // waits to read again.
 func TestBareStartShowsBeforeItHolds(t *testing.T) {
 	t.Parallel()
+	for _, version := range bareVersions {
+		t.Run(fmt.Sprintf("version-%d", version), func(t *testing.T) { bareStartShowsBeforeItHolds(t, version) })
+	}
+}
+
+func bareStartShowsBeforeItHolds(t *testing.T, version int) {
 	t.Run("failed head", func(t *testing.T) {
 		h := quietHarness(t, true, 1)
-		h.params.Version = workflows.BareStartVersion
+		h.params.Version = version
 		h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
 			if nth == 0 {
 				return fail(activities.CodeSchemaMismatch, 422)
@@ -176,10 +195,11 @@ func TestBareStartShowsBeforeItHolds(t *testing.T) {
 	})
 	t.Run("reads fail before the end", func(t *testing.T) {
 		h := quietHarness(t, true, 1)
-		h.params.Version = workflows.BareStartVersion
-		// Reads: 1 the start's, 2 the delivery's after it, then the run's
-		// own and its local retry 500 ms later, all failing: the run waits
-		// 5 s and reads again.
+		h.params.Version = version
+		// Reads: 1 the start's, 2 the delivery's after it (in the start's
+		// local activity at DeliverInStartVersion), then the run's own and
+		// its local retry 500 ms later, all failing: the run waits 5 s and
+		// reads again.
 		h.store.failQueueRead = func(n int) bool { return n >= 2 && h.env.Now().Sub(h.start) < 2*time.Second }
 		var at []time.Duration
 		var first temporal.SearchAttributes

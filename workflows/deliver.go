@@ -22,25 +22,34 @@ const maxUnreachableWait = time.Hour
 // deliver runs one Deliver activity for the head and the consecutive events
 // behind it, handling signals while it runs, then applies the result.
 func (d *delivery) deliver(ctx workflow.Context) {
+	d.deliverHead(ctx, nil)
+}
+
+// deliverHead is deliver; with first, the delivery the start's read made
+// (DeliverInStartVersion) stands in for the local attempt at the head,
+// which it was, and its result is applied as that attempt's would be.
+func (d *delivery) deliverHead(ctx workflow.Context, first *FirstDelivery) {
 	d.idleSince = time.Time{}
 	head := d.head()
-	batch := d.batch()
-	in := activities.DeliverInput{
-		SubscriptionID: d.p.SubscriptionID,
-		SubscriberApp:  d.p.SubscriberApp,
-		SubjectKey:     d.p.SubjectKey,
-		Events:         batch,
-		PriorAttempts:  head.Attempts,
-		NotBefore:      head.NotBefore,
-		RetrySchedule:  d.p.RetrySchedule,
-		MaxAttempts:    d.p.Attempts,
-		Timeout:        d.p.DeliveryTimeout,
-		BatchTime:      d.p.BatchTime,
+	if head == nil {
+		// The read delivered, yet says the key owed nothing before: not a
+		// result of this code's StartActivity. Nothing to apply it to.
+		d.logger.Warn("the start's read reports a delivery of a key that owed nothing")
+		return
 	}
+	batch := d.batch()
+	in := deliverInput(d.p, head, batch)
 	// A first attempt runs as a local activity (once per head), unless the
 	// head waits for a retry delay or a local attempt of this run was slow.
 	local := d.firstAttempt && !d.localSlow && head.Attempts == 0 && head.NotBefore.IsZero() &&
 		d.localTried != head.Event.ID
+	if first != nil {
+		if !local || !slices.Equal(first.Events, batch) {
+			d.logger.Warn("the start's read delivered another batch than the run's first attempt would",
+				"head", head.Event.ID, "events", len(first.Events))
+		}
+		local = true // it was a local execution, whatever this run would have made
+	}
 	d.attemptStarts(ctx, head, local)
 	d.inActivity = true
 	d.inflight = len(batch)
@@ -57,7 +66,22 @@ func (d *delivery) deliver(ctx workflow.Context) {
 		// counts as delivered here.
 		in.LocalHead = head.Event.ID
 	}
-	res, err := d.execute(ctx, head, in, local)
+	var res activities.DeliverResult
+	var err error
+	if first != nil {
+		if in.ThenRead != first.ThenRead {
+			// Its read after the delivery is not the one this run would
+			// ask for: the run reads again before it ends.
+			d.logger.Warn("the start's read read after its delivery otherwise than the run would")
+		}
+		d.localTried = head.Event.ID
+		res, err = first.Result, first.err()
+		if in.ThenRead != first.ThenRead {
+			res.Owed = nil
+		}
+	} else {
+		res, err = d.execute(ctx, head, in, local)
+	}
 	if local && err != nil {
 		// The local attempt ended without a result (the worker failed it, or
 		// it overran its timeout): the same batch goes to a regular activity
@@ -233,14 +257,38 @@ func (d *delivery) activityOptions(ctx workflow.Context, head *QueueItem, n int)
 // batch is the head and the consecutive events behind it that one activity
 // execution may deliver.
 func (d *delivery) batch() []activities.Event {
-	out := []activities.Event{d.Queue[0].Event}
-	for _, it := range d.Queue[1:] {
-		if len(out) >= d.p.MaxBatch || it.Attempts > 0 || it.Failed {
+	return batchOf(d.Queue, d.p.MaxBatch)
+}
+
+// batchOf is the batch of a queue (not empty): its head and the events
+// behind it that have made no attempt, up to maxBatch.
+func batchOf(queue []QueueItem, maxBatch int) []activities.Event {
+	out := []activities.Event{queue[0].Event}
+	for _, it := range queue[1:] {
+		if len(out) >= maxBatch || it.Attempts > 0 || it.Failed {
 			break
 		}
 		out = append(out, it.Event)
 	}
 	return out
+}
+
+// deliverInput is the Deliver input of batch, from head, under the run's
+// settings p: the run's (deliverHead) and its start's read's
+// (firstDelivery) come from here, so that they cannot differ.
+func deliverInput(p Params, head *QueueItem, batch []activities.Event) activities.DeliverInput {
+	return activities.DeliverInput{
+		SubscriptionID: p.SubscriptionID,
+		SubscriberApp:  p.SubscriberApp,
+		SubjectKey:     p.SubjectKey,
+		Events:         batch,
+		PriorAttempts:  head.Attempts,
+		NotBefore:      head.NotBefore,
+		RetrySchedule:  p.RetrySchedule,
+		MaxAttempts:    p.Attempts,
+		Timeout:        p.DeliveryTimeout,
+		BatchTime:      p.BatchTime,
+	}
 }
 
 // maxRecent bounds the ids of events this run delivered that it remembers,

@@ -91,6 +91,26 @@ const NoMarkerVersion = 4
 // until an upgraded worker takes it.
 const BareStartVersion = 5
 
+// DeliverInStartVersion, as Params.Version in a run's input, is
+// BareStartVersion with the run's first delivery made by its start's read:
+// StartActivity reads the key's rows and, when they owe a head that a
+// fresh run would deliver at once as a local first attempt, delivers its
+// batch in the same local activity (firstDelivery) and returns the result
+// with the rows it read before. The run applies that result where it
+// would have applied its own local attempt's, in the same workflow task:
+// a quiet key's run records one local activity marker instead of two
+// (6 history events, the floor's) and spends one local activity's round
+// less in its first task. The relay sets it for the runs it starts bare.
+//
+// The run decides by the read's recorded result, so a run replays as it
+// ran: a result with a delivery says the POST happened, one without says
+// it did not, whatever the input. A run at BareStartVersion never asks for
+// it and replays as before. A worker built before it ignores the number as
+// unknown (it asks GetVersion and records its marker), and cannot replay a
+// run that delivered in its start: that workflow task fails until an
+// upgraded worker takes it.
+const DeliverInStartVersion = 6
+
 // Delivery is the workflow of one subscription and subject key. It keeps the
 // key's events in an ordered queue and delivers the head; a later event is
 // never delivered while an earlier one is pending, retrying or failed.
@@ -190,6 +210,10 @@ type delivery struct {
 	unwritten []temporal.SearchAttributeUpdate
 	// carried: the input held a Carry (trusted only from a continue-as-new).
 	carried bool
+	// deliverInStart: the run's start read may make its first delivery
+	// (DeliverInStartVersion); first is that delivery, until applyFirst.
+	deliverInStart bool
+	first          *FirstDelivery
 	// hints are the relay's hints in the run's input (Params.Busy,
 	// Params.Quiet), for StartActivity to hand back.
 	hints StartInput
@@ -278,8 +302,8 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	// Before any command: a run recorded without the marker replays the way
 	// it was recorded.
 	version := workflow.Version(OneMarkerVersion)
-	unmarked := d.p.Version == NoMarkerVersion || d.p.Version == BareStartVersion
-	bare := d.p.Version == BareStartVersion
+	unmarked := d.p.Version == NoMarkerVersion || d.p.Version == BareStartVersion || d.p.Version == DeliverInStartVersion
+	bare := d.p.Version == BareStartVersion || d.p.Version == DeliverInStartVersion
 	if !unmarked || workflow.IsReplaying(ctx) {
 		// Replaying, GetVersion records nothing: a marker an older worker
 		// recorded for a run whose input says NoMarkerVersion or
@@ -292,6 +316,9 @@ func (d *delivery) setup(ctx workflow.Context) error {
 			bare = false
 		}
 	}
+	// Only a bare start may deliver in its read: the marker an older
+	// worker recorded (bare is false then) says it did not.
+	d.deliverInStart = bare && d.p.Version == DeliverInStartVersion
 	d.firstAttempt = version >= 1
 	d.fromLog = version >= QueueFromLogVersion
 	d.oneMarker = version >= OneMarkerVersion
@@ -345,12 +372,16 @@ func (d *delivery) setup(ctx workflow.Context) error {
 		if d.status == "" {
 			d.status = StatusIdle
 		}
+		d.applyFirst(ctx)
 		return nil
 	}
-	if len(missing) == 0 {
-		return nil
+	if len(missing) > 0 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, missing...); err != nil {
+			return err
+		}
 	}
-	return workflow.UpsertTypedSearchAttributes(ctx, missing...)
+	d.applyFirst(ctx) // none: only a bare run asks its read to deliver
+	return nil
 }
 
 // workerSettings asks the worker for its delivery settings; a setting the

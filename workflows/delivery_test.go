@@ -834,7 +834,7 @@ func TestKeyStartedIdle(t *testing.T) {
 		// is not asked: the run takes OneMarkerVersion's behaviour.
 		{"regular first attempt, NoMarkerVersion in the input", workflows.NoMarkerVersion, store.Limits{MaxPerSecond: 100}, []string{"delivering", "idle"}},
 		// Any other input version is ignored: GetVersion decides.
-		{"regular first attempt, an unknown version in the input", workflows.BareStartVersion + 1, store.Limits{MaxPerSecond: 100}, nil},
+		{"regular first attempt, an unknown version in the input", workflows.DeliverInStartVersion + 1, store.Limits{MaxPerSecond: 100}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)

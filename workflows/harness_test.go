@@ -319,6 +319,8 @@ type fakeStore struct {
 	// paused is the key's row in paused_keys, kept from the pause and
 	// resume audit rows as the store keeps it.
 	paused bool
+	// queuedAt is every row's queued_at (zero: none, as the run takes now).
+	queuedAt time.Time
 }
 
 func (s *fakeStore) batches() int {
@@ -512,7 +514,7 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 		if st == "" {
 			st = store.EventQueued
 		}
-		return store.HeldRow{ID: id, Seq: seq, Status: st}
+		return store.HeldRow{ID: id, Seq: seq, Status: st, QueuedAt: s.queuedAt}
 	}
 	rows := map[int64]bool{}
 	for _, seq := range s.dispatched {

@@ -72,6 +72,11 @@ func (d *delivery) start(ctx workflow.Context) {
 	// (refillFromLog): only the read's recorded result decides by them.
 	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey,
 		Busy: d.hints.Busy, Quiet: d.hints.Quiet}
+	if d.deliverInStart && !d.carried && d.signals == 0 && len(d.Queue) == 0 {
+		// A fresh bare run: its read may deliver the head as this task's
+		// local attempt would, by the same deadline.
+		in.First = &FirstInput{SubscriberApp: identity.SubscriberApp, Deadline: d.localDeadline(ctx)}
+	}
 	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), StartActivity, in).Get(ctx, &res); err != nil {
 		d.logger.Warn("read the key's outcome rows and the worker's settings", "error", err)
 		return
@@ -92,6 +97,20 @@ func (d *delivery) start(ctx workflow.Context) {
 	// the rows said so read no pause.
 	if res.Queue.Paused {
 		d.KeyPaused = true
+	}
+	// The read delivered (StartInput.First): applyFirst applies the
+	// result as a local attempt's is, before anything else can act on the
+	// head it settled. Recorded, so a replay applies it too.
+	d.first = res.First
+}
+
+// applyFirst applies the delivery the start's read made, if it made one:
+// once the run has set itself up (setup), or at once when a later turn
+// read the rows (refillFromLog).
+func (d *delivery) applyFirst(ctx workflow.Context) {
+	if first := d.first; first != nil {
+		d.first = nil
+		d.deliverHead(ctx, first)
 	}
 }
 
@@ -208,6 +227,7 @@ func (d *delivery) refillFromLog(ctx workflow.Context) {
 		if !d.loaded {
 			return
 		}
+		d.applyFirst(ctx)
 	}
 	limit := 0
 	if d.Backlog && d.normalQueued() <= d.readLimit() {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
@@ -61,6 +62,7 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 		if err != nil {
 			return StartResult{}, err
 		}
-		return StartResult{Settings: w, Queue: q, Policy: pol}, nil
+		return StartResult{Settings: w, Queue: q, Policy: pol,
+			First: firstDelivery(ctx, acts, w, q, in, time.Now())}, nil
 	}, activity.RegisterOptions{Name: StartActivity})
 }

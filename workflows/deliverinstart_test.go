@@ -1,0 +1,199 @@
+package workflows_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"herald/activities"
+	"herald/store"
+	"herald/workflows"
+)
+
+// startWatch counts a run's activities by type, local and regular, and
+// keeps what each of its start's reads answered.
+type startWatch struct {
+	local, regular map[string]int
+	starts         []workflows.StartResult
+}
+
+func watchStarts(t *testing.T, h *harness) *startWatch {
+	w := &startWatch{local: map[string]int{}, regular: map[string]int{}}
+	h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if isStart(info) {
+			w.local[workflows.StartActivity]++
+			return
+		}
+		w.local[info.ActivityType.Name]++
+	})
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		w.regular[info.ActivityType.Name]++
+	})
+	h.env.SetOnLocalActivityCompletedListener(func(info *activity.Info, result converter.EncodedValue, err error) {
+		if !isStart(info) || err != nil {
+			return
+		}
+		var res workflows.StartResult
+		if err := result.Get(&res); err != nil || res.Settings.SubscriptionID == "" {
+			return // another local activity's result, under the same name
+		}
+		w.starts = append(w.starts, res)
+	})
+	return w
+}
+
+// isStart: the local activity may be StartActivity. The test environment
+// names the closures Register registers, and the listener sees other local
+// activities, under one of their names; a result is a start's only if it
+// has the settings.
+func isStart(info *activity.Info) bool {
+	return info.ActivityType.Name == workflows.StartActivity || info.ActivityType.Name == workflows.SettingsActivity
+}
+
+// TestDeliverInStart: a quiet key's run the relay started bare at
+// DeliverInStartVersion delivers what its rows owe in its start's read,
+// one local activity in all, and ends there: no Deliver local activity,
+// no read of its own before it ends, the key's order and outcome rows as
+// a local attempt leaves them. A head that failed the first time goes to
+// a regular activity, as after any local attempt.
+func TestDeliverInStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		seqs []int64
+		fail bool // the first POST answers 500
+	}{
+		{name: "one event", seqs: []int64{1}},
+		{name: "two events, one batch", seqs: []int64{1, 2}},
+		{name: "the first attempt fails", seqs: []int64{1}, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := quietHarness(t, false, tc.seqs...)
+			h.params.Quiet = true
+			h.params.Version = workflows.DeliverInStartVersion
+			if tc.fail {
+				h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
+					if nth == 0 {
+						return fail(activities.CodeHandlerFailed, 500)
+					}
+					return activities.PostResult{}
+				})
+			}
+			w := watchStarts(t, h)
+			h.run()
+			if got, want := h.sub.delivered(), ids(tc.seqs...); !reflect.DeepEqual(got, want) {
+				t.Fatalf("delivered %v, want %v", got, want)
+			}
+			for _, seq := range tc.seqs {
+				if o := h.store.outcome(eventID(seq)); o != store.EventDelivered {
+					t.Fatalf("event %d's outcome row is %q, want delivered", seq, o)
+				}
+			}
+			if len(w.starts) != 1 || w.starts[0].First == nil {
+				t.Fatalf("start reads %+v, want one that delivered", w.starts)
+			}
+			if got := w.starts[0].First.Events; len(got) != len(tc.seqs) || got[0] != event(tc.seqs[0]) {
+				t.Fatalf("the start delivered %v, want the batch of %v", got, tc.seqs)
+			}
+			if w.local[workflows.StartActivity] != 1 || w.local["Deliver"] != 0 {
+				t.Fatalf("local activities %v, want the start's read alone", w.local)
+			}
+			if tc.fail {
+				if w.regular["Deliver"] == 0 {
+					t.Fatalf("activities %v, want the retry as a regular Deliver", w.regular)
+				}
+				return
+			}
+			if len(w.regular) != 0 || w.local["KeyQueue"] != 0 {
+				t.Fatalf("activities %v and local %v after the start, want none: the start's read after its delivery decides",
+					w.regular, w.local)
+			}
+			if took := h.env.Now().Sub(h.start); took >= time.Minute {
+				t.Fatalf("completed after %v, want at once", took)
+			}
+		})
+	}
+}
+
+// TestDeliverInStartOnlyWhatARunWould: the start's read delivers nothing
+// a fresh run would not deliver at once as its local first attempt: a
+// paused key, a failed head, an event at its hold expiry, a run at
+// BareStartVersion, or one not started quiet-bare. Each is left to the run,
+// which does what it did before (holds, expires, delivers in a Deliver
+// local activity).
+func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		version int
+		setup   func(h *harness)
+		// want: the events delivered; expired: the one that expires instead.
+		want    []string
+		expired string
+		local   int // Deliver local activities
+	}{
+		{name: "BareStartVersion", version: workflows.BareStartVersion, want: ids(1), local: 1},
+		{name: "NoMarkerVersion", version: workflows.NoMarkerVersion, want: ids(1), local: 1},
+		{name: "paused", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.store.paused = true
+			h.signalAt(time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+		}, want: ids(1), local: 1},
+		// Re-armed after its cooldown, then a local attempt.
+		{name: "failed head", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.store.outcomes[eventID(1)] = store.EventFailed
+		}, want: ids(1), local: 1},
+		{name: "past its hold expiry", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.params.HoldExpiry = time.Hour
+			h.store.queuedAt = time.Now().Add(-time.Hour - time.Second)
+		}, expired: eventID(1)},
+		// A start's read tried again (its first try failed) reads only: a
+		// delivery in it would count the retry as the event's attempt.
+		{name: "the start's read tried again", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.store.failQueueRead = func(n int) bool { return n == 1 }
+		}, want: ids(1), local: 1},
+		// Not expired yet when the run looks, but close: left to the run.
+		{name: "within a minute of its hold expiry", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.params.HoldExpiry = time.Hour
+			h.store.queuedAt = time.Now().Add(-time.Hour + 30*time.Second)
+		}, want: ids(1), local: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := quietHarness(t, false, 1)
+			h.params.Quiet = true
+			h.params.Version = tc.version
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			w := watchStarts(t, h)
+			h.run()
+			if len(w.starts) == 0 {
+				t.Fatal("no start read")
+			}
+			for i, s := range w.starts {
+				if s.First != nil {
+					t.Fatalf("start read %d delivered %v, want nothing", i, s.First.Events)
+				}
+			}
+			if got := h.sub.delivered(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("delivered %v, want %v", got, tc.want)
+			}
+			if tc.expired != "" {
+				if o := h.store.outcome(tc.expired); o != store.EventExpired {
+					t.Fatalf("the event's outcome row is %q, want expired", o)
+				}
+			}
+			for _, c := range h.sub.all() {
+				if c.Attempt != 1 {
+					t.Fatalf("a POST of %s made as attempt %d, want 1", c.EventID, c.Attempt)
+				}
+			}
+			if w.local["Deliver"] != tc.local {
+				t.Fatalf("%d Deliver local activities, want %d (local %v, regular %v)", w.local["Deliver"], tc.local, w.local, w.regular)
+			}
+		})
+	}
+}
