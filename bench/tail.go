@@ -189,23 +189,37 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // localDelivered reports whether a marker is that of a local Deliver
-// activity whose result delivered the event.
+// activity whose result delivered the event, or of a run's start whose
+// read delivered it (workflows.DeliverInStartVersion).
 func localDelivered(m *historypb.MarkerRecordedEventAttributes, id string) bool {
 	if m.GetMarkerName() != "LocalActivity" {
 		return false
 	}
-	var data struct{ ActivityType string }
-	var result struct {
+	type done struct {
 		Done []struct {
 			ID     string `json:"id"`
 			Result string `json:"result"`
 		} `json:"done"`
 	}
+	var data struct{ ActivityType string }
+	var result struct {
+		done
+		First *struct {
+			Result done `json:"result"`
+		} `json:"first"`
+	}
 	dc := converter.GetDefaultDataConverter()
 	d, r := m.GetDetails()["data"].GetPayloads(), m.GetDetails()["result"].GetPayloads()
-	if len(d) == 0 || len(r) == 0 || dc.FromPayload(d[0], &data) != nil || data.ActivityType != "Deliver" ||
+	if len(d) == 0 || len(r) == 0 || dc.FromPayload(d[0], &data) != nil ||
+		(data.ActivityType != "Deliver" && data.ActivityType != workflows.StartActivity) ||
 		dc.FromPayload(r[0], &result) != nil {
 		return false
+	}
+	if data.ActivityType == workflows.StartActivity {
+		if result.First == nil {
+			return false
+		}
+		result.done = result.First.Result
 	}
 	for _, s := range result.Done {
 		if s.ID == id && s.Result == "delivered" {

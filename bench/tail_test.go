@@ -95,6 +95,28 @@ func TestTailEventExplain(t *testing.T) {
 		t.Errorf("explain a started key's event = %+v", fresh)
 	}
 
+	// The run's start delivered s2 in its read
+	// (workflows.DeliverInStartVersion): its marker is DeliveryStart's.
+	// One whose read delivered nothing does not count.
+	inStart := []*historypb.HistoryEvent{
+		ev(1, 30, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED),
+		wftScheduled(2, 30, 1),
+		wftStarted(3, 35, 2),
+		wftCompleted(4, 80, 3),
+		localMarker(t, 5, 80, 4, "DeliveryStart", map[string]any{"first": map[string]any{"result": done("s2")}}),
+	}
+	startDelivered := TailEvent{EventID: "s2", LatencyMS: 90}
+	startDelivered.explain(inStart, t0.Add(10*time.Millisecond), t0.Add(100*time.Millisecond))
+	if startDelivered.Error != "" || startDelivered.RelayMS != 20 || startDelivered.WorkflowTaskWaitMS != 5 || !startDelivered.Local {
+		t.Errorf("explain an event its run's start delivered = %+v", startDelivered)
+	}
+	inStart[4] = localMarker(t, 5, 80, 4, "DeliveryStart", done("s2"))
+	readOnly := TailEvent{EventID: "s2"}
+	readOnly.explain(inStart, t0, t0)
+	if readOnly.Local || readOnly.Error == "" {
+		t.Errorf("a start whose read delivered nothing taken for the delivery: %+v", readOnly)
+	}
+
 	missing := TailEvent{EventID: "e9"}
 	missing.explain(history, t0, t0)
 	if missing.Error == "" || missing.RelayMS != -1 || missing.PostMS != -1 {

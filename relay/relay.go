@@ -704,7 +704,7 @@ func (r *Relay) signalGroup(ctx context.Context, g *group, starter Starter, hint
 			// A quiet run for one event most likely delivers it and ends in
 			// its first task: started with no search attributes, it writes
 			// them only if it comes to wait (workflows.BareStartVersion),
-			// and its start's read delivers the event
+			// and its start's read delivers the event when the rows allow
 			// (workflows.DeliverInStartVersion).
 			bare := params
 			bare.Version = workflows.DeliverInStartVersion

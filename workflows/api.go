@@ -103,11 +103,15 @@ type StartInput struct {
 }
 
 // FirstInput is what StartActivity needs of the run to make its first
-// delivery: the subscriber's app, and the deadline of the workflow task's
-// local attempts (localDeadline).
+// delivery: the subscriber's app, the deadline of the workflow task's
+// local attempts (localDeadline), and how long the delivery may take before
+// it is given up, as a local attempt's timeout is (the deadline and
+// localGrace from the run's clock: a duration, whatever the worker's clock
+// says).
 type FirstInput struct {
-	SubscriberApp string    `json:"subscriberApp"`
-	Deadline      time.Time `json:"deadline"`
+	SubscriberApp string        `json:"subscriberApp"`
+	Deadline      time.Time     `json:"deadline"`
+	Timeout       time.Duration `json:"timeout"`
 }
 
 // FirstDelivery is the first delivery StartActivity made after its read:
@@ -302,8 +306,9 @@ type Params struct {
 	// an older worker recorded still decides. The relay and continue-as-new
 	// set it; BareStartVersion does the same for a run the relay started
 	// with no search attributes, which writes them when it first shows a
-	// status. Any other number is ignored, and the run asks GetVersion as
-	// before.
+	// status, and DeliverInStartVersion what the relay now sets for such a
+	// run: its start's read may make its first delivery. Any other number
+	// is ignored, and the run asks GetVersion as before.
 	Version int `json:"version,omitempty"`
 }
 

@@ -211,7 +211,11 @@ const localGrace = 2 * time.Second
 // points between them leave room for that lag and for completing the task.
 // With the default 10 s timeout, localGrace's 2 s bring the local activity's
 // own timeout to 8 s, the SDK's 80 %: one that overruns is given up when the
-// SDK would heartbeat anyway (sdkdeadline_test.go pins the SDK's ratio).
+// SDK would heartbeat anyway (sdkdeadline_test.go pins the SDK's ratio). A
+// delivery in the run's start read (DeliverInStartVersion) has the same
+// deadline and is given up at the same time (FirstInput.Timeout), though
+// the read before it, within the start's own timeouts, may have taken the
+// task closer to the SDK's heartbeat.
 func (d *delivery) localDeadline(ctx workflow.Context) time.Time {
 	info := workflow.GetInfo(ctx)
 	timeout := info.WorkflowTaskTimeout

@@ -135,6 +135,10 @@ func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
 		want    []string
 		expired string
 		local   int // Deliver local activities
+		// attempt is the first POST's attempt number (0: 1); after, the
+		// workflow time before which nothing may go.
+		attempt int
+		after   time.Duration
 	}{
 		{name: "BareStartVersion", version: workflows.BareStartVersion, want: ids(1), local: 1},
 		{name: "NoMarkerVersion", version: workflows.NoMarkerVersion, want: ids(1), local: 1},
@@ -150,6 +154,17 @@ func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
 			h.params.HoldExpiry = time.Hour
 			h.store.queuedAt = time.Now().Add(-time.Hour - time.Second)
 		}, expired: eventID(1)},
+		// A head an earlier run tried: its next attempt is a regular
+		// activity's, numbered after the row's.
+		{name: "head tried before", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.store.rowAttempts = map[string]int{eventID(1): 1}
+		}, want: ids(1), attempt: 2},
+		// An operator's pause that came with the run's first task is
+		// applied before anything goes.
+		{name: "paused by a signal in the first task", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
+			h.signalAt(0, workflows.SignalPause, workflows.ControlSignal{})
+			h.signalAt(time.Minute, workflows.SignalResume, workflows.ControlSignal{})
+		}, want: ids(1), local: 1, after: time.Minute},
 		// A start's read tried again (its first try failed) reads only: a
 		// delivery in it would count the retry as the event's attempt.
 		{name: "the start's read tried again", version: workflows.DeliverInStartVersion, setup: func(h *harness) {
@@ -186,14 +201,62 @@ func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
 					t.Fatalf("the event's outcome row is %q, want expired", o)
 				}
 			}
+			want := max(tc.attempt, 1)
 			for _, c := range h.sub.all() {
-				if c.Attempt != 1 {
-					t.Fatalf("a POST of %s made as attempt %d, want 1", c.EventID, c.Attempt)
+				if c.Attempt != want {
+					t.Fatalf("a POST of %s made as attempt %d, want %d", c.EventID, c.Attempt, want)
 				}
+			}
+			if went := h.sub.start.Sub(h.start); tc.after > 0 && went < tc.after {
+				t.Fatalf("the first POST went %v after the start, want after %v", went, tc.after)
 			}
 			if w.local["Deliver"] != tc.local {
 				t.Fatalf("%d Deliver local activities, want %d (local %v, regular %v)", w.local["Deliver"], tc.local, w.local, w.regular)
 			}
 		})
+	}
+}
+
+// TestDeliverInStartBatchEndsAtATriedEvent: the start's batch is the run's:
+// an event an earlier run tried ends it, so it goes in its turn, after the
+// head, as a regular activity's.
+func TestDeliverInStartBatchEndsAtATriedEvent(t *testing.T) {
+	t.Parallel()
+	h := quietHarness(t, false, 1, 2, 3)
+	h.params.Quiet = true
+	h.params.Version = workflows.DeliverInStartVersion
+	h.store.rowAttempts = map[string]int{eventID(2): 1}
+	w := watchStarts(t, h)
+	h.run()
+	if len(w.starts) == 0 || w.starts[0].First == nil {
+		t.Fatalf("start reads %+v, want the first to deliver", w.starts)
+	}
+	if got := w.starts[0].First.Events; !reflect.DeepEqual(got, []activities.Event{event(1)}) {
+		t.Fatalf("the start delivered %v, want event 1 alone", got)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Fatalf("delivered %v, want 1, 2, 3", got)
+	}
+}
+
+// TestDeliverInStartAfterFailedReads: a run whose start's read failed both
+// tries reads again on a later turn (refillFromLog); that read may deliver
+// too, and the run applies it there: one POST, the run's own.
+func TestDeliverInStartAfterFailedReads(t *testing.T) {
+	t.Parallel()
+	h := quietHarness(t, false, 1)
+	h.params.Quiet = true
+	h.params.Version = workflows.DeliverInStartVersion
+	h.store.failQueueRead = func(n int) bool { return n <= 2 }
+	w := watchStarts(t, h)
+	h.run()
+	if len(w.starts) != 1 || w.starts[0].First == nil {
+		t.Fatalf("start reads %+v, want one, the later turn's, that delivered", w.starts)
+	}
+	if n := len(h.sub.callsFor(eventID(1))); n != 1 {
+		t.Fatalf("event 1 POSTed %d times, want once", n)
+	}
+	if w.local["Deliver"] != 0 {
+		t.Fatalf("local activities %v, want no Deliver of the run's own", w.local)
 	}
 }

@@ -71,7 +71,8 @@ const NoMarkerVersion = 4
 
 // BareStartVersion, as Params.Version in a run's input, is NoMarkerVersion
 // for a run the relay started with no search attributes: a quiet key's run
-// for one event (relay.Relay.signalGroup), which most likely delivers it
+// for one event (relay.Relay.signalGroup, which now starts such runs at
+// DeliverInStartVersion, this and a delivery in the start), which most likely delivers it
 // and completes in its first workflow task. Search attributes in a start
 // cost Temporal's server work per run (it validates them, and reads their
 // types for each visibility record that holds them; the dev server reads
@@ -97,18 +98,27 @@ const BareStartVersion = 5
 // fresh run would deliver at once as a local first attempt, delivers its
 // batch in the same local activity (firstDelivery) and returns the result
 // with the rows it read before. The run applies that result where it
-// would have applied its own local attempt's, in the same workflow task:
+// would have applied its own local attempt's, in the workflow task of the
+// read:
 // a quiet key's run records one local activity marker instead of two
 // (6 history events, the floor's) and spends one local activity's round
 // less in its first task. The relay sets it for the runs it starts bare.
 //
+// The read asks for it only in a fresh run that nothing has signalled yet
+// (an operator's signal that came with the first task goes first); an
+// operator's Update is accepted after the read, and waits for its delivery
+// as for any local attempt. The delivery is given up when a local attempt
+// would be (FirstInput.Timeout), and the run then goes on as after a local
+// attempt that ended without a result.
+//
 // The run decides by the read's recorded result, so a run replays as it
 // ran: a result with a delivery says the POST happened, one without says
 // it did not, whatever the input. A run at BareStartVersion never asks for
-// it and replays as before. A worker built before it ignores the number as
-// unknown (it asks GetVersion and records its marker), and cannot replay a
-// run that delivered in its start: that workflow task fails until an
-// upgraded worker takes it.
+// it and replays as before. A worker built before it takes the number as
+// unknown: it asks GetVersion and records its marker, which an upgraded
+// worker then replays by; it cannot replay a run at it that ran without
+// the marker, whether or not its read delivered: that workflow task fails
+// until an upgraded worker takes it.
 const DeliverInStartVersion = 6
 
 // Delivery is the workflow of one subscription and subject key. It keeps the
@@ -306,8 +316,9 @@ func (d *delivery) setup(ctx workflow.Context) error {
 	bare := d.p.Version == BareStartVersion || d.p.Version == DeliverInStartVersion
 	if !unmarked || workflow.IsReplaying(ctx) {
 		// Replaying, GetVersion records nothing: a marker an older worker
-		// recorded for a run whose input says NoMarkerVersion or
-		// BareStartVersion (it ignored the field) says how that run ran;
+		// recorded for a run whose input says NoMarkerVersion,
+		// BareStartVersion or DeliverInStartVersion (it ignored the
+		// field) says how that run ran;
 		// none says it ran as an upgraded worker runs it.
 		version = workflow.GetVersion(ctx, FirstAttemptChange, workflow.DefaultVersion, OneMarkerVersion)
 		if unmarked && version == workflow.DefaultVersion {

@@ -27,7 +27,7 @@ const expiryMargin = time.Minute
 // hints.
 func firstDelivery(ctx context.Context, acts *activities.Activities, w Params, q activities.QueueResult,
 	in StartInput, now time.Time) *FirstDelivery {
-	if in.First == nil || activity.GetInfo(ctx).Attempt != 1 || q.Paused || len(q.Events) == 0 ||
+	if in.First == nil || in.First.Timeout <= 0 || activity.GetInfo(ctx).Attempt != 1 || q.Paused || len(q.Events) == 0 ||
 		len(q.DeliveredHere) > 0 {
 		return nil
 	}
@@ -57,7 +57,12 @@ func firstDelivery(ctx context.Context, acts *activities.Activities, w Params, q
 	if (w.EndQuietKeys || w.Quiet) && !w.Busy && len(batch) == len(q.Events) {
 		din.ThenRead = w.MaxQueue / 2 // as the run's readLimit
 	}
-	res, err := acts.Deliver(ctx, din)
+	// Given up when a local attempt of the run would be (execute's
+	// ScheduleToCloseTimeout); the run then goes on as after a local
+	// attempt that ended without a result.
+	dctx, cancel := context.WithTimeout(ctx, in.First.Timeout)
+	defer cancel()
+	res, err := acts.Deliver(dctx, din)
 	first := &FirstDelivery{Events: batch, ThenRead: din.ThenRead, Result: res}
 	if err != nil {
 		first.Error = err.Error()

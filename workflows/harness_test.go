@@ -319,8 +319,10 @@ type fakeStore struct {
 	// paused is the key's row in paused_keys, kept from the pause and
 	// resume audit rows as the store keeps it.
 	paused bool
-	// queuedAt is every row's queued_at (zero: none, as the run takes now).
-	queuedAt time.Time
+	// queuedAt is every row's queued_at (zero: none, as the run takes now);
+	// rowAttempts a row's attempts, as an earlier run left them.
+	queuedAt    time.Time
+	rowAttempts map[string]int
 }
 
 func (s *fakeStore) batches() int {
@@ -514,7 +516,7 @@ func (s *fakeStore) KeyQueue(_ context.Context, _, subject string, after int64, 
 		if st == "" {
 			st = store.EventQueued
 		}
-		return store.HeldRow{ID: id, Seq: seq, Status: st, QueuedAt: s.queuedAt}
+		return store.HeldRow{ID: id, Seq: seq, Status: st, QueuedAt: s.queuedAt, Attempts: s.rowAttempts[id]}
 	}
 	rows := map[int64]bool{}
 	for _, seq := range s.dispatched {

@@ -72,10 +72,14 @@ func (d *delivery) start(ctx workflow.Context) {
 	// (refillFromLog): only the read's recorded result decides by them.
 	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey,
 		Busy: d.hints.Busy, Quiet: d.hints.Quiet}
-	if d.deliverInStart && !d.carried && d.signals == 0 && len(d.Queue) == 0 {
-		// A fresh bare run: its read may deliver the head as this task's
-		// local attempt would, by the same deadline.
-		in.First = &FirstInput{SubscriberApp: identity.SubscriberApp, Deadline: d.localDeadline(ctx)}
+	if d.deliverInStart && !d.carried && d.signals == 0 && len(d.Queue) == 0 && d.nothingSignalled() {
+		// A fresh bare run that nothing signalled yet (an operator's
+		// signal that came with the task is applied before any delivery):
+		// its read may deliver the head as this task's local attempt
+		// would, by the same deadline and timeout.
+		deadline := d.localDeadline(ctx)
+		in.First = &FirstInput{SubscriberApp: identity.SubscriberApp, Deadline: deadline,
+			Timeout: max(deadline.Sub(workflow.Now(ctx)), 0) + localGrace}
 	}
 	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), StartActivity, in).Get(ctx, &res); err != nil {
 		d.logger.Warn("read the key's outcome rows and the worker's settings", "error", err)

@@ -45,6 +45,10 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 	r.RegisterActivity(acts)
 	r.RegisterActivityWithOptions(func(context.Context) (Params, error) { return settings() },
 		activity.RegisterOptions{Name: SettingsActivity})
+	now := time.Now // the activities' clock, which Deliver reads too
+	if acts.Clock != nil {
+		now = acts.Clock
+	}
 	r.RegisterActivityWithOptions(func(ctx context.Context, in StartInput) (StartResult, error) {
 		w, err := settings()
 		if err != nil {
@@ -63,6 +67,6 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 			return StartResult{}, err
 		}
 		return StartResult{Settings: w, Queue: q, Policy: pol,
-			First: firstDelivery(ctx, acts, w, q, in, time.Now())}, nil
+			First: firstDelivery(ctx, acts, w, q, in, now())}, nil
 	}, activity.RegisterOptions{Name: StartActivity})
 }

@@ -123,3 +123,16 @@ func (d *delivery) onReachable() {
 		d.Unreachable = 0
 	}
 }
+
+// nothingSignalled reports whether no signal waits in any of the run's
+// channels: those that came with its workflow task are in its history, so
+// a replay sees the same.
+func (d *delivery) nothingSignalled() bool {
+	c := d.channels
+	for _, ch := range []workflow.ReceiveChannel{c.event, c.redeliver, c.cancel, c.pause, c.resume, c.attempt, c.subscription, c.reachable} {
+		if ch.Len() > 0 {
+			return false
+		}
+	}
+	return true
+}
