@@ -36,7 +36,7 @@ func firstDelivery(ctx context.Context, acts *activities.Activities, w Params, q
 		if h.Failed || h.Attempts > 0 {
 			break // the batch ends before it
 		}
-		queue = append(queue, QueueItem{Event: h.Event, QueuedAt: h.QueuedAt})
+		queue = append(queue, heldItem(h, now, false, 0)) // as the run's queue holds it
 	}
 	if len(queue) == 0 {
 		return nil // the head was tried before: a regular activity's
@@ -44,11 +44,7 @@ func firstDelivery(ctx context.Context, acts *activities.Activities, w Params, q
 	w.SubscriptionID, w.SubscriberApp, w.SubjectKey = in.SubscriptionID, in.First.SubscriberApp, in.SubjectKey
 	batch := batchOf(queue, w.MaxBatch)
 	for _, it := range queue[:len(batch)] {
-		at := it.QueuedAt
-		if at.IsZero() || at.After(now) {
-			at = now // as the run takes it (heldItem)
-		}
-		if !now.Add(expiryMargin).Before(at.Add(w.HoldExpiry)) {
+		if !now.Add(expiryMargin).Before(it.QueuedAt.Add(w.HoldExpiry)) {
 			return nil
 		}
 	}
