@@ -69,14 +69,12 @@ func (d *delivery) deliverHead(ctx workflow.Context, first *FirstDelivery) {
 	var res activities.DeliverResult
 	var err error
 	if first != nil {
+		d.localTried = head.Event.ID
+		res, err = first.Result, first.err()
 		if in.ThenRead != first.ThenRead {
 			// Its read after the delivery is not the one this run would
 			// ask for: the run reads again before it ends.
 			d.logger.Warn("the start's read read after its delivery otherwise than the run would")
-		}
-		d.localTried = head.Event.ID
-		res, err = first.Result, first.err()
-		if in.ThenRead != first.ThenRead {
 			res.Owed = nil
 		}
 	} else {
