@@ -673,3 +673,103 @@ func metaHas(t *testing.T, r store.AuditRow, key string, value any) bool {
 	}
 	return m[key] == value
 }
+
+// TestForgedQuietStartTakesItsUpdateFirst: a key's run started by hand as
+// the relay starts a quiet key (DeliverInStartVersion, whose start's read
+// may deliver the head), with an operator's pause in the same request
+// (Update-With-Start), applies the pause before anything goes, as a run
+// that reads first does: its read does not deliver once an Update came.
+// The key's event waits for the resume and is delivered once.
+// HERALD_RECORD_UPDATE_FIRST_HISTORY names a file to write the forged
+// run's history to, once it waits idle: the replay history
+// workflows/testdata/delivery-history-update-first.json.
+func TestForgedQuietStartTakesItsUpdateFirst(t *testing.T) {
+	t.Parallel()
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	const subject = "person-forged-quiet"
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	// A run of a type no worker knows holds the key's id, so the relay
+	// signals it instead of starting the key's own; once the event's
+	// signal reached it, it is terminated: the key owes its event, and no
+	// run of its own has tried it.
+	holder, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, "NotADelivery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := s.Publish(subject, 1)
+	testkit.Eventually(t, 30*time.Second, "the relay's signal to reach the holder", func() bool {
+		it := c.GetWorkflowHistory(ctx, id, holder.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return false
+			}
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.TerminateWorkflow(ctx, id, holder.GetRunID(), "make way for a forged start"); err != nil {
+		t.Fatal(err)
+	}
+	if st := outcomeStatus(t, s, system.BillingSub, e1.ID); st != store.EventQueued {
+		t.Fatalf("the event's outcome row is %q, want queued", st)
+	}
+
+	params := workflows.Params{SubscriptionID: system.BillingSub, SubscriberApp: "billing", EventType: system.PersonUpdated,
+		SubjectKey: subject, Version: workflows.DeliverInStartVersion, Quiet: true}
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL}
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: c.NewWithStartWorkflowOperation(opts, workflows.DeliveryWorkflowType, params),
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePause,
+			Args: []any{workflows.ControlSignal{Actor: "ann"}}, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused workflows.OpResult
+	if err := h.Get(ctx, &paused); err != nil || !paused.Changed {
+		t.Fatalf("the pause answered %+v, %v; want it applied", paused, err)
+	}
+	// Long enough for a POST the run's first task made to arrive.
+	time.Sleep(2 * time.Second)
+	if n := s.Sub.Count("billing", subject); n != 0 {
+		t.Fatalf("%d POSTs of a key paused by the Update that came with its start, want none before the resume", n)
+	}
+	rh, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.UpdateResume,
+		Args: []any{workflows.ControlSignal{Actor: "ann"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed workflows.OpResult
+	if err := rh.Get(ctx, &resumed); err != nil || !resumed.Changed {
+		t.Fatalf("the resume answered %+v, %v; want it applied", resumed, err)
+	}
+	waitInOrder(t, s, subject, 30*time.Second, 1)
+	wantOutcomes(t, s, store.EventDelivered, e1.ID)
+	if path := os.Getenv("HERALD_RECORD_UPDATE_FIRST_HISTORY"); path != "" {
+		// Once the run waits idle: an Update reached it, so it does not
+		// end quiet, and its last workflow task has completed.
+		testkit.Eventually(t, 30*time.Second, "the forged run to wait idle", func() bool {
+			var last enumspb.EventType
+			it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					return false
+				}
+				last = e.GetEventType()
+			}
+			return last == enumspb.EVENT_TYPE_TIMER_STARTED
+		})
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

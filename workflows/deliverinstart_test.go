@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -258,5 +259,99 @@ func TestDeliverInStartAfterFailedReads(t *testing.T) {
 	}
 	if w.local["Deliver"] != 0 {
 		t.Fatalf("local activities %v, want no Deliver of the run's own", w.local)
+	}
+}
+
+// TestDeliverInStartUnderTheSubscriptionsPolicy: the start's read delivers
+// under the subscription's maxAttempts, as the run's own first attempt
+// does: with one attempt allowed and a subscriber answering 500, the key
+// makes one POST and holds its head exhausted, whether the run delivers
+// in its read (DeliverInStartVersion) or after it (BareStartVersion).
+func TestDeliverInStartUnderTheSubscriptionsPolicy(t *testing.T) {
+	t.Parallel()
+	for _, version := range []int{workflows.BareStartVersion, workflows.DeliverInStartVersion} {
+		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
+			h := quietHarness(t, false, 1)
+			h.params.Quiet = true
+			h.params.Version = version
+			h.params.MaxRearms = workflows.NoRearms
+			h.store.setPolicy(store.Policy{MaxAttempts: 1})
+			h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
+			w := watchStarts(t, h)
+			held := h.queryAt(time.Hour)
+			h.signalAt(2*time.Hour, workflows.SignalCancel, workflows.CancelSignal{})
+			h.run()
+			if inStart := len(w.starts) > 0 && w.starts[0].First != nil; inStart != (version == workflows.DeliverInStartVersion) {
+				t.Fatalf("the start's read delivered: %v at version %d", inStart, version)
+			}
+			if n := len(h.sub.callsFor(eventID(1))); n != 1 {
+				t.Fatalf("event 1 POSTed %d times, want once (maxAttempts 1)", n)
+			}
+			if held.Head == nil || held.Head.MaxAttempts != 1 || held.Head.Code != activities.CodeAttemptsExhausted {
+				t.Fatalf("held head %+v, want event 1 exhausted after its one attempt", held.Head)
+			}
+			// The attempt's own row says so: a task lost before the run
+			// learnt of it leaves the next run a failed head, not one to
+			// try again.
+			var first *store.OutcomeUpdate
+			for i, u := range h.store.updates {
+				if u.EventID == eventID(1) {
+					first = &h.store.updates[i]
+					break
+				}
+			}
+			if first == nil || first.Status != store.EventFailed || first.Code != activities.CodeAttemptsExhausted || first.Attempts != 1 {
+				t.Fatalf("the attempt's outcome row %+v, want failed, attempts_exhausted, 1 attempt", first)
+			}
+		})
+	}
+}
+
+// TestDeliverInStartAfterAnUpdateInTheFirstTask: an operator's Update that
+// came with the run's first workflow task is applied before anything goes,
+// as it was before the start's read could deliver: a pause holds the key
+// until the resume, a cancel of the event settles it unsent.
+func TestDeliverInStartAfterAnUpdateInTheFirstTask(t *testing.T) {
+	t.Parallel()
+	for _, version := range []int{workflows.BareStartVersion, workflows.DeliverInStartVersion} {
+		t.Run(fmt.Sprint("pause, version ", version), func(t *testing.T) {
+			h := quietHarness(t, false, 1)
+			h.params.Quiet = true
+			h.params.Version = version
+			pause := h.updateAt(0, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
+			h.updateAt(time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+			w := watchStarts(t, h)
+			h.run()
+			for i, s := range w.starts {
+				if s.First != nil {
+					t.Fatalf("start read %d delivered %v, want nothing: the pause came first", i, s.First.Events)
+				}
+			}
+			if !pause.result.Changed {
+				t.Fatalf("the pause answered %+v, want it applied", pause.result)
+			}
+			if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+				t.Fatalf("delivered %v, want event 1 after the resume", got)
+			}
+			if went := h.sub.start.Sub(h.start); went < time.Minute {
+				t.Fatalf("the first POST went %v after the start, want after the resume at 1m", went)
+			}
+		})
+		t.Run(fmt.Sprint("cancel, version ", version), func(t *testing.T) {
+			h := quietHarness(t, false, 1)
+			h.params.Quiet = true
+			h.params.Version = version
+			cancel := h.updateAt(0, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(1), Actor: "ann"})
+			h.run()
+			if n := len(h.sub.all()); n != 0 {
+				t.Fatalf("%d POSTs, want none: the event was cancelled first", n)
+			}
+			if !reflect.DeepEqual(cancel.result.Cancelled, ids(1)) {
+				t.Fatalf("the cancel answered %+v, want event 1 cancelled", cancel.result)
+			}
+			if o := h.store.outcome(eventID(1)); o != store.EventCancelled {
+				t.Fatalf("event 1's outcome row is %q, want cancelled", o)
+			}
+		})
 	}
 }

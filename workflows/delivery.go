@@ -104,10 +104,11 @@ const BareStartVersion = 5
 // (6 history events, the floor's) and spends one local activity's round
 // less in its first task. The relay sets it for the runs it starts bare.
 //
-// The read asks for it only in a fresh run that nothing has signalled yet
-// (an operator's signal that came with the first task goes first); an
-// operator's Update is accepted after the read, and waits for its delivery
-// as for any local attempt. The delivery is given up when a local attempt
+// The read asks for it only in a fresh run that no signal or Update has
+// reached yet (an operator's signal or Update that came with the first
+// task goes first); one that comes later waits for the delivery as for any
+// local attempt. The delivery is made under the subscription's maxAttempts,
+// as the run's own would be (withPolicy). The delivery is given up when a local attempt
 // would be (FirstInput.Timeout), and the run then goes on as after a local
 // attempt that ended without a result.
 //
@@ -196,8 +197,10 @@ type delivery struct {
 	// cancelActivity interrupts the delivery in flight (operator signals).
 	cancelActivity workflow.CancelFunc
 	deferred       []*op
-	// updates carries operator Updates to the main loop.
-	updates workflow.Channel
+	// updates carries operator Updates to the main loop; updatesCame counts
+	// the Updates accepted, whether or not the loop has taken them yet.
+	updates     workflow.Channel
+	updatesCame int
 	// inflight is how many queue items the delivery in flight covers; new
 	// events are never put in front of them.
 	inflight int

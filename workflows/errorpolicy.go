@@ -41,23 +41,29 @@ type ErrorPolicy = activities.ErrorPolicy
 // event.
 const AuditDeliverySkipped = payload.AuditDeliverySkipped
 
-// applyPolicy makes the run's settings follow the subscription's policy:
-// maxAttempts replaces the schedule's count of attempts (a longer count
-// repeats the schedule's last delay).
+// applyPolicy makes the run's settings follow the subscription's policy
+// (withPolicy).
 func (d *delivery) applyPolicy(p ErrorPolicy) {
 	d.policy = p
-	n := p.MaxAttempts
-	d.p.Attempts = max(n, 0) // the row's, whatever the settings held
-	if n <= 0 {
-		return
-	}
-	if s := d.p.RetrySchedule; n > len(s)+1 && len(s) > 0 {
+	d.p = withPolicy(d.p, p)
+}
+
+// withPolicy is the settings p under the subscription's policy pol:
+// maxAttempts replaces the schedule's count of attempts (a longer count
+// repeats the schedule's last delay). The run's settings (applyPolicy) and
+// the delivery its start's read makes for it (firstDelivery) both go
+// through it.
+func withPolicy(p Params, pol ErrorPolicy) Params {
+	n := pol.MaxAttempts
+	p.Attempts = max(n, 0) // the row's, whatever the settings held
+	if s := p.RetrySchedule; n > len(s)+1 && len(s) > 0 {
 		longer := append([]time.Duration(nil), s...)
 		for len(longer) < n-1 {
 			longer = append(longer, s[len(s)-1])
 		}
-		d.p.RetrySchedule = longer
+		p.RetrySchedule = longer
 	}
+	return p
 }
 
 // skips reports whether the head that just failed for good is to be

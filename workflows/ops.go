@@ -201,6 +201,7 @@ func (d *delivery) runDeferred(ctx workflow.Context) {
 // to the main loop and answers once it has been applied.
 func (d *delivery) setUpdateHandlers(ctx workflow.Context) error {
 	run := func(ctx workflow.Context, o *op) (OpResult, error) {
+		d.updatesCame++
 		d.updates.Send(ctx, o)
 		if err := workflow.Await(ctx, func() bool { return o.done }); err != nil {
 			return OpResult{}, err

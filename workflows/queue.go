@@ -72,11 +72,15 @@ func (d *delivery) start(ctx workflow.Context) {
 	// (refillFromLog): only the read's recorded result decides by them.
 	in := StartInput{SubscriptionID: identity.SubscriptionID, SubjectKey: identity.SubjectKey,
 		Busy: d.hints.Busy, Quiet: d.hints.Quiet}
-	if d.deliverInStart && !d.carried && d.signals == 0 && len(d.Queue) == 0 && d.nothingSignalled() {
-		// A fresh bare run that nothing signalled yet (an operator's
-		// signal that came with the task is applied before any delivery):
-		// its read may deliver the head as this task's local attempt
-		// would, by the same deadline and timeout.
+	if d.deliverInStart && !d.carried && d.signals == 0 && len(d.Queue) == 0 && d.nothingSignalled() &&
+		d.updatesCame == 0 {
+		// A fresh bare run that nothing signalled yet and no Update reached:
+		// its read may deliver the head as this task's local attempt would,
+		// by the same deadline and timeout. An operator's signal or Update
+		// that came with the task is applied before any delivery, as in a
+		// run that reads first. (An Update's handler has run by now: the
+		// SDK's SetUpdateHandler lets Updates waiting for their handler run
+		// before setUpdateHandlers returns, and the handler counts itself.)
 		deadline := d.localDeadline(ctx)
 		in.First = &FirstInput{SubscriberApp: identity.SubscriberApp, Deadline: deadline,
 			Timeout: max(deadline.Sub(workflow.Now(ctx)), 0) + localGrace}

@@ -66,7 +66,10 @@ func Register(r Registry, acts *activities.Activities, settings func() (Params, 
 		if err != nil {
 			return StartResult{}, err
 		}
+		// The delivery, if the run asked for one, is made under the
+		// subscription's policy, as the run's own first attempt would be
+		// (the run applies it: a run that may ask is at OneMarkerVersion).
 		return StartResult{Settings: w, Queue: q, Policy: pol,
-			First: firstDelivery(ctx, acts, w, q, in, now())}, nil
+			First: firstDelivery(ctx, acts, withPolicy(w, pol), q, in, now())}, nil
 	}, activity.RegisterOptions{Name: StartActivity})
 }
