@@ -12,3 +12,11 @@ const FilterErrorStreak = filterErrorStreak
 // AbandonOnStop makes r stop, when its context ends, as a frozen worker
 // would: giving nothing back.
 func AbandonOnStop(r *Relay) { r.abandon = true }
+
+// RestFilter makes the filter text of subscription id rest now, its events
+// counted under reason, as after a timeout or a streak of costly rounds.
+func RestFilter(r *Relay, id, text, reason string) { r.rest(id, text, reason, time.Now()) }
+
+// EndFilterRest ends the rest of the filter text of subscription id, as
+// its cooldown running out would.
+func EndFilterRest(r *Relay, id, text string) { r.resting(id, text, time.Now().Add(filterCooldown)) }

@@ -299,3 +299,61 @@ func TestFilterErrorsAreAuditedOncePerInterval(t *testing.T) {
 		t.Fatalf("delivered %d to billing, want 31", delivered)
 	}
 }
+
+// TestEventLetThroughStaysLetThrough: a round that lets an event through
+// unjudged (its subscription's filter rests) writes its queued outcome
+// row; when the event's signal failed and it comes due again, the filter,
+// now judging it a no-match, does not settle it: the row the first round
+// wrote stands, the key is signalled, and nothing is counted filtered.
+// A pair the filter settled once is counted once, however often its event
+// is read again (here for another subscription's failed signal).
+func TestEventLetThroughStaysLetThrough(t *testing.T) {
+	t.Parallel()
+	st, p := setup(t)
+	const text = `int(data.n) > 1`
+	subscribe(t, st, "billing", text, true)
+	subscribe(t, st, "crm", text, true)
+	obs := &countingObserver{}
+	tmp := &fakeTemporal{refuse: func(string) bool { return true }}
+	r := &relay.Relay{Store: st, Temporal: tmp, Observer: obs}
+	relay.RestFilter(r, billingSub, text, filter.ReasonTimeout)
+	id := publishData(t, p, "p1", `{"n":0}`)
+	if round, _ := dispatchWithin(t, r, time.Minute); round.Failed != 1 || round.Filtered != 1 || round.FilterErrors != 1 {
+		t.Fatalf("first round %+v, want billing's pair let through (its signal failed) and crm's filtered", round)
+	}
+
+	relay.EndFilterRest(r, billingSub, text)
+	tmp.mu.Lock()
+	tmp.refuse = nil
+	tmp.mu.Unlock()
+	ctx := context.Background()
+	if _, err := st.Pool.Exec(ctx,
+		`UPDATE events SET relay_next_try = now() - interval '1 millisecond' WHERE relay_next_try IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	round, _ := dispatchWithin(t, r, time.Minute)
+	if round.Dispatched != 1 || round.Filtered != 0 {
+		t.Fatalf("second round %+v, want the event dispatched and nothing newly filtered", round)
+	}
+	signalled := tmp.bySeq()[workflows.DeliveryID(billingSub, "p1")]
+	if len(signalled) != 1 {
+		t.Fatalf("billing's key was signalled %v, want its event once", signalled)
+	}
+	rows, err := st.EventOutcomes(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, o := range rows {
+		status[o.SubscriptionID] = o.Status
+	}
+	if status[billingSub] != store.EventQueued || status[crmSub] != store.EventFiltered {
+		t.Fatalf("outcome rows %v, want billing's queued and crm's filtered", status)
+	}
+	if n := obs.settled[billingSub+" "+store.EventFiltered]; n != 0 {
+		t.Fatalf("billing's pair counted filtered %d times, want never", n)
+	}
+	if n := obs.settled[crmSub+" "+store.EventFiltered]; n != 1 {
+		t.Fatalf("crm's pair counted filtered %d times, want once", n)
+	}
+}

@@ -56,8 +56,9 @@ type Relay struct {
 	// for new events anyway (default DefaultIdlePoll;
 	// HERALD_RELAY_POLL_INTERVAL). Publishing transactions do not notify
 	// (store/wake.go): events committed by PublishTx, a publisher role or a
-	// key workflow's operational event wait at most this long, and events
-	// backing off come due within it.
+	// key workflow's operational event wait at most this long. Events
+	// backing off are not looked for by it: they come due at their
+	// partition's round of every PollInterval.
 	IdlePoll time.Duration
 	// Parallel caps the signals in flight at once, across the partitions
 	// the relay leads (default DefaultParallel).
@@ -168,7 +169,7 @@ type Round struct {
 	Dispatched int // events marked dispatched
 	Signals    int // signals sent, and keys' workflows started (StartNewKeys)
 	Failed     int // signals that failed (their events back off)
-	Filtered   int // (subscription, event) pairs a content filter did not let through
+	Filtered   int // (subscription, event) pairs a content filter did not let through, whose rows this round wrote
 	BackingOff int // events that failed a signal and wait for their next try
 	Dead       int // events that failed their last signal (code relay_failed)
 
@@ -447,14 +448,27 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 			release()
 		}
 	}()
-	settled, err := r.Store.RecordDispatch(ctx, pairs)
+	existing, err := r.Store.RecordDispatch(ctx, pairs)
 	if err != nil {
 		return Round{}, err
 	}
+	settled := map[store.Dispatch]bool{}
+	for k, status := range existing {
+		settled[k] = store.Settled(status)
+	}
+	// A filter's verdict counts where it wrote the pair's row. A pair an
+	// earlier round wrote keeps that round's verdict: let through (the
+	// filter rested or failed then) it is handed to its key, filtered it
+	// was counted then.
 	perSub := map[string]int{}
+	newlyFiltered := 0
 	for k := range filtered {
+		if _, had := existing[k]; had {
+			continue
+		}
 		settled[k] = true
 		perSub[k.SubscriptionID]++
+		newlyFiltered++
 	}
 	if r.Observer != nil {
 		for id, n := range perSub {
@@ -479,7 +493,7 @@ func (r *Relay) dispatch(ctx context.Context, evs []store.PendingEvent) (Round, 
 		}
 	}
 
-	round := Round{Events: len(evs), Filtered: len(filtered), FilterErrors: filterErrors}
+	round := Round{Events: len(evs), Filtered: newlyFiltered, FilterErrors: filterErrors}
 	order, round.Held, err = r.skipHeld(ctx, order)
 	release()
 	released = true

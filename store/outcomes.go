@@ -46,12 +46,14 @@ type Dispatch struct {
 	Code     string
 }
 
-// RecordDispatch inserts a queued outcome row for every pair not seen
-// before and returns the pairs whose outcome is already settled, which the
-// relay must not hand to their key again (a re-send after a crash, once the
-// key's workflow has completed). Keys of the result are
-// Dispatch{SubscriptionID, EventID} with Seq and Subject zero.
-func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch]bool, error) {
+// RecordDispatch inserts an outcome row for every pair not seen before
+// (queued, or filtered when Filtered) and returns the status of each pair's
+// row that existed already: the relay must not hand a settled pair to its
+// key again (a re-send after a crash, once the key's workflow has
+// completed), and a pair whose row an earlier round wrote keeps that
+// round's verdict. Keys of the result are Dispatch{SubscriptionID,
+// EventID} with Seq and Subject zero; a pair absent from it has a new row.
+func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch]string, error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
@@ -69,7 +71,7 @@ func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch
 		}
 	}
 	// The outer SELECT reads the snapshot from before the INSERT, so it sees
-	// only rows that existed already: new rows are queued, never settled.
+	// only rows that existed already.
 	rows, err := s.Pool.Query(ctx, `
 		WITH d AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[])
@@ -79,23 +81,22 @@ func (s *Store) RecordDispatch(ctx context.Context, ds []Dispatch) (map[Dispatch
 			SELECT subscription_id, event_id, event_seq, subject, status, NULLIF(code, '') FROM d
 			ON CONFLICT (subscription_id, event_id) DO NOTHING
 		)
-		SELECT o.subscription_id, o.event_id::text
-		  FROM outcomes o JOIN d USING (subscription_id, event_id)
-		 WHERE o.status IN ('delivered', 'cancelled', 'expired', 'filtered')`,
+		SELECT o.subscription_id, o.event_id::text, o.status
+		  FROM outcomes o JOIN d USING (subscription_id, event_id)`,
 		subs, ids, seqs, subjects, statuses, codes)
 	if err != nil {
 		return nil, fmt.Errorf("record dispatch: %w", err)
 	}
-	settled := map[Dispatch]bool{}
-	var sub, id string
-	_, err = pgx.ForEachRow(rows, []any{&sub, &id}, func() error {
-		settled[Dispatch{SubscriptionID: sub, EventID: id}] = true
+	existing := map[Dispatch]string{}
+	var sub, id, status string
+	_, err = pgx.ForEachRow(rows, []any{&sub, &id, &status}, func() error {
+		existing[Dispatch{SubscriptionID: sub, EventID: id}] = status
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record dispatch: %w", err)
 	}
-	return settled, nil
+	return existing, nil
 }
 
 // BatchEvent is one event of a delivery batch as the event log has it, with

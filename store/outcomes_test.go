@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -34,12 +35,12 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
-	settled, err := s.RecordDispatch(ctx, []store.Dispatch{
+	existing, err := s.RecordDispatch(ctx, []store.Dispatch{
 		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
 		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
 	})
-	if err != nil || len(settled) != 0 {
-		t.Fatalf("first dispatch: settled %v, %v", settled, err)
+	if err != nil || len(existing) != 0 {
+		t.Fatalf("first dispatch: rows there before %v, %v", existing, err)
 	}
 	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
 		{EventID: evs[0].ID, Seq: 1, Status: store.EventDelivered, Attempts: 2, LastCode: "handler_failed", LastError: "HTTP 500",
@@ -66,13 +67,20 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 		t.Fatalf("delivered by %q and %q, want run-1/head and none",
 			b.Events[evs[0].ID].DeliveredBy, b.Events[evs[1].ID].DeliveredBy)
 	}
-	// A re-dispatch reports the settled pair, and leaves the rest queued.
-	settled, err = s.RecordDispatch(ctx, []store.Dispatch{
+	// A re-dispatch reports each row's status (one settled, one queued),
+	// and a filtered verdict writes over neither.
+	existing, err = s.RecordDispatch(ctx, []store.Dispatch{
 		{SubscriptionID: billingPersonSub, EventID: evs[0].ID, Seq: 1, Subject: "p1"},
-		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1"},
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID, Seq: 2, Subject: "p1", Filtered: true, Code: "filter_no_match"},
 	})
-	if err != nil || len(settled) != 1 || !settled[store.Dispatch{SubscriptionID: billingPersonSub, EventID: evs[0].ID}] {
-		t.Fatalf("re-dispatch settled %v, %v", settled, err)
+	if want := map[store.Dispatch]string{
+		{SubscriptionID: billingPersonSub, EventID: evs[0].ID}: store.EventDelivered,
+		{SubscriptionID: billingPersonSub, EventID: evs[1].ID}: store.EventQueued,
+	}; err != nil || !reflect.DeepEqual(existing, want) {
+		t.Fatalf("re-dispatch: rows there before %v, %v; want %v", existing, err, want)
+	}
+	if out, err := s.EventOutcomes(ctx, evs[1].ID); err != nil || len(out) != 1 || out[0].Status != store.EventQueued {
+		t.Fatalf("the queued event's outcome after a filtered re-dispatch: %+v, %v", out, err)
 	}
 	out, err := s.EventOutcomes(ctx, evs[0].ID)
 	if err != nil || len(out) != 1 || out[0].Attempts != 2 || out[0].LastCode != "handler_failed" || out[0].DeliveredAt == nil {
