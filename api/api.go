@@ -287,7 +287,9 @@ func (h *Handler) credential(r *http.Request, token string, given bool) (store.T
 	now := h.now()
 	key := sha256.Sum256([]byte(token))
 	hit, cachedHit := h.tokens.get(key, now)
-	if given && cachedHit && hit.found {
+	if _, ok := tokenID(token); given && ok && cachedHit && hit.found {
+		// Only a token of Herald's form is taken from the cache: its
+		// entries are keyed by what was presented.
 		return hit.cred, nil, nil
 	}
 	client := clientKey(r)

@@ -39,6 +39,10 @@ var consoleCSS []byte
 type console struct {
 	h        *Handler
 	sessions *sessions
+	// tokens caches the sessions' tokens by id, apart from the cache of
+	// presented tokens (Handler.tokens): an entry of one can never be hit
+	// by what is presented to the other.
+	tokens *tokenCache
 	// temporalUI is the Temporal UI's base URL (HERALD_TEMPORAL_UI_URL),
 	// without a trailing slash; empty: keys are not linked.
 	temporalUI string
@@ -50,8 +54,8 @@ type console struct {
 var consolePages = []string{"sign-in", "apps", "app", "keys", "key", "event", "deliveries", "audit", "error"}
 
 func newConsole(h *Handler, key []byte, temporalUI string) *console {
-	c := &console{h: h, sessions: newSessions(key), temporalUI: strings.TrimRight(temporalUI, "/"),
-		pages: map[string]*template.Template{}}
+	c := &console{h: h, sessions: newSessions(key), tokens: newTokenCache(h.tokens.ttl),
+		temporalUI: strings.TrimRight(temporalUI, "/"), pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"time":    formatTime,
 		"timePtr": formatTimePtr,
@@ -244,9 +248,9 @@ func (c *console) signedIn(w http.ResponseWriter, r *http.Request) (store.TokenC
 		setCookie(w, r, sessionCookie, "", -1)
 		return store.TokenCredential{}, session{}, false, nil
 	}
-	// The token cache, keyed apart from presented tokens' hashes.
-	key := sha256.Sum256([]byte("console session\x00" + sess.tokenID))
-	if hit, cached := c.h.tokens.get(key, now); cached {
+	// The sessions' own token cache: a presented token never reaches it.
+	key := sha256.Sum256([]byte(sess.tokenID))
+	if hit, cached := c.tokens.get(key, now); cached {
 		if !hit.found {
 			setCookie(w, r, sessionCookie, "", -1)
 		}
@@ -254,14 +258,14 @@ func (c *console) signedIn(w http.ResponseWriter, r *http.Request) (store.TokenC
 	}
 	cred, err := c.h.lookup(r.Context(), sess.tokenID)
 	if errors.Is(err, store.ErrNotFound) {
-		c.h.tokens.put(key, store.TokenCredential{}, false, now)
+		c.tokens.put(key, store.TokenCredential{}, false, now)
 		setCookie(w, r, sessionCookie, "", -1)
 		return store.TokenCredential{}, session{}, false, nil
 	}
 	if err != nil {
 		return store.TokenCredential{}, session{}, false, fmt.Errorf("the session's token: %w", err)
 	}
-	c.h.tokens.put(key, cred, true, now)
+	c.tokens.put(key, cred, true, now)
 	return cred, sess, true, nil
 }
 

@@ -152,7 +152,7 @@ func (c *console) keyPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, i
 		c.readFailed(w, r, pc, what, err)
 		return
 	}
-	if v.Audit, err = c.h.store.ListAudit(ctx, store.AuditFilter{TargetID: id, Limit: consoleKeyAudit}); err != nil {
+	if v.Audit, err = c.h.store.ListAudit(ctx, store.AuditFilter{TargetID: id, TargetExact: true, Limit: consoleKeyAudit}); err != nil {
 		c.readFailed(w, r, pc, what, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -191,4 +192,51 @@ func TestConsoleBadInput(t *testing.T) {
 	if p.status != http.StatusMethodNotAllowed || p.header.Get("Allow") != http.MethodGet {
 		t.Errorf("POST a page: %d %v", p.status, p.header)
 	}
+}
+
+// TestConsoleSessionIsNotAToken: what the console caches of a signed-in
+// session's token can never be presented as a token. A session's token
+// was cached under the hash of "console session\x00" and the token's id,
+// in the cache of presented tokens, and the sign-in form takes any text:
+// another app that learnt the id (an audit row's actor names a token) and
+// presented that text while the session was cached was signed in as it.
+func TestConsoleSessionIsNotAToken(t *testing.T) {
+	t.Parallel()
+	f := startConsole(t)
+	victim := f.client()
+	victim.signIn(f.billing)
+	wantPage(t, "the victim's apps", victim.get("/console/apps"), http.StatusOK, system.BillingSub) // its session cached
+	id := strings.SplitN(f.billing, "_", 3)[1]
+	for _, presented := range []string{"console session\x00" + id, id} {
+		b := f.client()
+		p := b.post("/console/sign-in", url.Values{"csrf": {csrf(t, b.get("/console/sign-in"))}, "token": {presented}})
+		for _, c := range (&http.Response{Header: p.header}).Cookies() {
+			if c.Name == "herald_console" && c.Value != "" {
+				t.Fatalf("signing in with %q started a session (%d): the cached session's token was taken", presented, p.status)
+			}
+		}
+		wantPage(t, fmt.Sprintf("sign-in with %q", presented), p, http.StatusUnauthorized, "unknown or revoked")
+		// Nor does the bearer header (which cannot carry a NUL).
+		if !strings.ContainsRune(presented, 0) {
+			if a := f.get("/v1/ops/apps", presented); a.status != http.StatusUnauthorized {
+				t.Fatalf("%q as a bearer token: %d, want 401", presented, a.status)
+			}
+		}
+	}
+}
+
+// TestConsoleKeyPageIsOneKeys: a key's page shows that key's audit rows
+// only, even when its subject key ends in "*", which the audit trail's
+// filter otherwise takes as a prefix: the page of "person-*" is not the
+// failed key person-bad's.
+func TestConsoleKeyPageIsOneKeys(t *testing.T) {
+	t.Parallel()
+	f := startConsole(t)
+	b := f.client()
+	b.signIn(f.operator)
+	failed := b.get(keyPath(f.failedKey))
+	wantPage(t, "the failed key", failed, http.StatusOK, "person-bad", f.bad.ID)
+	star := strings.TrimSuffix(f.failedKey, "bad") + "*"
+	p := b.get(keyPath(star))
+	wantNot(t, "the key person-*", p, "person-bad", f.bad.ID)
 }

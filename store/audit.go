@@ -121,6 +121,9 @@ type AuditFilter struct {
 	// with "*" ("billing:*" matches every target id starting with "billing:").
 	// Only a trailing "*" is special.
 	TargetID string
+	// TargetExact matches TargetID exactly even when it ends with "*" (a
+	// key's workflow id, whose subject key may end so).
+	TargetExact bool
 	// Action matches the action exactly.
 	Action string
 	// Limit caps the rows returned: DefaultAuditLimit when zero or negative,
@@ -251,7 +254,7 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 	var where []string
 	var args []any
 	if f.TargetID != "" {
-		if prefix, ok := strings.CutSuffix(f.TargetID, "*"); ok {
+		if prefix, ok := strings.CutSuffix(f.TargetID, "*"); ok && !f.TargetExact {
 			args = append(args, likePrefix(prefix))
 			where = append(where, fmt.Sprintf(`target_id LIKE $%d ESCAPE '\'`, len(args)))
 		} else {
