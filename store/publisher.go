@@ -81,6 +81,20 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 		if writes {
 			return fmt.Errorf("grant publisher role: %q can already write Herald's tables (the runtime role or a member of it); use a role of its own", role)
 		}
+		// A role that may create objects in Herald's schema could plant a
+		// function there that the publisher functions, run as the owner,
+		// would call instead of a built-in (one matching a call's argument
+		// types more closely): it would run as the owner. PostgreSQL 14 and
+		// before let every role create in the schema public.
+		var creates bool
+		if err := tx.QueryRow(ctx, `SELECT has_schema_privilege($1, current_schema(), 'CREATE')`, role).Scan(&creates); err != nil {
+			return fmt.Errorf("grant publisher role: %w", err)
+		}
+		if creates {
+			return fmt.Errorf("grant publisher role: %q may create objects in Herald's schema, and so run its own code as the owner "+
+				"through the publisher functions; revoke that first (REVOKE CREATE ON SCHEMA <schema> FROM PUBLIC, %s)",
+				role, pgx.Identifier{role}.Sanitize())
+		}
 		ok, err := AppExistsIn(ctx, tx, app)
 		if err != nil {
 			return fmt.Errorf("grant publisher role: %w", err)

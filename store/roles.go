@@ -74,6 +74,18 @@ func checkRuntimeRole(ctx context.Context, tx pgx.Tx, what, role string) error {
 		       (SELECT count(*) FROM pg_class c
 		         WHERE c.relnamespace = current_schema()::regnamespace
 		           AND pg_has_role(r.oid, c.relowner, 'MEMBER'))
+		       -- Functions, operators and types too: one that matches a
+		       -- call's argument types better than a built-in is what the
+		       -- schema's SECURITY DEFINER functions would run, as the owner.
+		       + (SELECT count(*) FROM pg_proc f
+		           WHERE f.pronamespace = current_schema()::regnamespace
+		             AND pg_has_role(r.oid, f.proowner, 'MEMBER'))
+		       + (SELECT count(*) FROM pg_operator o
+		           WHERE o.oprnamespace = current_schema()::regnamespace
+		             AND pg_has_role(r.oid, o.oprowner, 'MEMBER'))
+		       + (SELECT count(*) FROM pg_type t
+		           WHERE t.typnamespace = current_schema()::regnamespace AND t.typrelid = 0
+		             AND pg_has_role(r.oid, t.typowner, 'MEMBER'))
 		  FROM pg_roles r WHERE r.rolname = $1`, role).Scan(&super, &ownerMember, &owned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -85,7 +97,7 @@ func checkRuntimeRole(ctx context.Context, tx pgx.Tx, what, role string) error {
 	case ownerMember:
 		return fmt.Errorf("%s: %q is the owner role or a member of it; use a role of its own", what, role)
 	case owned > 0:
-		return fmt.Errorf("%s: %q owns %d tables, indexes or sequences in this schema; make the owner role own them "+
+		return fmt.Errorf("%s: %q owns %d tables, indexes, sequences, functions, operators or types in this schema; make the owner role own them "+
 			"(REASSIGN OWNED BY %s TO <owner>, as a superuser) first", what, role, owned, pgx.Identifier{role}.Sanitize())
 	}
 	return nil

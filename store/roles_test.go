@@ -231,3 +231,53 @@ func publishingSchema(ctx context.Context, t testing.TB, url string, maxConns in
 	}
 	return st, role, roleURL
 }
+
+// TestGrantPublisherRefusesARoleThatCanPlantFunctions: a publisher role
+// that may create objects in Herald's schema, or owns a function there,
+// could plant a function that the publisher functions (SECURITY DEFINER,
+// run as the owner) call instead of a built-in: array_length(uuid[],
+// integer) matches herald_publish's call more closely than the built-in
+// array_length(anyarray, integer). Both are refused, saying why.
+func TestGrantPublisherRefusesARoleThatCanPlantFunctions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	schema := currentSchema(t, st)
+	role, roleURL := newRuntimeRole(t, st)
+	ident := pgx.Identifier{role}.Sanitize()
+	if _, err := st.Pool.Exec(ctx, `GRANT USAGE, CREATE ON SCHEMA `+schema+` TO `+ident); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.GrantPublisher(ctx, "contacts", role, "test"); err == nil || !strings.Contains(err.Error(), "may create objects") {
+		t.Fatalf("GrantPublisher(a role with CREATE on the schema) = %v, want a refusal", err)
+	}
+	conn, err := pgx.Connect(ctx, roleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION `+schema+`.array_length(uuid[], integer) RETURNS integer
+		LANGUAGE sql AS 'SELECT 1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool.Exec(ctx, `REVOKE CREATE ON SCHEMA `+schema+` FROM `+ident); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.GrantPublisher(ctx, "contacts", role, "test"); err == nil || !strings.Contains(err.Error(), "functions") {
+		t.Fatalf("GrantPublisher(a role owning a function in the schema) = %v, want a refusal", err)
+	}
+	var granted int
+	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM publisher_roles WHERE role = $1`, role).Scan(&granted); err != nil || granted != 0 {
+		t.Fatalf("publisher_roles holds the role %d times (%v), want none", granted, err)
+	}
+}
