@@ -705,6 +705,11 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 	source := func(c *call, i int) {
 		c.envelopes[i] = body(*c.ids[i], "app:billing", c.types[i], *c.subjects[i], 1)
 	}
+	member := func(m string) func(c *call, i int) {
+		return func(c *call, i int) {
+			c.envelopes[i] = append(c.envelopes[i][:len(c.envelopes[i])-1], ","+m+"}"...)
+		}
+	}
 	trace := func(json string) func(c *call, i int) { return func(c *call, i int) { c.traces[i] = &json } }
 	stripe := func(s int32) func(c *call, i int) { return func(c *call, i int) { c.stripes[i] = &s } }
 	cases := []struct {
@@ -730,6 +735,11 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 			c.envelopes[i] = body(*c.ids[i], "app:contacts", c.types[i], *c.subjects[i], 2)
 		}, "42501"},
 		{"a body that is not an object", func(c *call, i int) { c.envelopes[i] = []byte(`[1]`) }, "42501"},
+		// Members a case-blind decoder (Go's encoding/json) reads as the
+		// source or the type, after the ones checked (migration 0039).
+		{"a body with a Source member too", member(`"Source":"app:billing"`), "42501"},
+		{"a body with a Type member too", member(`"TYPE":"billing.invoice.paid"`), "42501"},
+		{"a body with a long-s source member too", member(`"ſource":"app:billing"`), "42501"},
 		{"a body that is not JSON", func(c *call, i int) { c.envelopes[i] = []byte(`{"id":`) }, "22P02"},
 		{"no body", func(c *call, i int) { c.envelopes[i] = nil }, "54000"},
 		{"a body over 256 KiB", big, "54000"},

@@ -81,6 +81,9 @@ func decodeEvent(body []byte) (Event, error) {
 	case w.Source == "":
 		return Event{}, errors.New("cloudevent has no source")
 	}
+	if err := checkMembers(body); err != nil {
+		return Event{}, err
+	}
 	ev := Event{
 		SpecVersion:     w.SpecVersion,
 		ID:              w.ID,
@@ -103,6 +106,43 @@ func decodeEvent(body []byte) (Event, error) {
 	}
 	ev.DataVersion = v
 	return ev, nil
+}
+
+// checkMembers refuses a CloudEvent whose top-level members could be read
+// otherwise than Herald checked them: encoding/json matches a member to a
+// field whatever its case ("Source", even "ſource", is source) and keeps
+// the last of repeated ones, while the database checked the body's exact
+// "source", "type" and "subject" (a publisher role writes its own body).
+// CloudEvents attribute names are lower-case ASCII; each may appear once.
+func checkMembers(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("decode cloudevent: not a JSON object (%v)", err)
+	}
+	var seen []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("decode cloudevent: %w", err)
+		}
+		name, _ := t.(string)
+		for _, c := range []byte(name) {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+				return fmt.Errorf("cloudevent member %q: attribute names are lower-case letters and digits", name)
+			}
+		}
+		for _, s := range seen {
+			if strings.EqualFold(s, name) {
+				return fmt.Errorf("cloudevent member %q appears twice", name)
+			}
+		}
+		seen = append(seen, name)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("decode cloudevent: %w", err)
+		}
+	}
+	return nil
 }
 
 // parseDataVersion reads the dataversion extension, a JSON integer or a

@@ -29,6 +29,13 @@ func TestDecodeEvent(t *testing.T) {
 		{"array", `[]`, 0, "decode cloudevent"},
 		{"null", `null`, 0, "specversion"},
 		{"not JSON", `id=1`, 0, "decode cloudevent"},
+		// Members encoding/json would read as source or type, which the
+		// publisher's checks did not see: refused.
+		{"a second source in upper case", `{` + base + `,"Source":"app:billing"}`, 0, "lower-case"},
+		{"a repeated type", `{` + base + `,"type":"billing.invoice.paid"}`, 0, "twice"},
+		{"source in long s", `{"specversion":"1.0","id":"e1","source":"app:contacts","type":"t","ſource":"app:billing"}`, 0, "lower-case"},
+		{"a repeated source", `{` + base + `,"source":"app:billing"}`, 0, "twice"},
+		{"data_base64 is a member", `{` + base + `,"data_base64":"e30="}`, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
