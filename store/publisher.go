@@ -73,9 +73,15 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 		}
 		// A role that can write Herald's tables (the runtime role, or a
 		// member of it) would not be confined by the mapping.
+		// A member that does not inherit (NOINHERIT) has none of those
+		// rights until it runs SET ROLE, which it may: any role it is a
+		// member of counts.
 		var writes bool
-		if err := tx.QueryRow(ctx, `SELECT has_table_privilege($1, 'events', 'INSERT')
-			OR has_table_privilege($1, 'api_tokens', 'INSERT') OR has_table_privilege($1, 'audit', 'INSERT')`, role).Scan(&writes); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (
+			SELECT 1 FROM pg_roles g
+			 WHERE pg_has_role($1, g.oid, 'MEMBER')
+			   AND (has_table_privilege(g.oid, 'events', 'INSERT') OR has_table_privilege(g.oid, 'api_tokens', 'INSERT')
+			        OR has_table_privilege(g.oid, 'audit', 'INSERT')))`, role).Scan(&writes); err != nil {
 			return fmt.Errorf("grant publisher role: %w", err)
 		}
 		if writes {

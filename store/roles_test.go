@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -279,5 +281,37 @@ func TestGrantPublisherRefusesARoleThatCanPlantFunctions(t *testing.T) {
 	var granted int
 	if err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM publisher_roles WHERE role = $1`, role).Scan(&granted); err != nil || granted != 0 {
 		t.Fatalf("publisher_roles holds the role %d times (%v), want none", granted, err)
+	}
+}
+
+// TestGrantPublisherRefusesAMemberOfTheRuntimeRole: a role that is a
+// member of the runtime role without inheriting its rights (NOINHERIT)
+// has none of them until it runs SET ROLE, which it may: it is refused as
+// the runtime role's members are.
+func TestGrantPublisherRefusesAMemberOfTheRuntimeRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	runtime, _ := newRuntimeRole(t, st)
+	if err := st.GrantRuntime(ctx, runtime); err != nil {
+		t.Fatal(err)
+	}
+	member := fmt.Sprintf("herald_noinherit_%d", time.Now().UnixNano())
+	createRole(t, st, member, "NOINHERIT")
+	if _, err := st.Pool.Exec(ctx, "GRANT "+pgx.Identifier{runtime}.Sanitize()+" TO "+pgx.Identifier{member}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.GrantPublisher(ctx, "contacts", member, "test"); err == nil || !strings.Contains(err.Error(), "can already write") {
+		t.Fatalf("GrantPublisher(a NOINHERIT member of the runtime role) = %v, want a refusal", err)
 	}
 }
