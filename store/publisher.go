@@ -87,13 +87,17 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 		if writes {
 			return fmt.Errorf("grant publisher role: %q can already write Herald's tables (the runtime role or a member of it); use a role of its own", role)
 		}
-		// A role that may create objects in Herald's schema could plant a
+		// A role that may create objects in Herald's schema (itself, or
+		// through a role it is a member of, inheriting or not) could plant a
 		// function there that the publisher functions, run as the owner,
 		// would call instead of a built-in (one matching a call's argument
 		// types more closely): it would run as the owner. PostgreSQL 14 and
 		// before let every role create in the schema public.
 		var creates bool
-		if err := tx.QueryRow(ctx, `SELECT has_schema_privilege($1, current_schema(), 'CREATE')`, role).Scan(&creates); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (
+			SELECT 1 FROM pg_roles g
+			 WHERE pg_has_role($1, g.oid, 'MEMBER') AND has_schema_privilege(g.oid, current_schema(), 'CREATE'))`,
+			role).Scan(&creates); err != nil {
 			return fmt.Errorf("grant publisher role: %w", err)
 		}
 		if creates {

@@ -315,3 +315,37 @@ func TestGrantPublisherRefusesAMemberOfTheRuntimeRole(t *testing.T) {
 		t.Fatalf("GrantPublisher(a NOINHERIT member of the runtime role) = %v, want a refusal", err)
 	}
 }
+
+// TestGrantPublisherRefusesAMemberOfARoleThatCreates: a NOINHERIT member
+// of a role that may create objects in Herald's schema may run SET ROLE
+// and create them: refused as the role itself would be.
+func TestGrantPublisherRefusesAMemberOfARoleThatCreates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	suffix := time.Now().UnixNano()
+	ddl, member := fmt.Sprintf("herald_ddl_%d", suffix), fmt.Sprintf("herald_noinherit_%d", suffix)
+	createRole(t, st, ddl, "")
+	createRole(t, st, member, "NOINHERIT")
+	for _, stmt := range []string{
+		"GRANT USAGE, CREATE ON SCHEMA " + currentSchema(t, st) + " TO " + pgx.Identifier{ddl}.Sanitize(),
+		"GRANT " + pgx.Identifier{ddl}.Sanitize() + " TO " + pgx.Identifier{member}.Sanitize(),
+	} {
+		if _, err := st.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.GrantPublisher(ctx, "contacts", member, "test"); err == nil || !strings.Contains(err.Error(), "may create objects") {
+		t.Fatalf("GrantPublisher(a NOINHERIT member of a role with CREATE on the schema) = %v, want a refusal", err)
+	}
+}

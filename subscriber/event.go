@@ -119,24 +119,26 @@ func checkMembers(body []byte) error {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return fmt.Errorf("decode cloudevent: not a JSON object (%v)", err)
 	}
-	var seen []string
+	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return fmt.Errorf("decode cloudevent: %w", err)
 		}
 		name, _ := t.(string)
+		if name == "" {
+			return errors.New("cloudevent member \"\": attribute names are lower-case letters and digits")
+		}
 		for _, c := range []byte(name) {
 			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
 				return fmt.Errorf("cloudevent member %q: attribute names are lower-case letters and digits", name)
 			}
 		}
-		for _, s := range seen {
-			if strings.EqualFold(s, name) {
-				return fmt.Errorf("cloudevent member %q appears twice", name)
-			}
+		// Lower-case ASCII only: a repeat ignoring case is an exact one.
+		if seen[name] {
+			return fmt.Errorf("cloudevent member %q appears twice", name)
 		}
-		seen = append(seen, name)
+		seen[name] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
 			return fmt.Errorf("decode cloudevent: %w", err)

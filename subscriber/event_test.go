@@ -2,8 +2,10 @@ package subscriber
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecodeEvent(t *testing.T) {
@@ -36,6 +38,7 @@ func TestDecodeEvent(t *testing.T) {
 		{"source in long s", `{"specversion":"1.0","id":"e1","source":"app:contacts","type":"t","ſource":"app:billing"}`, 0, "lower-case"},
 		{"a repeated source", `{` + base + `,"source":"app:billing"}`, 0, "twice"},
 		{"data_base64 is a member", `{` + base + `,"data_base64":"e30="}`, 0, ""},
+		{"an empty member name", `{` + base + `,"":1}`, 0, "lower-case"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,5 +81,24 @@ func TestDedupKey(t *testing.T) {
 	}
 	if a.DedupKey() != "contacts:e1" || b.DedupKey() != "billing:e1" {
 		t.Errorf("dedup keys %q and %q, want contacts:e1 and billing:e1", a.DedupKey(), b.DedupKey())
+	}
+}
+
+// TestDecodeEventManyMembers: the member check is linear: a body of the
+// largest size a publisher may write, made of distinct short members
+// (about 30,000), decodes in well under a delivery's timeout.
+func TestDecodeEventManyMembers(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"specversion":"1.0","id":"e1","source":"app:contacts","type":"contacts.person.updated"`)
+	for i := 0; b.Len() < 256<<10-16; i++ {
+		fmt.Fprintf(&b, `,"m%d":0`, i)
+	}
+	b.WriteString("}")
+	start := time.Now()
+	if _, err := decodeEvent([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("decoding %d bytes of members took %v", b.Len(), took)
 	}
 }
