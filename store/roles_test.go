@@ -243,17 +243,7 @@ func publishingSchema(ctx context.Context, t testing.TB, url string, maxConns in
 func TestGrantPublisherRefusesARoleThatCanPlantFunctions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
-		t.Fatal(err)
-	}
+	st := contactsSchema(t)
 	schema := currentSchema(t, st)
 	role, roleURL := newRuntimeRole(t, st)
 	ident := pgx.Identifier{role}.Sanitize()
@@ -291,17 +281,7 @@ func TestGrantPublisherRefusesARoleThatCanPlantFunctions(t *testing.T) {
 func TestGrantPublisherRefusesAMemberOfTheRuntimeRole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
-		t.Fatal(err)
-	}
+	st := contactsSchema(t)
 	runtime, _ := newRuntimeRole(t, st)
 	if err := st.GrantRuntime(ctx, runtime); err != nil {
 		t.Fatal(err)
@@ -322,17 +302,7 @@ func TestGrantPublisherRefusesAMemberOfTheRuntimeRole(t *testing.T) {
 func TestGrantPublisherRefusesAMemberOfARoleThatCreates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
-		t.Fatal(err)
-	}
+	st := contactsSchema(t)
 	suffix := time.Now().UnixNano()
 	ddl, member := fmt.Sprintf("herald_ddl_%d", suffix), fmt.Sprintf("herald_noinherit_%d", suffix)
 	createRole(t, st, ddl, "")
@@ -348,4 +318,23 @@ func TestGrantPublisherRefusesAMemberOfARoleThatCreates(t *testing.T) {
 	if err := st.GrantPublisher(ctx, "contacts", member, "test"); err == nil || !strings.Contains(err.Error(), "may create objects") {
 		t.Fatalf("GrantPublisher(a NOINHERIT member of a role with CREATE on the schema) = %v, want a refusal", err)
 	}
+}
+
+// contactsSchema is a migrated schema of its own in which contacts
+// declares contacts.person.updated, as the owner sees it.
+func contactsSchema(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewSchema(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyManifest(ctx, contactsManifest(decl("person.updated", 1)), "test"); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
