@@ -287,7 +287,8 @@ func (h *Handler) credential(r *http.Request, token string, given bool) (store.T
 	now := h.now()
 	key := sha256.Sum256([]byte(token))
 	hit, cachedHit := h.tokens.get(key, now)
-	if _, ok := tokenID(token); given && ok && cachedHit && hit.found {
+	id, wellFormed := tokenID(token)
+	if given && wellFormed && cachedHit && hit.found {
 		// Only a token of Herald's form is taken from the cache: its
 		// entries are keyed by what was presented.
 		return hit.cred, nil, nil
@@ -300,8 +301,7 @@ func (h *Handler) credential(r *http.Request, token string, given bool) (store.T
 	if !given {
 		return unauthorized("send an app's token as Authorization: Bearer <token> (starter apps token create APP)")
 	}
-	id, ok := tokenID(token)
-	if !ok {
+	if !wellFormed {
 		return unauthorized("the bearer token is not a Herald API token")
 	}
 	if cachedHit {
