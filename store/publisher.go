@@ -72,33 +72,24 @@ func (s *Store) GrantPublisher(ctx context.Context, app, role, actor string) err
 			return err
 		}
 		// A role that can write Herald's tables (the runtime role, or a
-		// member of it) would not be confined by the mapping.
-		// A member that does not inherit (NOINHERIT) has none of those
-		// rights until it runs SET ROLE, which it may: any role it is a
-		// member of counts.
-		var writes bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (
-			SELECT 1 FROM pg_roles g
-			 WHERE pg_has_role($1, g.oid, 'MEMBER')
-			   AND (has_table_privilege(g.oid, 'events', 'INSERT') OR has_table_privilege(g.oid, 'api_tokens', 'INSERT')
-			        OR has_table_privilege(g.oid, 'audit', 'INSERT')))`, role).Scan(&writes); err != nil {
+		// member of it) would not be confined by the mapping. A role that
+		// may create objects in Herald's schema could plant a function
+		// there that the publisher functions, run as the owner, would call
+		// instead of a built-in (one matching a call's argument types more
+		// closely): it would run as the owner. PostgreSQL 14 and before let
+		// every role create in the schema public. Either right counts
+		// through any role it is a member of: one that does not inherit
+		// (NOINHERIT) has it once it runs SET ROLE, which it may.
+		var writes, creates bool
+		if err := tx.QueryRow(ctx, `SELECT coalesce(bool_or(has_table_privilege(g.oid, 'events', 'INSERT')
+			                                 OR has_table_privilege(g.oid, 'api_tokens', 'INSERT')
+			                                 OR has_table_privilege(g.oid, 'audit', 'INSERT')), false),
+			       coalesce(bool_or(has_schema_privilege(g.oid, current_schema(), 'CREATE')), false)
+			  FROM pg_roles g WHERE pg_has_role($1, g.oid, 'MEMBER')`, role).Scan(&writes, &creates); err != nil {
 			return fmt.Errorf("grant publisher role: %w", err)
 		}
 		if writes {
 			return fmt.Errorf("grant publisher role: %q can already write Herald's tables (the runtime role or a member of it); use a role of its own", role)
-		}
-		// A role that may create objects in Herald's schema (itself, or
-		// through a role it is a member of, inheriting or not) could plant a
-		// function there that the publisher functions, run as the owner,
-		// would call instead of a built-in (one matching a call's argument
-		// types more closely): it would run as the owner. PostgreSQL 14 and
-		// before let every role create in the schema public.
-		var creates bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (
-			SELECT 1 FROM pg_roles g
-			 WHERE pg_has_role($1, g.oid, 'MEMBER') AND has_schema_privilege(g.oid, current_schema(), 'CREATE'))`,
-			role).Scan(&creates); err != nil {
-			return fmt.Errorf("grant publisher role: %w", err)
 		}
 		if creates {
 			return fmt.Errorf("grant publisher role: %q may create objects in Herald's schema, and so run its own code as the owner "+

@@ -71,21 +71,17 @@ func checkRuntimeRole(ctx context.Context, tx pgx.Tx, what, role string) error {
 	err := tx.QueryRow(ctx, `
 		SELECT r.rolsuper,
 		       pg_has_role(r.oid, current_user, 'MEMBER'),
-		       (SELECT count(*) FROM pg_class c
-		         WHERE c.relnamespace = current_schema()::regnamespace
-		           AND pg_has_role(r.oid, c.relowner, 'MEMBER'))
 		       -- Functions, operators and types too: one that matches a
 		       -- call's argument types better than a built-in is what the
 		       -- schema's SECURITY DEFINER functions would run, as the owner.
-		       + (SELECT count(*) FROM pg_proc f
-		           WHERE f.pronamespace = current_schema()::regnamespace
-		             AND pg_has_role(r.oid, f.proowner, 'MEMBER'))
-		       + (SELECT count(*) FROM pg_operator o
-		           WHERE o.oprnamespace = current_schema()::regnamespace
-		             AND pg_has_role(r.oid, o.oprowner, 'MEMBER'))
-		       + (SELECT count(*) FROM pg_type t
-		           WHERE t.typnamespace = current_schema()::regnamespace AND t.typrelid = 0
-		             AND pg_has_role(r.oid, t.typowner, 'MEMBER'))
+		       (SELECT count(*) FROM (
+		                SELECT c.relowner FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace
+		                UNION ALL SELECT f.proowner FROM pg_proc f WHERE f.pronamespace = current_schema()::regnamespace
+		                UNION ALL SELECT o.oprowner FROM pg_operator o WHERE o.oprnamespace = current_schema()::regnamespace
+		                UNION ALL SELECT t.typowner FROM pg_type t
+		                           WHERE t.typnamespace = current_schema()::regnamespace AND t.typrelid = 0
+		            ) AS objects(owner)
+		         WHERE pg_has_role(r.oid, objects.owner, 'MEMBER'))
 		  FROM pg_roles r WHERE r.rolname = $1`, role).Scan(&super, &ownerMember, &owned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
