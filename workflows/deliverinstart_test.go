@@ -47,6 +47,15 @@ func watchStarts(t *testing.T, h *harness) *startWatch {
 	return w
 }
 
+// quietStart is the harness of a quiet key's run the relay started with
+// version in its input (Params.Quiet), its rows owing the events seqs.
+func quietStart(t *testing.T, version int, seqs ...int64) *harness {
+	h := quietHarness(t, false, seqs...)
+	h.params.Quiet = true
+	h.params.Version = version
+	return h
+}
+
 // isStart: the local activity may be StartActivity. The test environment
 // names the closures Register registers, and the listener sees other local
 // activities, under one of their names; a result is a start's only if it
@@ -73,9 +82,7 @@ func TestDeliverInStart(t *testing.T) {
 		{name: "the first attempt fails", seqs: []int64{1}, fail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := quietHarness(t, false, tc.seqs...)
-			h.params.Quiet = true
-			h.params.Version = workflows.DeliverInStartVersion
+			h := quietStart(t, workflows.DeliverInStartVersion, tc.seqs...)
 			if tc.fail {
 				h.sub.setRespond(func(_ string, _, nth int) activities.PostResult {
 					if nth == 0 {
@@ -178,9 +185,7 @@ func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
 		}, want: ids(1), local: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := quietHarness(t, false, 1)
-			h.params.Quiet = true
-			h.params.Version = tc.version
+			h := quietStart(t, tc.version, 1)
 			if tc.setup != nil {
 				tc.setup(h)
 			}
@@ -223,9 +228,7 @@ func TestDeliverInStartOnlyWhatARunWould(t *testing.T) {
 // head, as a regular activity's.
 func TestDeliverInStartBatchEndsAtATriedEvent(t *testing.T) {
 	t.Parallel()
-	h := quietHarness(t, false, 1, 2, 3)
-	h.params.Quiet = true
-	h.params.Version = workflows.DeliverInStartVersion
+	h := quietStart(t, workflows.DeliverInStartVersion, 1, 2, 3)
 	h.store.rowAttempts = map[string]int{eventID(2): 1}
 	w := watchStarts(t, h)
 	h.run()
@@ -245,9 +248,7 @@ func TestDeliverInStartBatchEndsAtATriedEvent(t *testing.T) {
 // too, and the run applies it there: one POST, the run's own.
 func TestDeliverInStartAfterFailedReads(t *testing.T) {
 	t.Parallel()
-	h := quietHarness(t, false, 1)
-	h.params.Quiet = true
-	h.params.Version = workflows.DeliverInStartVersion
+	h := quietStart(t, workflows.DeliverInStartVersion, 1)
 	h.store.failQueueRead = func(n int) bool { return n <= 2 }
 	w := watchStarts(t, h)
 	h.run()
@@ -271,9 +272,7 @@ func TestDeliverInStartUnderTheSubscriptionsPolicy(t *testing.T) {
 	t.Parallel()
 	for _, version := range []int{workflows.BareStartVersion, workflows.DeliverInStartVersion} {
 		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
-			h := quietHarness(t, false, 1)
-			h.params.Quiet = true
-			h.params.Version = version
+			h := quietStart(t, version, 1)
 			h.params.MaxRearms = workflows.NoRearms
 			h.store.setPolicy(store.Policy{MaxAttempts: 1})
 			h.sub.setRespond(func(string, int, int) activities.PostResult { return fail(activities.CodeHandlerFailed, 500) })
@@ -315,9 +314,7 @@ func TestDeliverInStartAfterAnUpdateInTheFirstTask(t *testing.T) {
 	t.Parallel()
 	for _, version := range []int{workflows.BareStartVersion, workflows.DeliverInStartVersion} {
 		t.Run(fmt.Sprint("pause, version ", version), func(t *testing.T) {
-			h := quietHarness(t, false, 1)
-			h.params.Quiet = true
-			h.params.Version = version
+			h := quietStart(t, version, 1)
 			pause := h.updateAt(0, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
 			h.updateAt(time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
 			w := watchStarts(t, h)
@@ -338,9 +335,7 @@ func TestDeliverInStartAfterAnUpdateInTheFirstTask(t *testing.T) {
 			}
 		})
 		t.Run(fmt.Sprint("cancel, version ", version), func(t *testing.T) {
-			h := quietHarness(t, false, 1)
-			h.params.Quiet = true
-			h.params.Version = version
+			h := quietStart(t, version, 1)
 			cancel := h.updateAt(0, workflows.UpdateCancel, workflows.CancelSignal{EventID: eventID(1), Actor: "ann"})
 			h.run()
 			if n := len(h.sub.all()); n != 0 {
