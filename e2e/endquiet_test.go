@@ -50,14 +50,9 @@ func TestQuietKeyEndsAtOnce(t *testing.T) {
 		}
 		return d.WorkflowExecution.RunID, true
 	})
-	var events []*historypb.HistoryEvent
-	it := c.GetWorkflowHistory(context.Background(), id, first, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, e)
+	events, err := historyEvents(c, id, first)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var names []string
 	timers, tasks, markers := 0, 0, 0
@@ -158,17 +153,30 @@ func TestIdleRunsCap(t *testing.T) {
 	}
 }
 
-// countEvents counts the events of a type in a run's history ("" the
-// latest run).
-func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.EventType) int {
-	t.Helper()
-	n := 0
+// historyEvents reads a run's history ("" the latest run).
+func historyEvents(c client.Client, id, run string) ([]*historypb.HistoryEvent, error) {
+	var events []*historypb.HistoryEvent
 	it := c.GetWorkflowHistory(context.Background(), id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// countEvents counts the events of a type in a run's history ("" the
+// latest run).
+func countEvents(t *testing.T, c client.Client, id, run string, typ enumspb.EventType) int {
+	t.Helper()
+	events, err := historyEvents(c, id, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
 		if e.GetEventType() == typ {
 			n++
 		}
@@ -209,14 +217,9 @@ func TestBareStartShowsWhenItWaits(t *testing.T) {
 			Namespace: s.Cfg.TemporalNamespace, Query: query})
 		return err == nil && len(resp.GetExecutions()) == 1
 	})
-	var events []*historypb.HistoryEvent
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, e)
+	events, err := historyEvents(c, id, "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if sa := events[0].GetWorkflowExecutionStartedEventAttributes().GetSearchAttributes().GetIndexedFields(); len(sa) != 0 {
 		t.Fatalf("the run started with search attributes %v, want a bare start", sa)

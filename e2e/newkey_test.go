@@ -28,16 +28,8 @@ func TestOneEventNewKeyHistory(t *testing.T) {
 	c, id := oneEventKey(t, s, "new-key-one-event")
 	// The task that delivered it completes with an idle timer.
 	events := testkit.EventuallyValue(t, 30*time.Second, "the key's first task to complete", func() ([]*historypb.HistoryEvent, bool) {
-		var evs []*historypb.HistoryEvent
-		it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				return nil, false
-			}
-			evs = append(evs, e)
-		}
-		return evs, len(evs) > 0 && evs[len(evs)-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
+		evs, err := historyEvents(c, id, "")
+		return evs, err == nil && len(evs) > 0 && evs[len(evs)-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
 	})
 	var names []string
 	versions, upserts, tasks := 0, 0, 0

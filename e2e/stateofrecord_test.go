@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"herald/config"
@@ -702,17 +703,10 @@ func TestForgedQuietStartTakesItsUpdateFirst(t *testing.T) {
 	}
 	e1 := s.Publish(subject, 1)
 	testkit.Eventually(t, 30*time.Second, "the relay's signal to reach the holder", func() bool {
-		it := c.GetWorkflowHistory(ctx, id, holder.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				return false
-			}
-			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
-				return true
-			}
-		}
-		return false
+		events, err := historyEvents(c, id, holder.GetRunID())
+		return err == nil && slices.ContainsFunc(events, func(e *historypb.HistoryEvent) bool {
+			return e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+		})
 	})
 	if err := c.TerminateWorkflow(ctx, id, holder.GetRunID(), "make way for a forged start"); err != nil {
 		t.Fatal(err)
@@ -757,16 +751,8 @@ func TestForgedQuietStartTakesItsUpdateFirst(t *testing.T) {
 		// Once the run waits idle: an Update reached it, so it does not
 		// end quiet, and its last workflow task has completed.
 		testkit.Eventually(t, 30*time.Second, "the forged run to wait idle", func() bool {
-			var last enumspb.EventType
-			it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for it.HasNext() {
-				e, err := it.Next()
-				if err != nil {
-					return false
-				}
-				last = e.GetEventType()
-			}
-			return last == enumspb.EVENT_TYPE_TIMER_STARTED
+			events, err := historyEvents(c, id, "")
+			return err == nil && len(events) > 0 && events[len(events)-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
 		})
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
 			t.Fatal(err)
