@@ -413,79 +413,60 @@ func (h *Handler) auditInScope(ctx context.Context, scope, target string, q url.
 	if err != nil {
 		return OpsAudit{}, err
 	}
-	visible, err := h.targetInScope(ctx, scope, target)
+	f, visible, err := h.targetInScope(ctx, scope, target)
 	if err != nil {
 		return OpsAudit{}, fmt.Errorf("audit: %w", err)
 	}
 	if !visible {
 		return OpsAudit{}, store.ErrNotFound
 	}
-	rows, err := h.store.ListAudit(ctx, store.AuditFilter{TargetID: target, Limit: limit})
+	f.Limit = limit
+	rows, err := h.store.ListAudit(ctx, f)
 	if err != nil {
 		return OpsAudit{}, fmt.Errorf("audit: %w", err)
-	}
-	if scope != "" {
-		if rows, err = h.eventRowsInScope(ctx, scope, rows); err != nil {
-			return OpsAudit{}, fmt.Errorf("audit: %w", err)
-		}
 	}
 	return OpsAudit{Target: target, Rows: nonNil(rows)}, nil
 }
 
-// eventRowsInScope drops the rows about an event that scope may not see.
-// Event ids are unique per source app only: the id of an event in scope
-// may also name another app's event (its publisher chose the id), whose
-// rows carry that event's type in their metadata. A row about an event
-// without a type is dropped too.
-func (h *Handler) eventRowsInScope(ctx context.Context, scope string, rows []store.AuditRow) ([]store.AuditRow, error) {
-	out := rows[:0]
-	visible := map[string]bool{} // by event type
-	for _, row := range rows {
-		if row.TargetType != store.TargetEvent {
-			out = append(out, row)
-			continue
-		}
-		var meta struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(row.Metadata, &meta) // no type: not visible
-		seen, ok := visible[meta.Type]
-		if !ok && validEventType(meta.Type) {
-			_, err := h.store.ScopedEvent(ctx, scope, publisherOf(meta.Type), row.TargetID)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
-			seen = err == nil
-		}
-		visible[meta.Type] = seen
-		if seen {
-			out = append(out, row)
-		}
-	}
-	return out, nil
-}
-
-// targetInScope reports whether an audit target id is the scope's to read.
-func (h *Handler) targetInScope(ctx context.Context, scope, target string) (bool, error) {
-	if scope == "" || target == scope {
-		return true, nil
-	}
-	if workflows.IsDeliveryID(target) {
+// targetInScope reports whether an audit target id is the scope's to read,
+// and the filter of the rows it may read: those of the target type for
+// which the id is in scope. Ids of different target types may be equal:
+// an app and the schema (the database's rows), a Retention workflow
+// started under any id, an event id (its publisher chose it) and an
+// operator token's. For an event id, only the rows of the events scope
+// may see: event ids are unique per source app only, and a row about an
+// event carries that event's type. The filter is the query's, so that a
+// page holds as many rows as the limit allows when there are that many.
+func (h *Handler) targetInScope(ctx context.Context, scope, target string) (store.AuditFilter, bool, error) {
+	f := store.AuditFilter{TargetID: target}
+	switch {
+	case scope == "":
+		return f, true, nil
+	case target == scope:
+		f.TargetType = store.TargetApp
+		return f, true, nil
+	case workflows.IsDeliveryID(target):
 		sub, _, ok := workflows.SplitDeliveryID(target)
-		return ok && store.InScope(scope, sub), nil
+		f.TargetType = store.TargetDelivery
+		return f, ok && store.InScope(scope, sub), nil
+	case strings.Contains(target, ":"):
+		f.TargetType = store.TargetSubscription
+		return f, store.InScope(scope, target), nil
+	case strings.HasPrefix(target, scope+"."):
+		f.TargetType = store.TargetDeclaration // <type>@<version> of the app's
+		return f, true, nil
 	}
-	if strings.Contains(target, ":") {
-		return store.InScope(scope, target), nil
+	evs, err := h.store.ScopedEvents(ctx, scope, target)
+	if errors.Is(err, store.ErrNotFound) {
+		return f, false, nil
+	} else if err != nil {
+		return f, false, err
 	}
-	if strings.HasPrefix(target, scope+".") {
-		return true, nil // a declaration of the app's: <type>@<version>
+	f.TargetType, f.EventTypes = store.TargetEvent, []string{}
+	for _, ev := range evs {
+		f.EventTypes = append(f.EventTypes, ev.Type)
 	}
-	if _, err := h.store.ScopedEvent(ctx, scope, "", target); err == nil || errors.Is(err, store.ErrAmbiguousEvent) {
-		return true, nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return false, err
-	}
-	return false, nil
+	return f, true, nil
 }
 
 // nonNil is s, or an empty slice for nil (JSON [] rather than null).

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,119 @@ func TestOpsAnswersAreNotStored(t *testing.T) {
 		if got := s.get(path, billing).header.Get("Cache-Control"); got != "no-store" {
 			t.Errorf("GET %s: Cache-Control %q, want no-store", path, got)
 		}
+	}
+}
+
+// TestAuditTrailOfAnIDIsOneTargetTypes: ids of different target types may
+// be equal. An app token asking for the trail of its app's id read every
+// row under that id: the database's rows when the schema is named like the
+// app (its key-stripe changes and publisher grants name other apps), and a
+// Retention workflow's when anyone with Temporal access started one under
+// that id. An event id is its publisher's choice, and an operator token's
+// rows carry its id: the trail of an event id read the operator token's.
+// Each target now reads only the rows of the type it is in scope as.
+func TestAuditTrailOfAnIDIsOneTargetTypes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	billing := s.token("billing", "team")
+	ctx := context.Background()
+	invoice, err := s.Publisher.Publish(ctx, publish.Request{App: "billing", Type: "billing.invoice.paid",
+		Version: 1, Subject: "inv-1", Data: json.RawMessage(`{"invoiceId":"inv-1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []store.AuditEntry{
+		{Action: store.ActionKeyStripesFineOnly, Actor: "dba", TargetType: store.TargetDatabase, TargetID: "billing",
+			Metadata: map[string]any{"hidden": "database row, not billing's"}},
+		{Action: store.ActionRetentionPurged, Actor: store.ActorSystem, TargetType: store.TargetRetention, TargetID: "billing",
+			Metadata: map[string]any{"hidden": "retention row, not billing's"}},
+		{Action: store.ActionAPITokenCreated, Actor: "oncall", TargetType: store.TargetOperatorTokens, TargetID: invoice.ID,
+			Metadata: map[string]any{"hidden": "operator token row, not billing's"}},
+		{Action: store.ActionSecretRotated, Actor: "team", TargetType: store.TargetApp, TargetID: "billing",
+			Metadata: map[string]any{"note": "billing's own row"}},
+		{Action: store.ActionEventRelayRetried, Actor: "oncall", TargetType: store.TargetEvent, TargetID: invoice.ID,
+			Metadata: map[string]any{"type": "billing.invoice.paid", "note": "billing's own row"}},
+	} {
+		if err := s.store.Audit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, target := range []string{"billing", invoice.ID} {
+		a := s.get("/v1/ops/audit?target="+target+"&limit=500", billing)
+		trail := decodeOK[struct {
+			Rows []store.AuditRow `json:"rows"`
+		}](t, a)
+		if strings.Contains(string(a.body), "not billing's") {
+			t.Errorf("billing's trail of %s holds rows of other target types: %s", target, a.body)
+		}
+		if !strings.Contains(string(a.body), "billing's own row") {
+			t.Errorf("billing's trail of %s lacks its own row: %s", target, a.body)
+		}
+		for _, r := range trail.Rows {
+			if want := map[bool]string{true: store.TargetApp, false: store.TargetEvent}[target == "billing"]; r.TargetType != want {
+				t.Errorf("billing's trail of %s holds a row of target type %s: %+v", target, r.TargetType, r)
+			}
+		}
+	}
+	// An operator reads every row under the id.
+	ops := decodeOK[struct {
+		Rows []store.AuditRow `json:"rows"`
+	}](t, s.get("/v1/ops/audit?target=billing&limit=500", s.operatorToken("oncall")))
+	types := map[string]bool{}
+	for _, r := range ops.Rows {
+		types[r.TargetType] = true
+	}
+	if !types[store.TargetDatabase] || !types[store.TargetRetention] || !types[store.TargetApp] {
+		t.Errorf("an operator's trail of billing has target types %v, want database, retention and app", types)
+	}
+}
+
+// TestAuditOfASharedEventIDFillsItsPage: the rows of another app's event
+// under the same id were dropped after the query's limit, so a page could
+// come back short, even empty, while the token's own rows were older: the
+// newest rows of the id were contacts', and billing asking for two saw
+// none. The rows are chosen in the query now.
+func TestAuditOfASharedEventIDFillsItsPage(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	billing := s.token("billing", "team")
+	ctx := context.Background()
+	invoice, err := s.Publisher.Publish(ctx, publish.Request{App: "billing", Type: "billing.invoice.paid",
+		Version: 1, Subject: "inv-1", Data: json.RawMessage(`{"invoiceId":"inv-1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := system.PersonRequest("person-1", `{"n":1}`)
+	req.ID = invoice.ID
+	if _, err := s.Publisher.Publish(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	row := func(typ, reason string) {
+		t.Helper()
+		if err := s.store.Audit(ctx, store.AuditEntry{Action: store.ActionEventRelayRetried, Actor: "oncall",
+			TargetType: store.TargetEvent, TargetID: invoice.ID, Metadata: map[string]any{"type": typ, "reason": reason}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row("billing.invoice.paid", "billing 1")
+	row("billing.invoice.paid", "billing 2")
+	for i := range 3 {
+		row("contacts.person.updated", "contacts "+string(rune('1'+i)))
+	}
+	trail := decodeOK[struct {
+		Rows []store.AuditRow `json:"rows"`
+	}](t, s.get("/v1/ops/audit?target="+invoice.ID+"&limit=2", billing))
+	var reasons []string
+	for _, r := range trail.Rows {
+		var m struct {
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(r.Metadata, &m); err != nil {
+			t.Fatal(err)
+		}
+		reasons = append(reasons, m.Reason)
+	}
+	if !slices.Equal(reasons, []string{"billing 2", "billing 1"}) {
+		t.Fatalf("billing's page of two rows of its event: %q, want its two rows, newest first", reasons)
 	}
 }

@@ -124,6 +124,14 @@ type AuditFilter struct {
 	// TargetExact matches TargetID exactly even when it ends with "*" (a
 	// key's workflow id, whose subject key may end so).
 	TargetExact bool
+	// TargetType, when not empty, matches the target type exactly: target
+	// ids of different types may be equal (an app and the schema, an event
+	// id and an operator token's).
+	TargetType string
+	// EventTypes, when not nil, keeps only the rows whose metadata names
+	// one of these event types: event ids are unique per source app only,
+	// and a row about an event carries its type.
+	EventTypes []string
 	// Action matches the action exactly.
 	Action string
 	// Limit caps the rows returned: DefaultAuditLimit when zero or negative,
@@ -261,6 +269,14 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditRow, error
 			args = append(args, f.TargetID)
 			where = append(where, fmt.Sprintf(`target_id = $%d`, len(args)))
 		}
+	}
+	if f.TargetType != "" {
+		args = append(args, f.TargetType)
+		where = append(where, fmt.Sprintf(`target_type = $%d`, len(args)))
+	}
+	if f.EventTypes != nil {
+		args = append(args, f.EventTypes)
+		where = append(where, fmt.Sprintf(`metadata->>'type' = ANY($%d::text[])`, len(args)))
 	}
 	if f.Action != "" {
 		args = append(args, f.Action)

@@ -62,6 +62,13 @@ func (s *Store) ScopedEvent(ctx context.Context, scope, app, id string) (StoredE
 	return evs[0], nil
 }
 
+// ScopedEvents returns the accepted or dispatched events with id that
+// scope may see, of every source app, ordered by source app; none is
+// ErrNotFound.
+func (s *Store) ScopedEvents(ctx context.Context, scope, id string) ([]StoredEvent, error) {
+	return s.eventsWithID(ctx, scope, "", id)
+}
+
 // KeyHead is the head of a delivery key as the log holds it: its oldest
 // queued or failed outcome row.
 type KeyHead struct {
