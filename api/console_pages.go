@@ -152,7 +152,13 @@ func (c *console) keyPage(w http.ResponseWriter, r *http.Request, pc *pageCtx, i
 		c.readFailed(w, r, pc, what, err)
 		return
 	}
-	if v.Audit, err = c.h.store.ListAudit(ctx, store.AuditFilter{TargetID: id, TargetExact: true, Limit: consoleKeyAudit}); err != nil {
+	f := store.AuditFilter{TargetID: id, TargetExact: true, Limit: consoleKeyAudit}
+	if pc.scope != "" {
+		// A Retention workflow may run under a key's workflow id: its rows
+		// are an operator's (auditInScope).
+		f.TargetType = store.TargetDelivery
+	}
+	if v.Audit, err = c.h.store.ListAudit(ctx, f); err != nil {
 		c.readFailed(w, r, pc, what, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -239,4 +240,16 @@ func TestConsoleKeyPageIsOneKeys(t *testing.T) {
 	star := strings.TrimSuffix(f.failedKey, "bad") + "*"
 	p := b.get(keyPath(star))
 	wantNot(t, "the key person-*", p, "person-bad", f.bad.ID)
+
+	// A Retention workflow started under the key's workflow id writes rows
+	// of its own type under that id: an app's key page leaves them out.
+	if err := f.store.Audit(context.Background(), store.AuditEntry{Action: store.ActionRetentionPurged, Actor: store.ActorSystem,
+		TargetType: store.TargetRetention, TargetID: f.failedKey, Metadata: map[string]any{"note": "a retention row"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantPage(t, "the failed key, to an operator", b.get(keyPath(f.failedKey)), http.StatusOK, "a retention row")
+	app := f.client()
+	app.signIn(f.billing)
+	wantPage(t, "the failed key, to billing", app.get(keyPath(f.failedKey)), http.StatusOK, "person-bad")
+	wantNot(t, "the failed key, to billing", app.get(keyPath(f.failedKey)), "a retention row")
 }
