@@ -1,6 +1,11 @@
 package relay
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"herald/store"
+)
 
 // FilterRests reports whether the filter text of subscription id rests now,
 // and the reason its events are counted under meanwhile.
@@ -20,3 +25,17 @@ func RestFilter(r *Relay, id, text, reason string) { r.rest(id, text, reason, ti
 // EndFilterRest ends the rest of the filter text of subscription id, as
 // its cooldown running out would.
 func EndFilterRest(r *Relay, id, text string) { r.resting(id, text, time.Now().Add(filterCooldown)) }
+
+// ReconcileOnce runs r's reconcile once with m, from no loops, as serve's
+// first does; stop ends the loops it started.
+func ReconcileOnce(ctx context.Context, r *Relay, m *store.Member) (stop func()) {
+	lctx, cancel := context.WithCancel(ctx)
+	loops := map[int]*partitionLoop{}
+	r.reconcile(lctx, m, loops, make(chan *partitionLoop))
+	return func() {
+		cancel()
+		for _, l := range loops {
+			<-l.done
+		}
+	}
+}

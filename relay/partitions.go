@@ -91,7 +91,8 @@ func (r *Relay) serve(ctx context.Context) error {
 // until its lease could lapse, and the loop is cancelled then if it has not
 // ended. A partition the member lost, or stopped trusting, or gives back
 // because a relay of an earlier release leads (the gate), is stopped at
-// once, even while it was being handed over.
+// once, even while it was being handed over. One given back with no loop
+// (taken and given back between two reconciles) is stopped already.
 func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*partitionLoop, ended chan<- *partitionLoop) {
 	want := m.Partitions()
 	for p, l := range loops {
@@ -113,6 +114,14 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 		<-l.done
 		delete(loops, p)
 		m.Stopped(p)
+	}
+	// A partition taken and given back again before a reconcile saw it has
+	// no loop: nothing dispatches it, and the member frees it at its next
+	// tick rather than leaving it to lapse.
+	for _, p := range m.Shedding() {
+		if loops[p] == nil {
+			m.Stopped(p)
+		}
 	}
 	for _, p := range want {
 		if loops[p] != nil {

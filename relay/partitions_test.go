@@ -318,3 +318,46 @@ func leadAlone(t *testing.T, r1, r2 *relay.Relay) (join func()) {
 	})
 	return func() { running.Go(func() { _ = r2.Run(ctx2) }) }
 }
+
+// TestPartitionGivenBackUnseenIsFreedAtOnce: a member may take partitions
+// and give them back to balance the relays before its relay reconciles
+// (the relay was waiting for a loop to end, say). The relay never started
+// a loop for them, so it never told the member they stopped, and they
+// waited for their leases to lapse (12 s) before another relay could lead
+// them, their events undispatched meanwhile. The first reconcile that
+// sees them now tells the member, which frees them at its next tick.
+func TestPartitionGivenBackUnseenIsFreedAtOnce(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := st.JoinRelay(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(first.Leave)
+	testkit.Eventually(t, 10*time.Second, "the first member to lead every partition", func() bool {
+		return len(first.Partitions()) == store.RelayPartitions
+	})
+	second, err := st.JoinRelay(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Leave)
+	testkit.Eventually(t, 10*time.Second, "the first member to give half its partitions back", func() bool {
+		return len(first.Shedding()) == store.RelayPartitions/2
+	})
+	// The relay's first reconcile, after the member gave back half of what
+	// it took: it starts loops for the half it leads, none for the rest.
+	r := &relay.Relay{Store: st, Temporal: &startingTemporal{}, PollInterval: 50 * time.Millisecond, Logger: zap.NewNop()}
+	stop := relay.ReconcileOnce(ctx, r, first)
+	defer stop()
+	start := time.Now()
+	testkit.Eventually(t, store.PartitionLeaseTTL/2, "the second member to lead the half given back", func() bool {
+		return len(second.Partitions()) == store.RelayPartitions/2
+	})
+	t.Logf("the second member led the half given back %v after the reconcile", time.Since(start).Round(time.Millisecond))
+	if n := len(first.Partitions()); n != store.RelayPartitions/2 {
+		t.Fatalf("the first member leads %d partitions, want %d", n, store.RelayPartitions/2)
+	}
+}

@@ -438,6 +438,21 @@ func (m *Member) GivingBack(p int) (time.Time, bool) {
 	return v, true
 }
 
+// Shedding lists the partitions the member gives back whose dispatching
+// it has not been told ended (Stopped), in ascending order.
+func (m *Member) Shedding() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for p := range m.shed {
+		if !m.stopped[p] {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Stopped tells the member that the dispatching of partition p ended; a
 // partition it gives back is freed at the next tick.
 func (m *Member) Stopped(p int) {
