@@ -710,6 +710,12 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 			c.envelopes[i] = append(c.envelopes[i][:len(c.envelopes[i])-1], ","+m+"}"...)
 		}
 	}
+	subjectKey := func(k string) func(c *call, i int) {
+		return func(c *call, i int) {
+			c.subjects[i] = &k
+			c.envelopes[i] = body(*c.ids[i], "app:contacts", c.types[i], k, 1)
+		}
+	}
 	trace := func(json string) func(c *call, i int) { return func(c *call, i int) { c.traces[i] = &json } }
 	stripe := func(s int32) func(c *call, i int) { return func(c *call, i int) { c.stripes[i] = &s } }
 	cases := []struct {
@@ -753,6 +759,17 @@ func TestHeraldPublishRefusesOneEventAsSeveral(t *testing.T) {
 		{"no id", func(c *call, i int) {
 			c.envelopes[i] = []byte(`{"source":"app:contacts","type":"contacts.person.updated","subject":"` + *c.subjects[i] + `","dataversion":1}`)
 			c.ids[i] = nil
+		}, "22023"},
+		// Subject keys Herald's publishers refuse (migration 0040): the
+		// body names the same key, so only the key's rule refuses.
+		{"an empty subject key", subjectKey(""), "22023"},
+		{"a subject key over 200 bytes", subjectKey(strings.Repeat("k", 201)), "22023"},
+		{"a subject key with a line break", subjectKey("person\n42"), "22023"},
+		{"a subject key with a right-to-left override", subjectKey("person-\u202e24"), "22023"},
+		{"a subject key with a no-break space", subjectKey("person\u00a042"), "22023"},
+		{"a subject key over 200 bytes, another app's type", func(c *call, i int) {
+			subjectKey(strings.Repeat("k", 201))(c, i)
+			c.types[i] = "billing.invoice.paid"
 		}, "22023"},
 		{"no subject", func(c *call, i int) {
 			c.envelopes[i] = []byte(`{"id":"` + *c.ids[i] + `","source":"app:contacts","type":"contacts.person.updated","dataversion":1}`)
