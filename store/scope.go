@@ -81,9 +81,15 @@ type KeyHead struct {
 	Code         string `json:"code,omitempty"`
 	LastCode     string `json:"lastCode,omitempty"`
 	LastError    string `json:"lastError,omitempty"`
-	// Held counts the key's queued and failed rows, the head included.
-	Held int `json:"held"`
+	// Held counts the key's queued and failed rows, the head included, up
+	// to KeyHeldCap; HeldExact is false when there are more.
+	Held      int  `json:"held"`
+	HeldExact bool `json:"heldExact"`
 }
+
+// KeyHeldCap bounds the count of a key's held rows (KeyHead.Held): a key
+// may hold millions, and a page of keys counted each whole read them all.
+const KeyHeldCap = 1000
 
 // KeyHeads returns the head of each given key (subscription, subject)
 // that holds events, by key; keys holding none are absent.
@@ -100,19 +106,23 @@ func (s *Store) KeyHeads(ctx context.Context, subs, subjects []string) (map[[2]s
 	rows, err := s.Pool.Query(ctx, `
 		SELECT k.sub, k.subject, h.event_id::text, h.event_seq, h.status, h.attempts,
 		       COALESCE(h.code, ''), COALESCE(h.last_code, ''), COALESCE(h.last_error, ''),
-		       (SELECT count(*)::int FROM outcomes c
-		         WHERE c.subscription_id = k.sub AND c.subject = k.subject AND c.status IN ('queued', 'failed'))
+		       (SELECT count(*)::int FROM (
+		               SELECT 1 FROM outcomes c
+		                WHERE c.subscription_id = k.sub AND c.subject = k.subject AND c.status IN ('queued', 'failed')
+		                LIMIT $3) c)
 		  FROM unnest($1::text[], $2::text[]) AS k(sub, subject)
 		 CROSS JOIN LATERAL (
 		       SELECT * FROM outcomes o
 		        WHERE o.subscription_id = k.sub AND o.subject = k.subject AND o.status IN ('queued', 'failed')
-		        ORDER BY o.event_seq LIMIT 1) h`, subs, subjects)
+		        ORDER BY o.event_seq LIMIT 1) h`, subs, subjects, KeyHeldCap+1)
 	if err != nil {
 		return nil, fmt.Errorf("read key heads: %w", err)
 	}
 	var h KeyHead
 	_, err = pgx.ForEachRow(rows, []any{&h.Subscription, &h.Subject, &h.EventID, &h.Seq, &h.Status, &h.Attempts,
 		&h.Code, &h.LastCode, &h.LastError, &h.Held}, func() error {
+		h.HeldExact = h.Held <= KeyHeldCap
+		h.Held = min(h.Held, KeyHeldCap)
 		out[[2]string{h.Subscription, h.Subject}] = h
 		return nil
 	})
