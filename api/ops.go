@@ -439,16 +439,18 @@ func (h *Handler) auditInScope(ctx context.Context, scope, target string, q url.
 // page holds as many rows as the limit allows when there are that many.
 func (h *Handler) targetInScope(ctx context.Context, scope, target string) (store.AuditFilter, bool, error) {
 	f := store.AuditFilter{TargetID: target}
+	// A subscription id of an app named "deliver" starts as a key's
+	// workflow id does, but does not split as one.
+	sub, _, isKey := workflows.SplitDeliveryID(target)
 	switch {
 	case scope == "":
 		return f, true, nil
 	case target == scope:
 		f.TargetType = store.TargetApp
 		return f, true, nil
-	case workflows.IsDeliveryID(target):
-		sub, _, ok := workflows.SplitDeliveryID(target)
+	case isKey:
 		f.TargetType = store.TargetDelivery
-		return f, ok && store.InScope(scope, sub), nil
+		return f, store.InScope(scope, sub), nil
 	case strings.Contains(target, ":"):
 		f.TargetType = store.TargetSubscription
 		return f, store.InScope(scope, target), nil

@@ -94,6 +94,15 @@ func (r *Relay) serve(ctx context.Context) error {
 // once, even while it was being handed over. One given back with no loop
 // (taken and given back between two reconciles) is stopped already.
 func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*partitionLoop, ended chan<- *partitionLoop) {
+	// A partition taken and given back again before a reconcile saw it has
+	// no loop: nothing dispatches it, and the member frees it at its next
+	// tick rather than leaving it to lapse. This runs before want is read,
+	// so no loop starts below for a partition the member was told stopped.
+	for _, p := range m.Shedding() {
+		if loops[p] == nil {
+			m.Stopped(p)
+		}
+	}
 	want := m.Partitions()
 	for p, l := range loops {
 		if slices.Contains(want, p) {
@@ -114,14 +123,6 @@ func (r *Relay) reconcile(ctx context.Context, m *store.Member, loops map[int]*p
 		<-l.done
 		delete(loops, p)
 		m.Stopped(p)
-	}
-	// A partition taken and given back again before a reconcile saw it has
-	// no loop: nothing dispatches it, and the member frees it at its next
-	// tick rather than leaving it to lapse.
-	for _, p := range m.Shedding() {
-		if loops[p] == nil {
-			m.Stopped(p)
-		}
 	}
 	for _, p := range want {
 		if loops[p] != nil {

@@ -33,8 +33,17 @@ func TestKeyHeadsCountHeldUpToTheCap(t *testing.T) {
 		       ('billing:contacts.person.updated@1', gen_random_uuid(), 4, 'small', 'queued')`); err != nil {
 		t.Fatal(err)
 	}
+	// At the cap and one over it.
+	for subject, n := range map[string]int{"at-cap": store.KeyHeldCap, "over-cap": store.KeyHeldCap + 1} {
+		if _, err := s.Pool.Exec(ctx, `
+			INSERT INTO outcomes (subscription_id, event_id, event_seq, subject, status)
+			SELECT 'billing:contacts.person.updated@1', gen_random_uuid(), g, $1, 'queued'
+			  FROM generate_series(1, $2::int) g`, subject, n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sub := "billing:contacts.person.updated@1"
-	heads, err := s.KeyHeads(ctx, []string{sub, sub, sub}, []string{"big", "small", "none"})
+	heads, err := s.KeyHeads(ctx, []string{sub, sub, sub, sub, sub}, []string{"big", "small", "none", "at-cap", "over-cap"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +52,12 @@ func TestKeyHeadsCountHeldUpToTheCap(t *testing.T) {
 	}
 	if h := heads[[2]string{sub, "small"}]; h.Held != 3 || !h.HeldExact || h.Seq != 2 || h.Status != "queued" {
 		t.Errorf("the small key's head: %+v, want held 3 exactly, the queued head at 2", h)
+	}
+	if h := heads[[2]string{sub, "at-cap"}]; h.Held != store.KeyHeldCap || !h.HeldExact {
+		t.Errorf("a key holding exactly %d: held %d, exact %v; want %d exactly", store.KeyHeldCap, h.Held, h.HeldExact, store.KeyHeldCap)
+	}
+	if h := heads[[2]string{sub, "over-cap"}]; h.Held != store.KeyHeldCap || h.HeldExact {
+		t.Errorf("a key holding %d: held %d, exact %v; want %d, not exact", store.KeyHeldCap+1, h.Held, h.HeldExact, store.KeyHeldCap)
 	}
 	if h, ok := heads[[2]string{sub, "none"}]; ok {
 		t.Errorf("a key holding nothing has a head: %+v", h)
