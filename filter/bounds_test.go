@@ -169,3 +169,79 @@ func TestMatchCostReportsWork(t *testing.T) {
 		t.Fatalf("2,000 items: %v, cost %d, %v; want the work spent with the error", ok, spent, err)
 	}
 }
+
+// TestMatchesPatternIsABoundedLiteral: a pattern read from the event could
+// cost anything to compile and to run, and a large literal one costs its
+// program's size on every byte: Compile refuses both, saying where, and
+// takes ordinary patterns, in either form of the call.
+func TestMatchesPatternIsABoundedLiteral(t *testing.T) {
+	for text, want := range map[string]string{
+		`data.s.matches(data.p)`:                        "not a string literal",
+		`matches(subject, string(data.p))`:              "not a string literal",
+		`subject.matches(subject)`:                      "not a string literal",
+		`subject.matches("[ab]{0,1000}c")`:              "too complex",
+		`subject.matches("[a-z]{0,600}[0-9]{600}")`:     "too complex",
+		`data.items.exists(x, x.matches("a{999}b{9}"))`: "too complex",
+		`subject.matches("(")`:                          "does not parse",
+	} {
+		_, err := Compile(text)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "line 1, column") {
+			t.Errorf("Compile(%s) = %v; want a refusal saying %q and where", text, err, want)
+		}
+	}
+	vars := map[string]any{"subject": "eu-42", "data": map[string]any{}}
+	for text, want := range map[string]bool{
+		`subject.matches("^eu-[0-9]+$")`:  true,
+		`matches(subject, "^us-")`:        false,
+		`subject.matches("[ab]{0,900}c")`: false,
+		`subject.matches("4")`:            true, // a match anywhere, as RE2's
+	} {
+		f, err := Compile(text)
+		if err != nil {
+			t.Fatalf("Compile(%s): %v", text, err)
+		}
+		if got, err := f.MatchVars(context.Background(), vars); err != nil || got != want {
+			t.Errorf("%s on subject eu-42: %v, %v; want %v", text, got, err, want)
+		}
+	}
+}
+
+// TestRegexBudgetStopsAMatchBeforeItRuns: the matches of one evaluation
+// share RegexBudget, charged before each runs. `[ab]{0,900}c` over 256 KiB
+// would take seconds: it fails at once as a cost error, naming the work it
+// would have needed; and the budget is the evaluation's, not the call's, so
+// a loop of matches that each fit stops once they add up over it.
+func TestRegexBudgetStopsAMatchBeforeItRuns(t *testing.T) {
+	long := strings.Repeat("a", 256<<10)
+	f, err := Compile(`data.s.matches("[ab]{0,900}c")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.MatchVars(context.Background(), map[string]any{"data": map[string]any{"s": long}})
+	if ReasonOf(err) != ReasonCost || !strings.Contains(err.Error(), "needs") {
+		t.Fatalf("a match of 256 KiB against [ab]{0,900}c: %v; want a cost error before it runs", err)
+	}
+	// "a+" is estimated at 2, so a match of 256 KiB needs ~524,000 units:
+	// three fit in the budget, four do not.
+	loop := func(n int) error {
+		f, err := Compile(fmt.Sprintf(`[%s].all(i, data.s.matches("a+"))`, strings.TrimSuffix(strings.Repeat("1,", n), ",")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := f.MatchVars(context.Background(), map[string]any{"data": map[string]any{"s": long}})
+		if err == nil && !ok {
+			t.Fatalf("%d matches of a+ over a's: false", n)
+		}
+		return err
+	}
+	if err := loop(3); err != nil {
+		t.Fatalf("three matches within the budget: %v", err)
+	}
+	if err := loop(4); ReasonOf(err) != ReasonCost {
+		t.Fatalf("four matches over the budget: %v; want a cost error", err)
+	}
+	// Each evaluation has a budget of its own.
+	if err := loop(3); err != nil {
+		t.Fatalf("three matches again, in a new evaluation: %v", err)
+	}
+}

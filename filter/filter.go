@@ -7,12 +7,14 @@
 // (strings), dataversion (int) and time (a timestamp). Extensions are in
 // ext, a map of string to any value. It must yield a bool.
 //
-// One evaluation is bounded three ways (docs/design.md, "Content filters"):
+// One evaluation is bounded four ways (docs/design.md, "Content filters"):
 // CEL's cost limit, with list concatenation charged by the size it adds;
-// a wall-clock Deadline checked inside comprehensions; and, at Compile,
+// a wall-clock Deadline checked inside comprehensions; a budget of regular
+// expression work charged before each match (regex.go); and, at Compile,
 // the refusal of what cannot be charged before it runs (a comparison of two
-// values that may be lists or maps) and of filters whose estimated cost is
-// above CostLimit whatever the event.
+// values that may be lists or maps, a pattern that is not a literal or is
+// too large) and of filters whose estimated cost is above CostLimit
+// whatever the event.
 package filter
 
 import (
@@ -104,12 +106,16 @@ func compile(text string, checks bool) (*Filter, error) {
 		if err := refuseExpensive(ast); err != nil {
 			return nil, err
 		}
+		if err := refuseRegexes(ast); err != nil {
+			return nil, err
+		}
 	}
 	prg, err := env.Program(ast,
 		cel.CostLimit(CostLimit),
 		cel.CostTracking(dynamicCalls{}),
 		cel.CostTrackerOptions(cost.OverloadTracker(overloads.AddList, chargeConcat)),
-		cel.InterruptCheckFrequency(interruptEvery))
+		cel.InterruptCheckFrequency(interruptEvery),
+		cel.CustomDecoratorV2(budgetedMatches))
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
@@ -178,7 +184,14 @@ func (f *Filter) MatchVars(ctx context.Context, vars map[string]any) (bool, erro
 func (f *Filter) MatchCost(ctx context.Context, vars map[string]any) (bool, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, Deadline)
 	defer cancel()
-	out, det, err := f.prg.ContextEval(ctx, vars)
+	act, err := interpreter.NewActivation(vars)
+	if err != nil {
+		return false, 0, &Error{Reason: ReasonEvent, Err: err}
+	}
+	// The variables may be another evaluation's too: the budget is a layer
+	// of this one's own.
+	budget, _ := interpreter.NewActivation(map[string]any{regexBudgetVar: &regexBudget{left: RegexBudget}})
+	out, det, err := f.prg.ContextEval(ctx, interpreter.NewHierarchicalActivation(act, budget))
 	var spent uint64
 	if det != nil {
 		if c := det.ActualCost(); c != nil {
@@ -237,7 +250,8 @@ func reason(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, interpreter.InterruptError{}):
 		return ReasonTimeout
-	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
+	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
+		errors.Is(err, errRegexBudget):
 		return ReasonCost
 	}
 	return ReasonEval

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"herald/internal/regexcost"
 )
 
 // The validation budget (docs/design.md#publishing). The compile budget
@@ -257,7 +259,7 @@ func keywordCost(s *jsonschema.Schema, v any, depth int) int64 {
 }
 
 // patternUnitsPerStep converts the work of a regular expression match
-// (input bytes times the program's estimated size, regexpCost) to steps:
+// (input bytes times the program's estimated size, regexcost.Estimate) to steps:
 // Go's linear-time matcher took 4 s for 100,000 bytes against
 // [a-z]{0,1000}x, some 40 ns a unit, and a step is about a microsecond.
 const patternUnitsPerStep = 32
@@ -267,7 +269,7 @@ func patternSteps(re jsonschema.Regexp, n int) int64 {
 	return 1 + mul(int64(n), int64(regexpCostOf(re)))/patternUnitsPerStep
 }
 
-// regexpCosts remembers regexpCost by expression, up to maxCachedCosts
+// regexpCosts remembers regexcost.Estimate by expression, up to maxCachedCosts
 // expressions: the schemas' patterns are few and recompiled often.
 var (
 	regexpCosts     sync.Map // string → int
@@ -276,7 +278,7 @@ var (
 
 const maxCachedCosts = 10_000
 
-// regexpCostOf is regexpCost of a compiled expression; one it cannot parse
+// regexpCostOf is regexcost.Estimate of a compiled expression; one it cannot parse
 // again costs the most any expression may.
 func regexpCostOf(re jsonschema.Regexp) int {
 	src := re.String()
@@ -285,7 +287,7 @@ func regexpCostOf(re jsonschema.Regexp) int {
 	}
 	c := maxRegexpCost
 	if p, err := syntax.Parse(src, syntax.Perl); err == nil {
-		c = regexpCost(p)
+		c = regexcost.Estimate(p, maxRegexpCost)
 	}
 	if regexpCostsSize.Load() < maxCachedCosts {
 		if _, loaded := regexpCosts.LoadOrStore(src, c); !loaded {

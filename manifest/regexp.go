@@ -6,6 +6,8 @@ import (
 	"regexp/syntax"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"herald/internal/regexcost"
 )
 
 // maxRegexpCost bounds the regular expressions ("pattern",
@@ -29,31 +31,10 @@ func budgetedRegexp() jsonschema.RegexpEngine {
 		if err != nil {
 			return nil, err
 		}
-		spent += regexpCost(re)
+		spent += regexcost.Estimate(re, maxRegexpCost)
 		if spent > maxRegexpCost {
 			return nil, tooComplex
 		}
 		return regexp.Compile(s)
 	}
-}
-
-// regexpCost estimates the compiled size of re: repetitions multiply the size
-// of what they repeat. The result saturates just above maxRegexpCost.
-func regexpCost(re *syntax.Regexp) int {
-	cost := 1
-	switch re.Op {
-	case syntax.OpLiteral:
-		cost = max(1, len(re.Rune))
-	case syntax.OpRepeat:
-		n := re.Max
-		if n < 0 {
-			n = re.Min + 1
-		}
-		cost = max(1, n) * regexpCost(re.Sub[0])
-	default:
-		for _, sub := range re.Sub {
-			cost += regexpCost(sub)
-		}
-	}
-	return min(cost, maxRegexpCost+1)
 }

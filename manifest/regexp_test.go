@@ -2,36 +2,10 @@ package manifest
 
 import (
 	"encoding/json"
-	"regexp/syntax"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestRegexpCost(t *testing.T) {
-	tests := []struct {
-		pattern  string
-		min, max int
-	}{
-		{`^[A-Z]{3}$`, 3, 10},
-		{`abc`, 3, 5},
-		{`^(a|b)*c$`, 3, 10},
-		{`c{1,1000}`, 1000, 1001},
-		{`(ab){2,10}`, 20, 40},
-		{`c{5,}`, 6, 8},
-		{`((c{1,1000}){1,1000}){1,1000}`, maxRegexpCost + 1, maxRegexpCost + 1}, // saturates
-	}
-	for _, tt := range tests {
-		re, err := syntax.Parse(tt.pattern, syntax.Perl)
-		if err != nil {
-			// Go refuses some nested repetitions outright; that is fine too.
-			continue
-		}
-		if got := regexpCost(re); got < tt.min || got > tt.max {
-			t.Errorf("regexpCost(%q) = %d, want %d..%d", tt.pattern, got, tt.min, tt.max)
-		}
-	}
-}
 
 func TestCompileSchemaRegexpBudget(t *testing.T) {
 	schema := func(pattern string, n int) json.RawMessage {

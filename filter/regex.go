@@ -1,0 +1,161 @@
+package filter
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/overloads"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+
+	"herald/internal/regexcost"
+)
+
+// Limits of a filter's regular expressions (`matches`). Go's matcher runs
+// in time linear in the text times the size of the pattern's program, but
+// CEL charges a match by the text's length alone, after it ran, and
+// compiles a pattern afresh at each call: `data.s.matches("[ab]{0,1000}c")`
+// over 16 KiB took 0.3 s within its cost limit, and an event of 256 KiB
+// held the relay's round for seconds. So a pattern must be a string
+// literal, its program is estimated before it is compiled (once, with the
+// filter), and the matches of one evaluation share RegexBudget, charged
+// before each match runs.
+const (
+	// MaxRegexProgram caps a pattern's estimated program size
+	// (regexcost.Estimate: counted repetitions multiply what they repeat).
+	MaxRegexProgram = 1000
+	// RegexBudget caps the regular-expression work of one evaluation, in
+	// units of a text's bytes times its pattern's estimated program size
+	// (one byte more per match): enough for a simple pattern over a whole
+	// 256 KiB event. Go's matcher spent 14-25 ns a unit on this machine
+	// (`[ab]{0,900}c` over 1 KiB, `[ab]{0,1000}c` over 16 KiB, `[ab]{0,100}c`
+	// over 200 KiB; manifest's patternUnitsPerStep assumes 40), so the
+	// budget is some 30-80 ms, within Deadline.
+	RegexBudget = 2_000_000
+)
+
+// errRegexBudget is an evaluation whose next match would exceed
+// RegexBudget; it fails as a cost error (ReasonCost).
+var errRegexBudget = errors.New("regular expressions over the evaluation's budget")
+
+// regexBudgetVar names the evaluation's regexBudget in its activation: no
+// expression can name it (an identifier holds no "@").
+const regexBudgetVar = "@regex_budget"
+
+// regexBudget is what is left of one evaluation's RegexBudget; an
+// evaluation runs on one goroutine.
+type regexBudget struct{ left int64 }
+
+// refuseRegexes refuses a `matches` whose pattern is not a string literal,
+// does not parse, or is estimated over MaxRegexProgram.
+func refuseRegexes(a *cel.Ast) error {
+	native := a.NativeRep()
+	var err error
+	celast.PostOrderVisit(native.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if err != nil || e.Kind() != celast.CallKind || e.AsCall().FunctionName() != overloads.Matches {
+			return
+		}
+		loc := native.SourceInfo().GetStartLocation(e.ID())
+		at := fmt.Sprintf("line %d, column %d", loc.Line(), loc.Column()+1)
+		call := e.AsCall()
+		args := call.Args()
+		if call.IsMemberFunction() {
+			args = append([]celast.Expr{call.Target()}, args...)
+		}
+		if len(args) != 2 || args[1].Kind() != celast.LiteralKind {
+			err = fmt.Errorf("filter's matches at %s takes a pattern that is not a string literal: "+
+				"a pattern read from the event could cost anything to compile and run, so it is refused", at)
+			return
+		}
+		p, ok := args[1].AsLiteral().(types.String)
+		if !ok {
+			return // a type error the checker reported
+		}
+		if _, err = regexProgram(string(p)); err != nil {
+			err = fmt.Errorf("filter's matches at %s: %w", at, err)
+		}
+	}))
+	return err
+}
+
+// regexProgram compiles a pattern within MaxRegexProgram and gives its
+// estimated program size.
+func regexProgram(pattern string) (*regexp.Regexp, error) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q does not parse: %w", pattern, err)
+	}
+	if n := regexcost.Estimate(re, MaxRegexProgram); n > MaxRegexProgram {
+		return nil, fmt.Errorf("pattern %q is too complex: its program is estimated at more than %d "+
+			"(counted repetitions such as {0,1000} multiply what they repeat)", pattern, MaxRegexProgram)
+	}
+	return regexp.Compile(pattern)
+}
+
+// budgetedMatches replaces each `matches` call with a literal pattern by a
+// regexCall. A call whose pattern is not a literal (refused by Compile,
+// left by compile's tests of other bounds) stays CEL's.
+func budgetedMatches(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok || call.Function() != overloads.Matches || len(call.Args()) != 2 {
+		return i, nil
+	}
+	c, ok := call.Args()[1].(interpreter.InterpretableConst)
+	if !ok {
+		return i, nil
+	}
+	p, ok := c.Value().(types.String)
+	if !ok {
+		return i, nil
+	}
+	re, err := regexProgram(string(p))
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	parsed, _ := syntax.Parse(string(p), syntax.Perl) // parsed by regexProgram
+	return &regexCall{InterpretableCall: call, re: re, size: int64(regexcost.Estimate(parsed, MaxRegexProgram))}, nil
+}
+
+// regexCall is a `matches` call with a pattern compiled once, charged to
+// the evaluation's regexBudget before it runs.
+type regexCall struct {
+	interpreter.InterpretableCall
+	re   *regexp.Regexp
+	size int64
+}
+
+// Exec matches the text against the pattern when the evaluation's budget
+// allows it, and fails the evaluation otherwise.
+func (c *regexCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	text := c.Args()[0].Exec(frame)
+	s, ok := text.(types.String)
+	if !ok {
+		if types.IsUnknownOrError(text) {
+			return text
+		}
+		return types.NoSuchOverloadErr()
+	}
+	units := (int64(len(s)) + 1) * c.size
+	v, _ := frame.ResolveName(regexBudgetVar)
+	b, _ := v.(*regexBudget)
+	if b == nil || b.left < units {
+		left := int64(0)
+		if b != nil {
+			left = b.left
+		}
+		return types.WrapErr(fmt.Errorf("%w: a match over %d bytes with a pattern of program size %d needs %d units, %d of %d left",
+			errRegexBudget, len(s), c.size, units, left, RegexBudget))
+	}
+	b.left -= units
+	return types.Bool(c.re.MatchString(string(s)))
+}
+
+// Eval implements interpreter.Interpretable.
+func (c *regexCall) Eval(vars interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(vars, c.Exec)
+}
