@@ -759,3 +759,60 @@ func TestForgedQuietStartTakesItsUpdateFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalThatDoesNotDecodeIsDropped: an operator's signal whose payload
+// does not decode (`temporal workflow signal --name cancel --input
+// '{"all":"true"}'`) made the SDK's Receive drop it and wait, inside the
+// run's handling of it, for the next cancel that decodes: the run moved no
+// more, and an operator's Update of the key waited for it until it timed
+// out. The signal is dropped now (CorruptSignalChange, whose marker the
+// run records then), and the pause that follows applies.
+func TestSignalThatDoesNotDecodeIsDropped(t *testing.T) {
+	t.Parallel()
+	const subject = "person-undecodable"
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	s := system.Start(t, system.Schedule(time.Minute))
+	s.Apply()
+	c := s.Dial()
+	s.Sub.SetReject(func(app, subj string, n int) error {
+		if app == "billing" && subj == subject {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	s.Publish(subject, 1)
+	testkit.EventuallyValue(t, 60*time.Second, "the key retrying its head", func() (string, bool) {
+		st, ok := keyState(c, id)
+		return runSummary(st, ok), ok && st.Status == workflows.StatusRetrying
+	})
+	ctx := context.Background()
+	if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCancel, map[string]any{"all": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(ctx, id, "", workflows.SignalResume, map[string]any{"reason": 5}); err != nil {
+		t.Fatal(err)
+	}
+	res := keyUpdate(t, c, id, workflows.UpdatePause, workflows.ControlSignal{Actor: "e2e-operator", Reason: "after a bad signal"})
+	if !res.Changed || res.Status != workflows.StatusPaused {
+		t.Fatalf("the pause after signals that do not decode: %+v", res)
+	}
+	events, err := historyEvents(c, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	markers := 0
+	for _, e := range events {
+		if m := e.GetMarkerRecordedEventAttributes(); m.GetMarkerName() == "Version" &&
+			strings.Contains(m.GetDetails()["change-id"].String(), workflows.CorruptSignalChange) {
+			markers++
+		}
+	}
+	if markers != 1 {
+		t.Fatalf("%d %s markers in the key's history, want 1", markers, workflows.CorruptSignalChange)
+	}
+	if path := os.Getenv("HERALD_RECORD_CORRUPT_SIGNAL_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -22,17 +22,50 @@ const (
 	AuditSignalRejected = payload.AuditSignalRejected
 )
 
+// CorruptSignalChange is the workflow.GetVersion change id of how a run
+// takes a signal whose payload does not decode into its type: a wrong JSON
+// type, sent by hand (`temporal workflow signal --name cancel --input
+// '{"all":"true"}'`). Version 1: the signal is dropped with a warning, and
+// the run goes on. A run at workflow.DefaultVersion (recorded before it)
+// waited, inside its handling of that signal, for the next signal of the
+// same name that decodes: nothing else of the run moved meanwhile (no
+// timer, no activity's result, no Update), and a key whose operators sent
+// no other, or whose relay no longer signals it (a held key), stayed so.
+// The version is asked for only when such a signal comes, so a run that
+// never gets one records no marker; a run recorded waiting replays waiting.
+const CorruptSignalChange = "corrupt-signal"
+
+// CorruptSignalVersion is the CorruptSignalChange version that drops a
+// signal that does not decode.
+const CorruptSignalVersion = 1
+
+// receive takes into ptr the signal sel found on c, and reports whether it
+// decoded; one that does not is dropped (CorruptSignalChange).
+func (d *delivery) receive(ctx workflow.Context, c workflow.ReceiveChannel, ptr any) bool {
+	if c.ReceiveAsync(ptr) { // it drops values that do not decode, as Receive does
+		return true
+	}
+	if workflow.GetVersion(ctx, CorruptSignalChange, workflow.DefaultVersion, CorruptSignalVersion) < CorruptSignalVersion {
+		c.Receive(ctx, ptr) // as recorded: wait for one that decodes
+		return true
+	}
+	d.logger.Warn("a signal whose payload does not decode is dropped", "signal", c.Name())
+	return false
+}
+
 // addSignals lets sel handle any one signal.
 func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 	sel.AddReceive(d.channels.event, func(c workflow.ReceiveChannel, _ bool) {
 		var s EventSignal
-		c.Receive(ctx, &s)
-		d.onEvent(ctx, s)
+		if d.receive(ctx, c, &s) {
+			d.onEvent(ctx, s)
+		}
 	})
 	sel.AddReceive(d.channels.attempt, func(c workflow.ReceiveChannel, _ bool) {
 		var r activities.AttemptReport
-		c.Receive(ctx, &r)
-		d.onAttempt(ctx, r)
+		if d.receive(ctx, c, &r) {
+			d.onAttempt(ctx, r)
+		}
 	})
 	sel.AddReceive(d.channels.reachable, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
@@ -40,28 +73,33 @@ func (d *delivery) addSignals(ctx workflow.Context, sel workflow.Selector) {
 	})
 	sel.AddReceive(d.channels.subscription, func(c workflow.ReceiveChannel, _ bool) {
 		var s SubscriptionSignal
-		c.Receive(ctx, &s)
-		d.submit(ctx, d.subscriptionOp(s))
+		if d.receive(ctx, c, &s) {
+			d.submit(ctx, d.subscriptionOp(s))
+		}
 	})
 	sel.AddReceive(d.channels.redeliver, func(c workflow.ReceiveChannel, _ bool) {
 		var s RedeliverSignal
-		c.Receive(ctx, &s)
-		d.operatorSignal(ctx, SignalRedeliver, validateRedeliver(ctx, s), d.redeliverOp(s))
+		if d.receive(ctx, c, &s) {
+			d.operatorSignal(ctx, SignalRedeliver, validateRedeliver(ctx, s), d.redeliverOp(s))
+		}
 	})
 	sel.AddReceive(d.channels.cancel, func(c workflow.ReceiveChannel, _ bool) {
 		var s CancelSignal
-		c.Receive(ctx, &s)
-		d.operatorSignal(ctx, SignalCancel, validateCancel(ctx, s), d.cancelOp(s))
+		if d.receive(ctx, c, &s) {
+			d.operatorSignal(ctx, SignalCancel, validateCancel(ctx, s), d.cancelOp(s))
+		}
 	})
 	sel.AddReceive(d.channels.pause, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
-		c.Receive(ctx, &s)
-		d.operatorSignal(ctx, SignalPause, validateControl(ctx, s), d.pauseOp(s))
+		if d.receive(ctx, c, &s) {
+			d.operatorSignal(ctx, SignalPause, validateControl(ctx, s), d.pauseOp(s))
+		}
 	})
 	sel.AddReceive(d.channels.resume, func(c workflow.ReceiveChannel, _ bool) {
 		var s ControlSignal
-		c.Receive(ctx, &s)
-		d.operatorSignal(ctx, SignalResume, validateControl(ctx, s), d.resumeOp(s))
+		if d.receive(ctx, c, &s) {
+			d.operatorSignal(ctx, SignalResume, validateControl(ctx, s), d.resumeOp(s))
+		}
 	})
 	sel.AddReceive(d.updates, func(c workflow.ReceiveChannel, _ bool) {
 		var o *op

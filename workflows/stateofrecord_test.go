@@ -231,3 +231,28 @@ func TestLostFirstTaskDeliveryIsCounted(t *testing.T) {
 		t.Fatalf("counted %d deliveries, want 2: event 2 (by this run's lost first task) and 3", st.Counters.Delivered)
 	}
 }
+
+// TestSignalThatDoesNotDecodeIsDropped: a signal whose payload does not
+// decode into its type (a wrong JSON type, sent by hand) made the SDK's
+// Receive drop it and wait, inside the run's handling of it, for the next
+// one of its name that decodes: nothing else of the run moved, and the
+// key's next event was never delivered. It is dropped now, and the run
+// goes on (CorruptSignalChange).
+func TestSignalThatDoesNotDecodeIsDropped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.signalAt(time.Second, workflows.SignalCancel, map[string]any{"all": "true"})
+	h.signalAt(time.Second, workflows.SignalPause, map[string]any{"reason": 5})
+	h.signalAt(time.Second, workflows.SignalRedeliver, map[string]any{"eventIds": "x"})
+	h.signalAt(time.Second, workflows.SignalEvent, map[string]any{"events": "x"})
+	h.signalAt(time.Second, workflows.SignalAttempt, []int{1})
+	h.eventsAt(2*time.Second, 1, 2)
+	st := h.queryAt(3 * time.Second)
+	h.run()
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Fatalf("delivered %v, want 1 and 2", got)
+	}
+	if st.KeyPaused || len(h.store.audits) != 0 {
+		t.Fatalf("signals that do not decode: paused %v, audit rows %+v", st.KeyPaused, h.store.audits)
+	}
+}
