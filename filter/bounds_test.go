@@ -206,11 +206,13 @@ func TestMatchesPatternIsABoundedLiteral(t *testing.T) {
 	}
 }
 
-// TestRegexBudgetStopsAMatchBeforeItRuns: the matches of one evaluation
-// share RegexBudget, charged before each runs. `[ab]{0,900}c` over 256 KiB
-// would take seconds: it fails at once as a cost error, naming the work it
-// would have needed; and the budget is the evaluation's, not the call's, so
-// a loop of matches that each fit stops once they add up over it.
+// TestRegexBudgetStopsAMatchBeforeItRuns: each match is charged to the
+// evaluation's cost before it runs (a cost unit per RegexUnitsPerCost
+// bytes times program size). `[ab]{0,900}c` over 256 KiB would take
+// seconds: it fails at once as a cost error, naming its charge; a loop of
+// matches that each fit stops once they add up over the limit; and the
+// charge is reported as the evaluation's work, so the relay's round budget
+// counts it.
 func TestRegexBudgetStopsAMatchBeforeItRuns(t *testing.T) {
 	long := strings.Repeat("a", 256<<10)
 	f, err := Compile(`data.s.matches("[ab]{0,900}c")`)
@@ -218,11 +220,11 @@ func TestRegexBudgetStopsAMatchBeforeItRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.MatchVars(context.Background(), map[string]any{"data": map[string]any{"s": long}})
-	if ReasonOf(err) != ReasonCost || !strings.Contains(err.Error(), "needs") {
+	if ReasonOf(err) != ReasonCost || !strings.Contains(err.Error(), "costs") {
 		t.Fatalf("a match of 256 KiB against [ab]{0,900}c: %v; want a cost error before it runs", err)
 	}
-	// "a+" is estimated at 2, so a match of 256 KiB needs ~524,000 units:
-	// three fit in the budget, four do not.
+	// "a+" is estimated at 2, so a match of 256 KiB is ~524,000 units, a
+	// charge of 26,215: three fit in the cost limit, four do not.
 	loop := func(n int) error {
 		f, err := Compile(fmt.Sprintf(`[%s].all(i, data.s.matches("a+"))`, strings.TrimSuffix(strings.Repeat("1,", n), ",")))
 		if err != nil {
@@ -240,8 +242,16 @@ func TestRegexBudgetStopsAMatchBeforeItRuns(t *testing.T) {
 	if err := loop(4); ReasonOf(err) != ReasonCost {
 		t.Fatalf("four matches over the budget: %v; want a cost error", err)
 	}
-	// Each evaluation has a budget of its own.
+	// Each evaluation has a limit of its own.
 	if err := loop(3); err != nil {
 		t.Fatalf("three matches again, in a new evaluation: %v", err)
+	}
+	one, err := Compile(`data.s.matches("a+")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, spent, err := one.MatchCost(context.Background(), map[string]any{"data": map[string]any{"s": long}})
+	if want := uint64((len(long)+1)*2/RegexUnitsPerCost + 1); !ok || err != nil || spent < want {
+		t.Fatalf("one match of 256 KiB: %v, %v, cost %d; want true and a cost of at least its charge %d", ok, err, spent, want)
 	}
 }

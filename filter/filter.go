@@ -9,8 +9,8 @@
 //
 // One evaluation is bounded four ways (docs/design.md, "Content filters"):
 // CEL's cost limit, with list concatenation charged by the size it adds;
-// a wall-clock Deadline checked inside comprehensions; a budget of regular
-// expression work charged before each match (regex.go); and, at Compile,
+// a wall-clock Deadline checked inside comprehensions; regular expressions
+// charged to the same cost before each match runs (regex.go); and, at Compile,
 // the refusal of what cannot be charged before it runs (a comparison of two
 // values that may be lists or maps, a pattern that is not a literal or is
 // too large) and of filters whose estimated cost is above CostLimit
@@ -113,7 +113,8 @@ func compile(text string, checks bool) (*Filter, error) {
 	prg, err := env.Program(ast,
 		cel.CostLimit(CostLimit),
 		cel.CostTracking(dynamicCalls{}),
-		cel.CostTrackerOptions(cost.OverloadTracker(overloads.AddList, chargeConcat)),
+		cel.CostTrackerOptions(cost.OverloadTracker(overloads.AddList, chargeConcat),
+			cost.OverloadTracker(regexChargeOverload, chargeRegex)),
 		cel.InterruptCheckFrequency(interruptEvery),
 		cel.CustomDecoratorV2(budgetedMatches))
 	if err != nil {
@@ -184,14 +185,7 @@ func (f *Filter) MatchVars(ctx context.Context, vars map[string]any) (bool, erro
 func (f *Filter) MatchCost(ctx context.Context, vars map[string]any) (bool, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, Deadline)
 	defer cancel()
-	act, err := interpreter.NewActivation(vars)
-	if err != nil {
-		return false, 0, &Error{Reason: ReasonEvent, Err: err}
-	}
-	// The variables may be another evaluation's too: the budget is a layer
-	// of this one's own.
-	budget, _ := interpreter.NewActivation(map[string]any{regexBudgetVar: &regexBudget{left: RegexBudget}})
-	out, det, err := f.prg.ContextEval(ctx, interpreter.NewHierarchicalActivation(act, budget))
+	out, det, err := f.prg.ContextEval(ctx, vars)
 	var spent uint64
 	if det != nil {
 		if c := det.ActualCost(); c != nil {

@@ -23,33 +23,48 @@ import (
 // over 16 KiB took 0.3 s within its cost limit, and an event of 256 KiB
 // held the relay's round for seconds. So a pattern must be a string
 // literal, its program is estimated before it is compiled (once, with the
-// filter), and the matches of one evaluation share RegexBudget, charged
-// before each match runs.
+// filter), and each match is charged to the evaluation's CEL cost before it
+// runs: a byte of text times the pattern's estimated program size is a
+// regex unit, and RegexUnitsPerCost of them are one cost unit. A match
+// that would take the evaluation over CostLimit fails it (ReasonCost)
+// without running, so an evaluation's regular expressions do at most
+// CostLimit × RegexUnitsPerCost units, with the rest of its work in the same
+// limit, and the relay counts them as work.
 const (
 	// MaxRegexProgram caps a pattern's estimated program size
 	// (regexcost.Estimate: counted repetitions multiply what they repeat).
 	MaxRegexProgram = 1000
-	// RegexBudget caps the regular-expression work of one evaluation, in
-	// units of a text's bytes times its pattern's estimated program size
-	// (one byte more per match): enough for a simple pattern over a whole
-	// 256 KiB event. Go's matcher spent 14-25 ns a unit on this machine
-	// (`[ab]{0,900}c` over 1 KiB, `[ab]{0,1000}c` over 16 KiB, `[ab]{0,100}c`
-	// over 200 KiB; manifest's patternUnitsPerStep assumes 40), so the
-	// budget is some 30-80 ms, within Deadline.
-	RegexBudget = 2_000_000
+	// RegexUnitsPerCost is how many regex units (a byte of text times the
+	// pattern's estimated program size; one byte more per match) cost one
+	// CEL cost unit: an evaluation's matches do at most 2,000,000, enough
+	// for a simple pattern over a whole 256 KiB event. Go's matcher spent
+	// 14-25 ns a unit on this machine (`[ab]{0,900}c` over 1 KiB,
+	// `[ab]{0,1000}c` over 16 KiB, `[ab]{0,100}c` over 200 KiB; manifest's
+	// patternUnitsPerStep assumes 40), so that is some 30-80 ms.
+	RegexUnitsPerCost = 20
 )
 
-// errRegexBudget is an evaluation whose next match would exceed
-// RegexBudget; it fails as a cost error (ReasonCost).
-var errRegexBudget = errors.New("regular expressions over the evaluation's budget")
+// errRegexBudget is an evaluation whose next match would take it over
+// CostLimit; it fails as a cost error (ReasonCost).
+var errRegexBudget = errors.New("a regular expression over the evaluation's cost limit")
 
-// regexBudgetVar names the evaluation's regexBudget in its activation: no
-// expression can name it (an identifier holds no "@").
-const regexBudgetVar = "@regex_budget"
+// regexChargeOverload is the overload id under which a match's charge is
+// recorded in the evaluation's cost tracker (regexCall.Exec).
+const regexChargeOverload = "herald_regex_charge"
 
-// regexBudget is what is left of one evaluation's RegexBudget; an
-// evaluation runs on one goroutine.
-type regexBudget struct{ left int64 }
+// regexCharge is the call a match's charge is recorded as: its one
+// argument is the charge (chargeRegex).
+type regexCharge struct{}
+
+func (regexCharge) Function() string   { return "matches" }
+func (regexCharge) OverloadID() string { return regexChargeOverload }
+
+// chargeRegex is the cost of a regexCharge: its argument.
+func chargeRegex(args []ref.Val, _ ref.Val) *uint64 {
+	n, _ := args[0].(types.Int)
+	c := uint64(max(n, 0))
+	return &c
+}
 
 // refuseRegexes refuses a `matches` whose pattern is not a string literal,
 // does not parse, or is estimated over MaxRegexProgram.
@@ -122,15 +137,15 @@ func budgetedMatches(i interpreter.InterpretableV2) (interpreter.InterpretableV2
 }
 
 // regexCall is a `matches` call with a pattern compiled once, charged to
-// the evaluation's regexBudget before it runs.
+// the evaluation's cost before it runs.
 type regexCall struct {
 	interpreter.InterpretableCall
 	re   *regexp.Regexp
 	size int64
 }
 
-// Exec matches the text against the pattern when the evaluation's budget
-// allows it, and fails the evaluation otherwise.
+// Exec matches the text against the pattern when the evaluation's cost
+// limit allows it, and fails the evaluation otherwise.
 func (c *regexCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	text := c.Args()[0].Exec(frame)
 	s, ok := text.(types.String)
@@ -141,18 +156,18 @@ func (c *regexCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 		return types.NoSuchOverloadErr()
 	}
 	units := (int64(len(s)) + 1) * c.size
-	v, _ := frame.ResolveName(regexBudgetVar)
-	b, _ := v.(*regexBudget)
-	if b == nil || b.left < units {
-		left := int64(0)
-		if b != nil {
-			left = b.left
-		}
-		return types.WrapErr(fmt.Errorf("%w: a match over %d bytes with a pattern of program size %d needs %d units, %d of %d left",
-			errRegexBudget, len(s), c.size, units, left, RegexBudget))
+	charge := units/RegexUnitsPerCost + 1
+	t := frame.CostTracker()
+	if t == nil {
+		return types.WrapErr(fmt.Errorf("%w: evaluated with no cost limit", errRegexBudget))
 	}
-	b.left -= units
-	return types.Bool(c.re.MatchString(string(s)))
+	if spent := t.ActualCost(); spent+uint64(charge) > CostLimit {
+		return types.WrapErr(fmt.Errorf("%w: a match over %d bytes with a pattern of program size %d costs %d, "+
+			"and %d of %d are spent", errRegexBudget, len(s), c.size, charge, spent, CostLimit))
+	}
+	result := types.Bool(c.re.MatchString(string(s)))
+	t.EvalUnary(frame, c.ID(), regexCharge{}, types.Int(charge), result)
+	return result
 }
 
 // Eval implements interpreter.Interpretable.
