@@ -397,6 +397,9 @@ func TestRemovedSubscriptionForgetsFailedKey(t *testing.T) {
 	}
 	wf := "deliver:" + billingPersonSub + ":p1"
 	failKey(t, s, billingPersonSub, "p1", evs[0].ID, wf)
+	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
 		Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: wf, ErrorCode: "subscription_removed",
 	}); err != nil {
@@ -440,5 +443,52 @@ func TestUserAppNamedHeraldIsNotTakenOver(t *testing.T) {
 	}
 	if _, err := s.RemoveApp(ctx, "herald", "alice"); err != nil {
 		t.Fatalf("remove the user's app named herald: %v", err)
+	}
+}
+
+// TestCancelHeldLeavesAnAppliedAgainSubscription: the sweep lists the keys
+// of a removed subscription, then cancels the held events of each whose
+// workflow no longer runs. The app may apply the subscription again in
+// between, and a new event of the key be dispatched to it: CancelHeld
+// cancelled that one too (subscription_removed), though it is owed. It
+// cancels only while the subscription is still removed.
+func TestCancelHeldLeavesAnAppliedAgainSubscription(t *testing.T) {
+	t.Parallel()
+	s := heraldStore(t)
+	ctx := context.Background()
+	mustApply(t, s, contactsManifest(decl("person.updated", 1)))
+	mustApply(t, s, billingManifest(subTo("contacts.person.updated", 1)))
+	evs := []store.NewEvent{newEvent("contacts.person.updated", "p1", "a")}
+	if _, err := s.InsertEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: evs[0].ID, Status: store.EventQueued}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel := func() int {
+		n, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
+			Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: "deliver:" + billingPersonSub + ":p1",
+			ErrorCode: "subscription_removed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	status := func() string {
+		var st string
+		if err := s.Pool.QueryRow(ctx, `SELECT status FROM outcomes WHERE subscription_id = $1 AND event_id = $2`,
+			billingPersonSub, evs[0].ID).Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if n := cancel(); n != 0 || status() != store.EventQueued {
+		t.Fatalf("CancelHeld of an active subscription's key: %d cancelled, row %s; want none, queued", n, status())
+	}
+	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	if n := cancel(); n != 1 || status() != store.EventCancelled {
+		t.Fatalf("CancelHeld of a removed subscription's key: %d cancelled, row %s; want 1, cancelled", n, status())
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -563,13 +564,25 @@ func (s *Store) RemovedKeys(ctx context.Context, limit int) ([]HeldKey, error) {
 	return out, nil
 }
 
-// CancelHeld settles every queued or failed event of one key as cancelled
-// with code, and appends the audit row, in one transaction; it is how a key
-// whose workflow no longer runs is cleaned up. It returns how many events it
-// cancelled and writes no audit row when there were none.
+// CancelHeld settles every queued or failed event of one key of a removed
+// subscription as cancelled with code, and appends the audit row, in one
+// transaction; it is how a key whose workflow no longer runs is cleaned up.
+// It returns how many events it cancelled and writes no audit row when
+// there were none. It cancels nothing unless the subscription is still
+// removed (its row locked meanwhile): the sweep that listed the key may
+// have been overtaken by the app applying the subscription again, and
+// then by new events of the key, which are owed.
 func (s *Store) CancelHeld(ctx context.Context, subscriptionID, subject, code string, audit AuditEntry) (int, error) {
 	var n int
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
+		var state string
+		err := tx.QueryRow(ctx, `SELECT state FROM subscriptions WHERE id = $1 FOR SHARE`, subscriptionID).Scan(&state)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err == nil && state != StateCancelled {
+			return nil
+		}
 		tag, err := tx.Exec(ctx, `
 			UPDATE outcomes SET status = 'cancelled', code = $3, updated_at = now()
 			 WHERE subscription_id = $1 AND subject = $2 AND status IN ('queued', 'failed')`,
