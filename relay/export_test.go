@@ -27,8 +27,9 @@ func RestFilter(r *Relay, id, text, reason string) { r.rest(id, text, reason, ti
 func EndFilterRest(r *Relay, id, text string) { r.resting(id, text, time.Now().Add(filterCooldown)) }
 
 // ReconcileOnce runs r's reconcile once with m, from no loops, as serve's
-// first does; stop ends the loops it started.
+// first does (after Run's defaults); stop ends the loops it started.
 func ReconcileOnce(ctx context.Context, r *Relay, m *store.Member) (stop func()) {
+	r.defaults()
 	lctx, cancel := context.WithCancel(ctx)
 	loops := map[int]*partitionLoop{}
 	r.reconcile(lctx, m, loops, make(chan *partitionLoop))
