@@ -234,8 +234,9 @@ type OutcomeUpdate struct {
 // statement, creating rows that do not exist (an event redelivered after
 // retention removed its row). Only accepted events of the subscription's
 // type and version and of this subject key are written, whatever a caller
-// claims, and a delivered outcome is never turned into a cancelled or
-// expired one.
+// claims, a delivered outcome is never turned into a cancelled or expired
+// one, and an attempt's failure never turns a settled row back into a held
+// one (outcomeWriteSQL).
 //
 // A delivered outcome for a key that had failed (failed_keys) also records
 // the key's recovery: a delivery.recovered audit row and a
@@ -287,6 +288,14 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 // delivered_by), for the key's events (subject $2, not rejected) of the
 // subscription's ($1) type and version only.
 //
+// An attempt's failure (queued or failed, with attempts) changes only a row
+// still queued or failed: a run left posting by a terminate or a reset
+// reports its failure after the key's new run may have settled the event
+// (an operator's cancel, an expiry), and turning that row back into a held
+// one would deliver the event again after later ones, or hold the key on
+// an event the operator cancelled. A delivery is recorded whatever the row
+// says: it happened.
+//
 // Each update looks its event up on its own, in a subquery that OFFSET 0
 // keeps apart, by id (events_app_id) once the log is more than a few
 // pages: as a join, PostgreSQL read the whole log for a few updates
@@ -317,7 +326,9 @@ const outcomeWriteSQL = `
 		    delivered_at = COALESCE(EXCLUDED.delivered_at, o.delivered_at),
 		    delivered_by = CASE WHEN EXCLUDED.status = 'delivered' THEN EXCLUDED.delivered_by ELSE o.delivered_by END,
 		    updated_at   = now()
-		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))`
+		WHERE NOT (o.status = 'delivered' AND EXCLUDED.status IN ('cancelled', 'expired'))
+		  AND NOT (EXCLUDED.status IN ('queued', 'failed') AND EXCLUDED.attempts > 0
+		           AND o.status NOT IN ('queued', 'failed'))`
 
 // One update, the commonest write, takes scalars rather than arrays, so
 // that PostgreSQL keeps its generic plan (see deliveryBatchOne).

@@ -213,6 +213,53 @@ func TestRecordOutcomesWritesOnlyTheKeysEvents(t *testing.T) {
 	}
 }
 
+// TestAttemptFailureLeavesASettledRow: a run left posting by a terminate
+// reports its attempt's failure after the key's new run settled the event
+// (an operator cancelled it, or it expired). The failure turned the row
+// back into queued or failed: the new run, past it, delivered it again
+// after later events once it read from the start, or the relay held the
+// key on an event the operator had cancelled. A failure changes only a row
+// still queued or failed; a delivery is recorded whatever the row says.
+func TestAttemptFailureLeavesASettledRow(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	write := func(u store.OutcomeUpdate) {
+		t.Helper()
+		if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id string) string {
+		t.Helper()
+		out, err := s.EventOutcomes(ctx, id)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("outcomes of %s: %+v %v", id, out, err)
+		}
+		return out[0].Status
+	}
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 1})
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventCancelled, Code: "cancelled_by_operator"})
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 2, LastCode: "http_500"})
+	if got := status(evs[0].ID); got != store.EventCancelled {
+		t.Fatalf("a stale attempt's retryable failure over a cancelled row: %s, want cancelled", got)
+	}
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"})
+	if got := status(evs[0].ID); got != store.EventCancelled {
+		t.Fatalf("a stale attempt's final failure over a cancelled row: %s, want cancelled", got)
+	}
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventDelivered, Attempts: 3})
+	if got := status(evs[0].ID); got != store.EventDelivered {
+		t.Fatalf("a stale attempt's delivery over a cancelled row: %s, want delivered (it happened)", got)
+	}
+	// A held row takes failures as before.
+	write(store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventQueued, Attempts: 1})
+	write(store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventFailed, Attempts: 2, Code: "schema_mismatch"})
+	if got := status(evs[1].ID); got != store.EventFailed {
+		t.Fatalf("a failure over a queued row: %s, want failed", got)
+	}
+}
+
 // TestBacklogReadsAndDropsQueuedEvents: a key's backlog is its queued events
 // above a seq, in order; dropping it settles exactly those.
 func TestBacklogReadsAndDropsQueuedEvents(t *testing.T) {
