@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"herald/manifest"
 	"herald/store"
@@ -488,7 +489,34 @@ func TestCancelHeldLeavesAnAppliedAgainSubscription(t *testing.T) {
 	if _, err := s.Pool.Exec(ctx, `UPDATE subscriptions SET state = 'cancelled' WHERE id = $1`, billingPersonSub); err != nil {
 		t.Fatal(err)
 	}
-	if n := cancel(); n != 1 || status() != store.EventCancelled {
-		t.Fatalf("CancelHeld of a removed subscription's key: %d cancelled, row %s; want 1, cancelled", n, status())
+	// Applied again while CancelHeld runs: it waits for the apply and
+	// cancels nothing (read without its lock, the row said removed).
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: evs[0].ID, Status: store.EventQueued, Restart: true}}); err != nil {
+		t.Fatal(err)
+	}
+	apply, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apply.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := apply.Exec(ctx, `UPDATE subscriptions SET state = 'active' WHERE id = $1`, billingPersonSub); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		n, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
+			Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: "deliver:" + billingPersonSub + ":p1",
+			ErrorCode: "subscription_removed"})
+		if err != nil {
+			n = -1
+		}
+		done <- n
+	}()
+	time.Sleep(300 * time.Millisecond) // CancelHeld is waiting for the row
+	if err := apply.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-done; n != 0 || status() != store.EventQueued {
+		t.Fatalf("CancelHeld during an apply of the subscription: %d cancelled, row %s; want none, queued", n, status())
 	}
 }

@@ -224,39 +224,48 @@ func TestAttemptFailureLeavesASettledRow(t *testing.T) {
 	t.Parallel()
 	s, evs := outcomeFixture(t)
 	ctx := context.Background()
-	write := func(u store.OutcomeUpdate) {
+	write := func(us ...store.OutcomeUpdate) {
 		t.Helper()
-		if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{u}); err != nil {
+		if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", us); err != nil {
 			t.Fatal(err)
 		}
 	}
-	status := func(id string) string {
+	row := func(id string) store.EventOutcome {
 		t.Helper()
 		out, err := s.EventOutcomes(ctx, id)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("outcomes of %s: %+v %v", id, out, err)
 		}
-		return out[0].Status
+		return out[0]
 	}
-	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 1})
+	// evs[0]: cancelled by the new run after an attempt; evs[2]: delivered.
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 1, LastCode: "http_503"})
 	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventCancelled, Code: "cancelled_by_operator"})
+	write(store.OutcomeUpdate{EventID: evs[2].ID, Status: store.EventDelivered, Attempts: 1})
+	// The stale run's failures, one at a time and both in one statement
+	// (the writer batches what arrives together), beside a held row's.
 	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventQueued, Attempts: 2, LastCode: "http_500"})
-	if got := status(evs[0].ID); got != store.EventCancelled {
-		t.Fatalf("a stale attempt's retryable failure over a cancelled row: %s, want cancelled", got)
+	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted", LastCode: "http_500"},
+		store.OutcomeUpdate{EventID: evs[2].ID, Status: store.EventQueued, Attempts: 2, LastCode: "http_500"},
+		store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventQueued, Attempts: 1, LastCode: "http_500"})
+	if r := row(evs[0].ID); r.Status != store.EventCancelled || r.Attempts != 1 || r.LastCode != "http_503" || r.Code != "cancelled_by_operator" {
+		t.Fatalf("a stale attempt's failures over a cancelled row: %+v, want it cancelled as it was", r)
 	}
-	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventFailed, Attempts: 8, Code: "attempts_exhausted"})
-	if got := status(evs[0].ID); got != store.EventCancelled {
-		t.Fatalf("a stale attempt's final failure over a cancelled row: %s, want cancelled", got)
+	if r := row(evs[2].ID); r.Status != store.EventDelivered || r.Attempts != 1 || r.LastCode != "" {
+		t.Fatalf("a stale attempt's failure over a delivered row: %+v, want it delivered as it was", r)
+	}
+	if r := row(evs[1].ID); r.Status != store.EventQueued || r.Attempts != 1 || r.LastCode != "http_500" {
+		t.Fatalf("a failure over no row beside them: %+v, want queued after one attempt", r)
+	}
+	// A held row takes failures as before; a delivery is recorded over a
+	// cancelled row (it happened).
+	write(store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventFailed, Attempts: 2, Code: "schema_mismatch"})
+	if r := row(evs[1].ID); r.Status != store.EventFailed || r.Attempts != 2 {
+		t.Fatalf("a failure over a queued row: %+v, want failed after two attempts", r)
 	}
 	write(store.OutcomeUpdate{EventID: evs[0].ID, Status: store.EventDelivered, Attempts: 3})
-	if got := status(evs[0].ID); got != store.EventDelivered {
-		t.Fatalf("a stale attempt's delivery over a cancelled row: %s, want delivered (it happened)", got)
-	}
-	// A held row takes failures as before.
-	write(store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventQueued, Attempts: 1})
-	write(store.OutcomeUpdate{EventID: evs[1].ID, Status: store.EventFailed, Attempts: 2, Code: "schema_mismatch"})
-	if got := status(evs[1].ID); got != store.EventFailed {
-		t.Fatalf("a failure over a queued row: %s, want failed", got)
+	if r := row(evs[0].ID); r.Status != store.EventDelivered {
+		t.Fatalf("a stale attempt's delivery over a cancelled row: %+v, want delivered", r)
 	}
 }
 
