@@ -466,10 +466,13 @@ func TestCancelHeldLeavesAnAppliedAgainSubscription(t *testing.T) {
 	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: evs[0].ID, Status: store.EventQueued}}); err != nil {
 		t.Fatal(err)
 	}
-	cancel := func() int {
-		n, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
+	cancelHeld := func() (int, error) {
+		return s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
 			Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: "deliver:" + billingPersonSub + ":p1",
 			ErrorCode: "subscription_removed"})
+	}
+	cancel := func() int {
+		n, err := cancelHeld()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,9 +507,7 @@ func TestCancelHeldLeavesAnAppliedAgainSubscription(t *testing.T) {
 	}
 	done := make(chan int, 1)
 	go func() {
-		n, err := s.CancelHeld(ctx, billingPersonSub, "p1", "subscription_removed", store.AuditEntry{
-			Action: store.ActionDeliveryCancelled, TargetType: store.TargetDelivery, TargetID: "deliver:" + billingPersonSub + ":p1",
-			ErrorCode: "subscription_removed"})
+		n, err := cancelHeld() // not cancel: t.Fatal only on the test's goroutine
 		if err != nil {
 			n = -1
 		}
