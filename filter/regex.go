@@ -91,7 +91,7 @@ func refuseRegexes(a *cel.Ast) error {
 		if !ok {
 			return // a type error the checker reported
 		}
-		if _, err = regexProgram(string(p)); err != nil {
+		if _, _, err = regexProgram(string(p)); err != nil {
 			err = fmt.Errorf("filter's matches at %s: %w", at, err)
 		}
 	}))
@@ -100,16 +100,18 @@ func refuseRegexes(a *cel.Ast) error {
 
 // regexProgram compiles a pattern within MaxRegexProgram and gives its
 // estimated program size.
-func regexProgram(pattern string) (*regexp.Regexp, error) {
-	re, err := syntax.Parse(pattern, syntax.Perl)
+func regexProgram(pattern string) (*regexp.Regexp, int64, error) {
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, fmt.Errorf("pattern %q does not parse: %w", pattern, err)
+		return nil, 0, fmt.Errorf("pattern %q does not parse: %w", pattern, err)
 	}
-	if n := regexcost.Estimate(re, MaxRegexProgram); n > MaxRegexProgram {
-		return nil, fmt.Errorf("pattern %q is too complex: its program is estimated at more than %d "+
+	size := regexcost.Estimate(parsed, MaxRegexProgram)
+	if size > MaxRegexProgram {
+		return nil, 0, fmt.Errorf("pattern %q is too complex: its program is estimated at more than %d "+
 			"(counted repetitions such as {0,1000} multiply what they repeat)", pattern, MaxRegexProgram)
 	}
-	return regexp.Compile(pattern)
+	re, err := regexp.Compile(pattern)
+	return re, int64(size), err
 }
 
 // budgetedMatches replaces each `matches` call with a literal pattern by a
@@ -128,12 +130,11 @@ func budgetedMatches(i interpreter.InterpretableV2) (interpreter.InterpretableV2
 	if !ok {
 		return i, nil
 	}
-	re, err := regexProgram(string(p))
+	re, size, err := regexProgram(string(p))
 	if err != nil {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
-	parsed, _ := syntax.Parse(string(p), syntax.Perl) // parsed by regexProgram
-	return &regexCall{InterpretableCall: call, re: re, size: int64(regexcost.Estimate(parsed, MaxRegexProgram))}, nil
+	return &regexCall{InterpretableCall: call, re: re, size: size}, nil
 }
 
 // regexCall is a `matches` call with a pattern compiled once, charged to
