@@ -22,7 +22,7 @@ const ErrTypeNotFound = "not_found"
 type Store interface {
 	// DeliveryBatch reads a subscription's target and the events with the
 	// given ids with their outcome for it, in one query.
-	DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (store.Batch, error)
+	DeliveryBatch(ctx context.Context, subscriptionID, subject string, ids []string) (store.Batch, error)
 	// RecordOutcomes writes the outcome rows of one key in one statement.
 	RecordOutcomes(ctx context.Context, subscriptionID, subject string, us []store.OutcomeUpdate) error
 	// RecordWithAudit writes outcome rows and audit rows in one transaction.
@@ -307,7 +307,7 @@ func storeAudit(e AuditEntry) store.AuditEntry {
 // SubscriptionState reads a subscription's state ("cancelled" when it no
 // longer exists), so a key can check what a signal told it.
 func (a *Activities) SubscriptionState(ctx context.Context, subscriptionID string) (string, error) {
-	b, err := a.Store.DeliveryBatch(ctx, subscriptionID, nil)
+	b, err := a.Store.DeliveryBatch(ctx, subscriptionID, "", nil)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.StateCancelled, nil
 	}

@@ -110,6 +110,10 @@ const (
 // the subscription could not be read (the database did not answer).
 const SubscriptionUnknown = "unknown"
 
+// ReasonKeyPaused is the SubscriptionReason of an inactive outcome whose
+// key an operator paused (DeliverResult.KeyPaused).
+const ReasonKeyPaused = "key_paused"
+
 // DeliverInput is the input of Activities.Deliver.
 type DeliverInput struct {
 	SubscriptionID string  `json:"subscriptionId"`
@@ -211,6 +215,9 @@ type DeliverResult struct {
 	// For inactive: the subscription's state and reason.
 	SubscriptionState  string `json:"subscriptionState,omitempty"`
 	SubscriptionReason string `json:"subscriptionReason,omitempty"`
+	// KeyPaused, for inactive: the key's paused_keys row says an operator
+	// paused it (SubscriptionReason ReasonKeyPaused); nothing was POSTed.
+	KeyPaused bool `json:"keyPaused,omitempty"`
 	// Unrecorded holds the outcome rows the execution could not write (the
 	// database did not answer); the workflow writes them with Record.
 	Unrecorded []OutcomeUpdate `json:"unrecorded,omitempty"`

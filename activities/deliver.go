@@ -32,10 +32,11 @@ import (
 //     hands over before anything else, and the first attempt of an
 //     execution with NotBefore only waits out the retry delay. Both come
 //     first because they cost no query and spend no attempt.
-//  2. load: the subscription's target and the events' stored rows, in one
-//     query. A subscription that is gone, not active or unreadable ends the
-//     execution before any lease is taken, and so does a local execution
-//     whose app has limits (a wait would hold the workflow task).
+//  2. load: the subscription's target, the key's pause and the events'
+//     stored rows, in one query. A subscription that is gone, not active or
+//     unreadable ends the execution before any lease is taken, and so do a
+//     key an operator paused (paused_keys) and a local execution whose app
+//     has limits (a wait would hold the workflow task).
 //  3. lease the key: no other run of the key may POST meanwhile (one left
 //     behind by a terminate or a reset). Taken after load, so an inactive
 //     subscription takes no lease, and only by the key's own workflow.
@@ -160,7 +161,7 @@ func (d *delivery) begin() *ending {
 
 // load is step 2: the batch, and whether the subscription takes deliveries.
 func (d *delivery) load() *ending {
-	batch, err := d.a.Store.DeliveryBatch(d.ctx, d.in.SubscriptionID, uuids(d.in.Events))
+	batch, err := d.a.Store.DeliveryBatch(d.ctx, d.in.SubscriptionID, d.in.SubjectKey, uuids(d.in.Events))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// A subscription that no longer exists receives nothing more.
@@ -173,6 +174,14 @@ func (d *delivery) load() *ending {
 	case batch.Target.State != store.StateActive:
 		return endWith(DeliverResult{Outcome: OutcomeInactive, SubscriptionState: batch.Target.State,
 			SubscriptionReason: batch.Target.Reason})
+	case batch.KeyPaused:
+		// The rows say an operator paused the key, whatever the run
+		// remembers (a reset to before the pause, a hand-started run): the
+		// run holds the key paused until a resume. A run whose code does not
+		// know KeyPaused reads it as a database that did not answer, and
+		// looks again soon; neither POSTs.
+		return endWith(DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
+			SubscriptionReason: ReasonKeyPaused, KeyPaused: true})
 	case d.in.Local && !batch.Limits.IsZero():
 		// A wait for the app's limits would hold the workflow task (a local
 		// activity cannot heartbeat): a regular activity waits instead.

@@ -80,7 +80,7 @@ func (s *deliverStore) Calls() []string {
 	return slices.Clone(s.calls)
 }
 
-func (s *deliverStore) DeliveryBatch(context.Context, string, []string) (store.Batch, error) {
+func (s *deliverStore) DeliveryBatch(context.Context, string, string, []string) (store.Batch, error) {
 	s.call("batch")
 	return s.batch, s.batchErr
 }
@@ -294,8 +294,10 @@ func TestDeliverBeginCostsNoQuery(t *testing.T) {
 }
 
 // TestDeliverLoadEndsBeforeTheLease: step 2 ends an execution whose
-// subscription is not active, is gone or cannot be read, and a local one
-// whose app has limits, before the key's lease is taken or anything sent.
+// subscription is not active, is gone or cannot be read, whose key an
+// operator paused (its paused_keys row, whatever the run knows), and a
+// local one whose app has limits, before the key's lease is taken or
+// anything sent.
 func TestDeliverLoadEndsBeforeTheLease(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -307,6 +309,14 @@ func TestDeliverLoadEndsBeforeTheLease(t *testing.T) {
 			s.batch.Target.State, s.batch.Target.Reason = store.StatePaused, store.ReasonPausedByOperator
 		}, DeliverResult{Outcome: OutcomeInactive, SubscriptionState: store.StatePaused,
 			SubscriptionReason: store.ReasonPausedByOperator}},
+		{"key paused", func(s *deliverStore, _ *DeliverInput) { s.batch.KeyPaused = true },
+			DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
+				SubscriptionReason: ReasonKeyPaused, KeyPaused: true}},
+		{"key paused, a local execution", func(s *deliverStore, in *DeliverInput) {
+			s.batch.KeyPaused = true
+			in.Local, in.Deadline = true, time.Now().Add(time.Minute)
+		}, DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
+			SubscriptionReason: ReasonKeyPaused, KeyPaused: true}},
 		{"gone", func(s *deliverStore, _ *DeliverInput) { s.batchErr = store.ErrNotFound },
 			DeliverResult{Outcome: OutcomeInactive, SubscriptionState: store.StateCancelled,
 				SubscriptionReason: "subscription_not_found"}},
@@ -327,7 +337,8 @@ func TestDeliverLoadEndsBeforeTheLease(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Outcome != tt.want.Outcome || r.SubscriptionState != tt.want.SubscriptionState ||
-				r.SubscriptionReason != tt.want.SubscriptionReason || r.Attempt != tt.want.Attempt || len(r.Done) != 0 {
+				r.SubscriptionReason != tt.want.SubscriptionReason || r.Attempt != tt.want.Attempt || len(r.Done) != 0 ||
+				r.KeyPaused != tt.want.KeyPaused {
 				t.Fatalf("result %+v, want %+v", r, tt.want)
 			}
 			if got := st.Calls(); !slices.Equal(got, []string{"batch"}) || len(sender.posted()) != 0 {

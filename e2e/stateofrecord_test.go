@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"herald/config"
@@ -217,6 +219,103 @@ func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
 		t.Fatalf("resume of a key paused nowhere answered %+v, want not_paused", res)
 	}
 	if path := os.Getenv("HERALD_RECORD_PAUSED_HISTORY"); path != "" {
+		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestResetToBeforeAPauseStaysPaused: a reset to before an operator's
+// pause, with the pause not reapplied, leaves a run that does not know of
+// it; the key's paused_keys row still does. The next event's delivery
+// reads the row, POSTs nothing and holds the key paused until the
+// operator resumes it.
+//
+// HERALD_RECORD_ROWS_PAUSE_HISTORY names a file to write the reset run's
+// history to, for the replay test:
+//
+//	HERALD_RECORD_ROWS_PAUSE_HISTORY=$PWD/workflows/testdata/delivery-history-rows-pause.json go test ./e2e -run ResetToBeforeAPause
+func TestResetToBeforeAPauseStaysPaused(t *testing.T) {
+	t.Parallel()
+	const subject = "person-reset-paused"
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	s := system.Start(t)
+	s.Apply()
+	c := s.Dial()
+	s.Publish(subject, 1)
+	waitInOrder(t, s, subject, 60*time.Second, 1)
+	if res := keyUpdate(t, c, id, workflows.UpdatePause, workflows.ControlSignal{Actor: "e2e-operator"}); !res.Changed {
+		t.Fatalf("pause changed nothing: %+v", res)
+	}
+	if !keyPausedRow(t, s, subject) {
+		t.Fatal("the pause wrote no paused_keys row")
+	}
+	d, err := c.DescribeWorkflow(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	events, err := historyEvents(c, id, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last workflow task completed before the pause was accepted.
+	var point int64
+	for _, e := range events {
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+			break
+		}
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			point = e.GetEventId()
+		}
+	}
+	if point == 0 {
+		t.Fatalf("no workflow task completed before the pause in %d events", len(events))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.WorkflowService().ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 s.Cfg.TemporalNamespace,
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: old},
+		Reason:                    "e2e: reset to before the pause",
+		WorkflowTaskFinishEventId: point,
+		RequestId:                 uuid.NewString(),
+		ResetReapplyExcludeTypes: []enumspb.ResetReapplyExcludeType{
+			enumspb.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL, enumspb.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyValue(t, 30*time.Second, "the reset run to know of no pause", func() (string, bool) {
+		st, ok := newRunState(c, id, old)
+		return runSummary(st, ok), ok && !st.KeyPaused
+	})
+	if !keyPausedRow(t, s, subject) {
+		t.Fatal("the reset deleted the paused_keys row")
+	}
+
+	e2 := s.Publish(subject, 2)
+	testkit.EventuallyValue(t, 60*time.Second, "the reset run to hold e2 paused", func() (string, bool) {
+		st, ok := newRunState(c, id, old)
+		return runSummary(st, ok), ok && st.Status == workflows.StatusPaused && st.KeyPaused &&
+			st.Head != nil && st.Head.EventID == e2.ID
+	})
+	// Longer than the first attempt of an unpaused key takes here.
+	time.Sleep(3 * time.Second)
+	if got := s.Sub.Ns("billing", subject); !slices.Equal(got, []int{1}) {
+		t.Fatalf("billing received %v of %s while the key was paused, want [1]", got, subject)
+	}
+	if o := outcomeStatus(t, s, system.BillingSub, e2.ID); o != store.EventQueued {
+		t.Fatalf("e2's outcome row is %q while paused, want queued", o)
+	}
+	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "done"}); !res.Changed {
+		t.Fatalf("resume changed nothing: %+v", res)
+	}
+	waitInOrder(t, s, subject, 60*time.Second, 1, 2)
+	wantOutcomes(t, s, store.EventDelivered, e2.ID)
+	if keyPausedRow(t, s, subject) {
+		t.Fatal("the resume left the paused_keys row")
+	}
+	if path := os.Getenv("HERALD_RECORD_ROWS_PAUSE_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
 			t.Fatal(err)
 		}

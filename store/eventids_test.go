@@ -53,7 +53,7 @@ func TestEventIDsPerSourceApp(t *testing.T) {
 	}
 
 	// The subscription to contacts' type sees contacts' event only.
-	b, err := s.DeliveryBatch(ctx, billingPersonSub, []string{next.ID})
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, "", []string{next.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

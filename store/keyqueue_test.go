@@ -389,6 +389,16 @@ func TestKeyPauseIsARow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if withPause {
+			// A delivery's read of its batch finds the same pause.
+			b, err := s.DeliveryBatch(ctx, billingPersonSub, subject, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.KeyPaused != q.Paused {
+				t.Fatalf("DeliveryBatch says %s is paused: %v; KeyQueue: %v", subject, b.KeyPaused, q.Paused)
+			}
+		}
 		return q.Paused
 	}
 	rows := func() int {

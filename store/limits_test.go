@@ -51,7 +51,7 @@ func TestLimitsAppliedReadWithBatchAndAudited(t *testing.T) {
 	if !res.LimitsChanged {
 		t.Error("first apply with limits: LimitsChanged false")
 	}
-	b, err := s.DeliveryBatch(ctx, billingPersonSub, nil)
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestLimitsAppliedReadWithBatchAndAudited(t *testing.T) {
 	if rows := auditRows(t, s, store.ActionAppLimitsChanged, "billing"); len(rows) != 2 {
 		t.Errorf("%d app.limits_changed rows, want 2", len(rows))
 	}
-	b, err = s.DeliveryBatch(ctx, billingPersonSub, nil)
+	b, err = s.DeliveryBatch(ctx, billingPersonSub, "", nil)
 	if err != nil || !b.Limits.IsZero() {
 		t.Errorf("batch limits after removal %+v, %v", b.Limits, err)
 	}

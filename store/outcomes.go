@@ -133,18 +133,23 @@ type Batch struct {
 	// (AppSecret.ID; 0 when it has none), so that a worker signs with
 	// secrets it read before only while they are still the current ones.
 	SecretID int64
+	// KeyPaused: an operator paused the subject key (its paused_keys row),
+	// whatever the key's run remembers; nothing of the key is to be POSTed.
+	KeyPaused bool
 	// Events by id; ids that name no accepted event are absent.
 	Events map[string]BatchEvent
 }
 
 // deliveryBatchSQL reads a delivery batch: the subscription's target and
-// app, the app's current secret (at most one: app_secrets_current), and
-// its events that match %s, with their outcome for it.
+// app, the app's current secret (at most one: app_secrets_current), whether
+// the subject key $3 is paused, and its events that match %s, with their
+// outcome for it.
 const deliveryBatchSQL = `
 		SELECT s.id, s.type, s.version, s.state, COALESCE(s.reason, ''), s.app, a.endpoint, a.delivery_path,
 		       EXISTS (SELECT 1 FROM unreachable_apps u WHERE u.app = s.app),
 		       COALESCE(a.max_per_second, 0), COALESCE(a.max_in_flight, 0),
 		       COALESCE((SELECT x.id FROM app_secrets x WHERE x.app = s.app AND x.valid_until IS NULL), 0),
+		       EXISTS (SELECT 1 FROM paused_keys p WHERE p.subscription_id = s.id AND p.subject = $3),
 		       e.id::text, e.seq, e.type, e.version, e.subject, e.envelope, COALESCE(o.status, ''),
 		       e.trace_context, COALESCE(o.delivered_by, ''), e.source_app
 		  FROM subscriptions s
@@ -168,15 +173,15 @@ var (
 )
 
 // DeliveryBatch reads, in one query, the subscription's target, its app's
-// limits and current secret's id, and the events with the given ids (which
-// must be UUIDs) with their outcome for it. An unknown subscription is an
-// error wrapping ErrNotFound.
-func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []string) (Batch, error) {
+// limits and current secret's id, whether an operator paused the subject
+// key key, and the events with the given ids (which must be UUIDs) with their
+// outcome for it. An unknown subscription is an error wrapping ErrNotFound.
+func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID, key string, ids []string) (Batch, error) {
 	query, idsArg := deliveryBatchMany, any(ids)
 	if len(ids) == 1 {
 		query, idsArg = deliveryBatchOne, ids[0]
 	}
-	rows, err := s.Pool.Query(ctx, query, subscriptionID, idsArg)
+	rows, err := s.Pool.Query(ctx, query, subscriptionID, idsArg, key)
 	if err != nil {
 		return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 	}
@@ -192,7 +197,7 @@ func (s *Store) DeliveryBatch(ctx context.Context, subscriptionID string, ids []
 		var env []byte
 		var tc TraceContext
 		if err := rows.Scan(&t.SubscriptionID, &t.Type, &t.Version, &t.State, &t.Reason, &t.App, &t.Endpoint,
-			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &b.SecretID, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by, &source); err != nil {
+			&t.DeliveryPath, &b.AppUnreachable, &b.Limits.MaxPerSecond, &b.Limits.MaxInFlight, &b.SecretID, &b.KeyPaused, &id, &seq, &typ, &version, &subject, &env, &outcome, &tc, &by, &source); err != nil {
 			return Batch{}, fmt.Errorf("read delivery batch of %s: %w", subscriptionID, err)
 		}
 		b.Target = t

@@ -55,7 +55,7 @@ func TestOneEventStatementsKeepTheirPlan(t *testing.T) {
 	t.Cleanup(one.Close)
 	const runs = 14 // 7 of each write
 	for i := range runs {
-		b, err := one.DeliveryBatch(ctx, billingPersonSub, []string{evs[0].ID})
+		b, err := one.DeliveryBatch(ctx, billingPersonSub, "", []string{evs[0].ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestOneEventStatementsKeepTheirPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := s.DeliveryBatch(ctx, billingPersonSub, []string{evs[1].ID})
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, "", []string{evs[1].ID})
 	if err != nil || b.Events[evs[1].ID].Outcome != store.EventDelivered {
 		t.Fatalf("one-row write: %+v, %v", b.Events, err)
 	}

@@ -50,7 +50,7 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.DeliveryBatch(ctx, billingPersonSub, []string{evs[0].ID, evs[1].ID, evs[2].ID, "00000000-0000-4000-8000-000000000000"})
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, "", []string{evs[0].ID, evs[1].ID, evs[2].ID, "00000000-0000-4000-8000-000000000000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestDeliveryBatchReadsTargetEventsAndOutcomes(t *testing.T) {
 	if err != nil || len(out) != 1 || out[0].Attempts != 2 || out[0].LastCode != "handler_failed" || out[0].DeliveredAt == nil {
 		t.Fatalf("outcomes of the delivered event %+v %v", out, err)
 	}
-	if _, err := s.DeliveryBatch(ctx, "nobody:x.y@1", nil); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.DeliveryBatch(ctx, "nobody:x.y@1", "", nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown subscription: %v", err)
 	}
 }

@@ -231,7 +231,7 @@ func TestDeliveryBatchNamesTheCurrentSecret(t *testing.T) {
 		t.Helper()
 		var got []int64
 		for _, ids := range [][]string{{ev.ID}, {ev.ID, ev.ID}} { // both statements
-			b, err := s.DeliveryBatch(ctx, billingPersonSub, ids)
+			b, err := s.DeliveryBatch(ctx, billingPersonSub, "", ids)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}

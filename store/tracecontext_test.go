@@ -39,7 +39,7 @@ func TestTraceContextIsStoredAndRead(t *testing.T) {
 	if !maps.Equal(pending[0].TraceContext, traced.TraceContext) || pending[1].TraceContext != nil {
 		t.Fatalf("relay read trace contexts %v and %v", pending[0].TraceContext, pending[1].TraceContext)
 	}
-	b, err := s.DeliveryBatch(ctx, billingPersonSub, []string{traced.ID, plain.ID})
+	b, err := s.DeliveryBatch(ctx, billingPersonSub, "", []string{traced.ID, plain.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -418,6 +418,17 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 			head.Attempts = res.Attempt - 1
 		}
 	case activities.OutcomeInactive:
+		if res.KeyPaused {
+			// The rows say the key is paused and this run did not know: a
+			// reset to before the pause, or a pause written beside the run.
+			// The run holds the key paused, as a pause it took would, until
+			// an operator resumes it. Only a result says so, so runs
+			// recorded before replay as they were.
+			d.logger.Warn("the key's paused_keys row says it is paused; holding it paused")
+			d.KeyPaused = true
+			d.pauses++
+			return
+		}
 		d.SubState, d.SubReason = res.SubscriptionState, res.SubscriptionReason
 		if res.SubscriptionState == activities.SubscriptionCancelled {
 			d.removed(ctx, "subscription_cancelled")

@@ -268,6 +268,12 @@ type delivery struct {
 	// rearmed is the head this run last re-armed.
 	heldSeen bool
 	rearmed  string
+	// pauses counts the changes of KeyPaused this run made, so that a read
+	// of the key's pause row applies only if none came while it was under
+	// way; pauseLookAt is when a paused run with a queue next reads that
+	// row (PauseRowChange).
+	pauses      int
+	pauseLookAt time.Time
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.

@@ -345,7 +345,7 @@ func (s *fakeStore) subject(id string) string {
 	return "person-1"
 }
 
-func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string) (store.Batch, error) {
+func (s *fakeStore) DeliveryBatch(_ context.Context, subID, _ string, ids []string) (store.Batch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(ids) > 0 {
@@ -357,8 +357,9 @@ func (s *fakeStore) DeliveryBatch(_ context.Context, subID string, ids []string)
 	b := store.Batch{
 		Target: store.Target{SubscriptionID: subID, Type: "contacts.person.updated", Version: 1,
 			State: s.state, Reason: s.reason, App: "billing", Endpoint: "http://subscriber.test", DeliveryPath: "/deliver"},
-		Limits: s.limits,
-		Events: map[string]store.BatchEvent{},
+		Limits:    s.limits,
+		KeyPaused: s.paused,
+		Events:    map[string]store.BatchEvent{},
 	}
 	for _, id := range ids {
 		if !s.exists(id) {

@@ -488,3 +488,78 @@ func pausedAfterOneEvent(t *testing.T) *harness {
 	h.updateAt(time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "ann"})
 	return h
 }
+
+// TestRowsPauseHoldsARunThatMissedIt: a pause the key's rows hold and its
+// run does not (a reset to before the pause, a run started beside the
+// one that took it) stops the run's next delivery: Deliver reads the
+// paused_keys row and POSTs nothing, and the run holds the key paused as
+// if it had taken the pause, until a resume.
+func TestRowsPauseHoldsARunThatMissedIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.eventsAt(time.Second, 1)
+	h.at(30*time.Second, func() { h.store.mu.Lock(); h.store.paused = true; h.store.mu.Unlock() })
+	h.eventsAt(time.Minute, 2, 3)
+	held := h.queryAt(2 * time.Minute)
+	resume := h.updateAt(3*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann", Reason: "done"})
+	h.run()
+
+	if held.Status != workflows.StatusPaused || !held.KeyPaused || held.Head == nil || held.Head.EventID != eventID(2) ||
+		held.Head.Attempt != 0 || held.Counters.Delivered != 1 {
+		t.Errorf("two minutes in: status %q, paused %v, head %+v, %d delivered; want paused on event 2, untried, after event 1",
+			held.Status, held.KeyPaused, held.Head, held.Counters.Delivered)
+	}
+	if !resume.result.Changed {
+		t.Errorf("resume answered %+v", resume.result)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2, 3)) {
+		t.Errorf("delivered %v, want 1, then 2 and 3 after the resume", got)
+	}
+	h.wantResumed("ann")
+}
+
+// TestPausedRunLetsGoWhenItsRowIsGone: a run that holds its key paused
+// while the key's paused_keys row is gone (the resume that deleted it
+// reached a run this one was reset from) reads the row after an idle
+// period and lets the key go: what waited behind the pause is delivered,
+// and no resume is audited (the resume that deleted the row was).
+func TestPausedRunLetsGoWhenItsRowIsGone(t *testing.T) {
+	t.Parallel()
+	h := pausedAfterOneEvent(t) // with the default idle timeout, 10 minutes
+	h.eventsAt(2*time.Minute, 2)
+	h.at(5*time.Minute, func() { h.store.mu.Lock(); h.store.paused = false; h.store.mu.Unlock() })
+	held := h.queryAt(11 * time.Minute)
+	gone := h.queryAt(13 * time.Minute)
+	h.run()
+
+	if held.Status != workflows.StatusPaused || !held.KeyPaused || held.Head == nil || held.Head.EventID != eventID(2) {
+		t.Errorf("11 minutes in: status %q, paused %v, head %+v; want still paused on event 2 before its look",
+			held.Status, held.KeyPaused, held.Head)
+	}
+	if gone.KeyPaused || gone.Status == workflows.StatusPaused {
+		t.Errorf("13 minutes in: status %q, paused %v; want the key let go at its look, 12 minutes in", gone.Status, gone.KeyPaused)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v, want 1, then 2 once the run let the key go", got)
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryResumed); len(rows) != 0 {
+		t.Errorf("delivery.resumed rows %+v, want none: no operator resumed here", rows)
+	}
+}
+
+// TestPausedIdleRunLetsGoWhenItsRowIsGone: the same with nothing queued:
+// the run's look after an idle period finds no row, lets the key go, and
+// ends as an idle key does.
+func TestPausedIdleRunLetsGoWhenItsRowIsGone(t *testing.T) {
+	t.Parallel()
+	h := pausedAfterOneEvent(t)
+	h.at(5*time.Minute, func() { h.store.mu.Lock(); h.store.paused = false; h.store.mu.Unlock() })
+	h.run()
+	if ended := h.env.Now().Sub(h.start); ended < 10*time.Minute || ended > 22*time.Minute {
+		t.Errorf("the run ended %v after its start, want at its first look after the row went, 11 minutes in", ended)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+		t.Errorf("delivered %v", got)
+	}
+}

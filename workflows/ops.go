@@ -508,7 +508,67 @@ func (d *delivery) lookWhilePaused(ctx workflow.Context) {
 		d.removed(ctx, activities.CodeSubscriptionRemoved)
 		return
 	}
+	if d.pauseRowLooks(ctx) && d.pauseRowGone(ctx) {
+		return // idle as a resumed key: it completes once the rows agree
+	}
 	d.idleSince = workflow.Now(ctx) // another idle period, then look again
+}
+
+// PauseRowChange is the version of a paused run that reads its key's
+// paused_keys row after each idle period, with or without a queue, and
+// lets the key go when the row is gone: the operator's resume that
+// deleted it reached another run, or a run this one was reset from
+// (pauseRowGone). Asked only by a paused run, so runs recorded before it
+// replay as they were.
+const PauseRowChange = "pause-row"
+
+// PauseRowVersion is the PauseRowChange version that reads the row.
+const PauseRowVersion = 1
+
+// pauseRowLooks reports whether this paused run reads its pause row
+// (PauseRowChange).
+func (d *delivery) pauseRowLooks(ctx workflow.Context) bool {
+	return d.fromLog &&
+		workflow.GetVersion(ctx, PauseRowChange, workflow.DefaultVersion, PauseRowVersion) >= PauseRowVersion
+}
+
+// waitPaused waits while a paused run holds a queue: until a signal or
+// an Update, the queue's next hold expiry, or the end of an idle period,
+// when it reads the key's pause row (pauseRowGone).
+func (d *delivery) waitPaused(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	if d.pauseLookAt.IsZero() {
+		d.pauseLookAt = now.Add(d.p.IdleTimeout)
+	}
+	d.wait(ctx, earliest(d.nextExpiry(), d.pauseLookAt))
+	if workflow.Now(ctx).Before(d.pauseLookAt) || d.settleHandlers(ctx) > 0 || !d.KeyPaused {
+		return
+	}
+	d.pauseLookAt = time.Time{}
+	d.pauseRowGone(ctx)
+}
+
+// pauseRowGone reads the key's paused_keys row for a run that holds the
+// key paused. The row is the pause: with none, the run lets the key go as
+// a resume would (the resume that deleted the row wrote its audit row) and
+// reports true. A pause or resume this run handled while the read was
+// under way decides instead, and so does a read that fails.
+func (d *delivery) pauseRowGone(ctx workflow.Context) bool {
+	pauses := d.pauses
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, WithPause: true}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		d.logger.Warn("read the paused key's pause row", "error", err)
+		return false
+	}
+	if q.Paused || d.pauses != pauses || !d.KeyPaused {
+		return false
+	}
+	d.logger.Warn("the key's paused_keys row is gone; letting the key go")
+	d.KeyPaused = false
+	d.pauses++
+	d.Rearms = 0 // as a resume restores the automatic re-arms
+	return true
 }
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
@@ -516,6 +576,7 @@ func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	d.KeyPaused = true
+	d.pauses++
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})
 	return OpResult{Changed: true}
 }
@@ -523,6 +584,7 @@ func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
 func (d *delivery) onResume(ctx workflow.Context, s ControlSignal) OpResult {
 	wasPaused := d.KeyPaused
 	d.KeyPaused = false
+	d.pauses++
 	// A resume also re-checks a blocked or paused subscription at once.
 	rechecked := false
 	if (d.WaitStatus == StatusBlocked || d.WaitStatus == StatusPaused) && !d.WaitUntil.IsZero() {

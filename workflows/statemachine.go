@@ -129,6 +129,10 @@ func (d *delivery) run(ctx workflow.Context) error {
 				}
 				continue
 			}
+			if d.pauseRowLooks(ctx) {
+				d.waitPaused(ctx)
+				continue
+			}
 			d.wait(ctx, d.nextExpiry())
 		case head == nil && d.Backlog:
 			// The backlog could not be read (the database did not answer):
