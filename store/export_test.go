@@ -185,3 +185,20 @@ var (
 	OutcomeWriteOne  = outcomeWriteOne
 	OutcomeWriteMany = outcomeWriteMany
 )
+
+// RequeueIn is Store.Requeue in q, so that a test can hold a requeue's
+// transaction open across another session's work.
+func RequeueIn(ctx context.Context, q Querier, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
+	return requeue(ctx, q, subscriptionID, subject, ids)
+}
+
+// PurgeIn is one Store.PurgeEvents batch in tx, so that a test can hold
+// the purge's transaction open across another session's work.
+func PurgeIn(ctx context.Context, tx pgx.Tx, cutoff time.Time, limit int) (PurgeCounts, error) {
+	outcomes, err := purgeOutcomes(ctx, tx, cutoff, limit)
+	if err != nil {
+		return PurgeCounts{}, err
+	}
+	events, err := purgeEvents(ctx, tx, cutoff, limit)
+	return PurgeCounts{Events: events, Outcomes: outcomes}, err
+}

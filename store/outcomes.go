@@ -411,8 +411,15 @@ type RequeuedEvent struct {
 // "event_not_for_key", "not_dispatched_yet" (the relay has yet to hand it
 // out: requeued now, it would overtake older events), "already_queued" or
 // "filtered" (the subscription's filter excluded it): the reason package's
-// codes, which the query below spells out.
+// codes, which the query below spells out. Against retention's purge
+// (PurgeEvents) the first to lock the event wins: an event requeued is
+// kept, an event purged first is event_not_found.
 func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
+	return requeue(ctx, s.Pool, subscriptionID, subject, ids)
+}
+
+// requeue is Requeue in q.
+func requeue(ctx context.Context, q Querier, subscriptionID, subject string, ids []string) ([]RequeuedEvent, map[string]string, error) {
 	refused := map[string]string{}
 	var valid []string
 	for _, id := range ids {
@@ -425,9 +432,17 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 	if len(valid) == 0 {
 		return nil, refused, nil
 	}
-	rows, err := s.Pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 		WITH sub AS (
 			SELECT type, version FROM subscriptions WHERE id = $1
+		), named AS (
+			-- Locked until the requeue commits, so that retention cannot
+			-- delete an event while this statement queues it (see
+			-- purgeEvents); an event it deleted first is not read.
+			SELECT e.id, e.seq, e.type, e.version, e.subject, e.state
+			  FROM events e
+			 WHERE e.id = ANY($3::uuid[]) AND e.state <> 'rejected'
+			   FOR KEY SHARE
 		), ev AS (
 			-- Ids are unique per source app: of several events with one
 			-- id, the one of the subscription's type and version.
@@ -437,9 +452,8 @@ func (s *Store) Requeue(ctx context.Context, subscriptionID, subject string, ids
 			            WHEN o.status IN ('queued', 'failed') THEN 'already_queued'
 			            WHEN o.status = 'filtered' THEN 'filtered'
 			            ELSE '' END AS why
-			  FROM events e CROSS JOIN sub
+			  FROM named e CROSS JOIN sub
 			  LEFT JOIN outcomes o ON o.subscription_id = $1 AND o.event_id = e.id
-			 WHERE e.id = ANY($3::uuid[]) AND e.state <> 'rejected'
 			 ORDER BY e.id, (e.type = sub.type AND e.version = sub.version) DESC
 		), up AS (
 			INSERT INTO outcomes AS o (subscription_id, event_id, event_seq, subject, status)
