@@ -272,7 +272,19 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 				return err
 			}
 		}
+		unfailed, err := unfailedHeads(ctx, tx, subscriptionID, subject, us, audit)
+		if err != nil {
+			return err
+		}
 		for _, e := range audit {
+			if e.Action == ActionDeliveryFailed && unfailed[readDeliveryFacts(e.Metadata).EventID] {
+				// The row refused the failure (outcomeWriteSQL): the event
+				// was settled meanwhile, by the key's new run or an
+				// operator, so the key is not held on it. No
+				// delivery.failed row, no herald.key.failed event: the run
+				// finds the row settled when it checks its failed head.
+				continue
+			}
 			written, err := appendAudit(ctx, tx, e)
 			if err != nil {
 				return err
@@ -286,6 +298,47 @@ func (s *Store) RecordWithAudit(ctx context.Context, subscriptionID, subject str
 		}
 		return nil
 	})
+}
+
+// unfailedHeads returns the events of the key's delivery.failed audit
+// entries whose failed outcome update in us did not land: their row,
+// read after the write in the same transaction, is not failed. Asked
+// only when audit holds such an entry (a head failing for good is rare),
+// so the common write costs no query more.
+func unfailedHeads(ctx context.Context, tx pgx.Tx, subscriptionID, subject string, us []OutcomeUpdate, audit []AuditEntry) (map[string]bool, error) {
+	failing := map[string]bool{}
+	for _, u := range us {
+		if u.Status == EventFailed && IsUUID(u.EventID) {
+			failing[u.EventID] = true
+		}
+	}
+	var ids []string
+	for _, e := range audit {
+		if id := readDeliveryFacts(e.Metadata).EventID; e.Action == ActionDeliveryFailed &&
+			e.TargetID == DeliveryWorkflowID(subscriptionID, subject) && failing[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT u.id::text FROM unnest($2::uuid[]) AS u(id)
+		 WHERE NOT EXISTS (SELECT 1 FROM outcomes o
+		                    WHERE o.subscription_id = $1 AND o.event_id = u.id AND o.status = 'failed')`,
+		subscriptionID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read the failed heads of %s: %w", subscriptionID, err)
+	}
+	refused, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the failed heads of %s: %w", subscriptionID, err)
+	}
+	unfailed := make(map[string]bool, len(refused))
+	for _, id := range refused {
+		unfailed[id] = true
+	}
+	return unfailed, nil
 }
 
 // outcomeWriteSQL writes outcome rows from the updates in %s, each

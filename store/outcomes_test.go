@@ -269,6 +269,57 @@ func TestAttemptFailureLeavesASettledRow(t *testing.T) {
 	}
 }
 
+// TestRefusedFailureIsNotAudited: a head's failure for good that its row
+// refuses (the event was delivered or cancelled meanwhile, by the key's
+// new run after a terminate) writes no delivery.failed row and does not
+// mark the key failed, so no herald.key.failed goes out for an event that
+// is not held; a failure the row takes writes both.
+func TestRefusedFailureIsNotAudited(t *testing.T) {
+	t.Parallel()
+	s, evs := outcomeFixture(t)
+	ctx := context.Background()
+	if _, err := s.EnsureHeraldApp(ctx); err != nil { // its key events are declared
+		t.Fatal(err)
+	}
+	target := store.DeliveryWorkflowID(billingPersonSub, "p1")
+	fail := func(id string) {
+		t.Helper()
+		e := store.AuditEntry{Action: store.ActionDeliveryFailed, Outcome: "failed", TargetType: store.TargetDelivery,
+			TargetID: target, ErrorCode: "attempts_exhausted", Metadata: map[string]any{"eventId": id, "seq": 1}}
+		if err := s.RecordWithAudit(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{{EventID: id, Status: store.EventFailed,
+			Attempts: 8, Code: "attempts_exhausted", LastCode: "http_500"}}, []store.AuditEntry{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func(id string) (audits, failedKeys, keyEvents int) {
+		t.Helper()
+		if err := s.Pool.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM audit WHERE action = $1 AND metadata->>'eventId' = $2),
+			       (SELECT count(*) FROM failed_keys WHERE subscription_id = $3 AND event_id = $2::uuid),
+			       (SELECT count(*) FROM events WHERE type = $4)`,
+			store.ActionDeliveryFailed, id, billingPersonSub, store.TypeKeyFailed).Scan(&audits, &failedKeys, &keyEvents); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := s.RecordOutcomes(ctx, billingPersonSub, "p1", []store.OutcomeUpdate{
+		{EventID: evs[2].ID, Status: store.EventDelivered, Attempts: 1},
+		{EventID: evs[1].ID, Status: store.EventQueued, Attempts: 1, LastCode: "http_500"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fail(evs[2].ID)
+	if a, f, k := counts(evs[2].ID); a != 0 || f != 0 || k != 0 {
+		t.Fatalf("a failure the delivered row refused: %d delivery.failed rows, %d failed_keys rows, %d %s events; want none",
+			a, f, k, store.TypeKeyFailed)
+	}
+	fail(evs[1].ID)
+	if a, f, k := counts(evs[1].ID); a != 1 || f != 1 || k != 1 {
+		t.Fatalf("a failure over a queued row: %d delivery.failed rows, %d failed_keys rows, %d %s events; want one each",
+			a, f, k, store.TypeKeyFailed)
+	}
+}
+
 // TestBacklogReadsAndDropsQueuedEvents: a key's backlog is its queued events
 // above a seq, in order; dropping it settles exactly those.
 func TestBacklogReadsAndDropsQueuedEvents(t *testing.T) {
