@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"herald/internal/testenv"
 	"herald/store"
@@ -120,5 +121,66 @@ func TestOpenSpreadsLifetimes(t *testing.T) {
 		if cfg.MaxConnLifetime != tc.lifetime || cfg.MaxConnLifetimeJitter != tc.jitter {
 			t.Errorf("%q: lifetime %v, jitter %v; want %v, %v", tc.params, cfg.MaxConnLifetime, cfg.MaxConnLifetimeJitter, tc.lifetime, tc.jitter)
 		}
+	}
+}
+
+// TestOpenSetsLockTimeout: with LockTimeout every connection of the pool
+// waits at most that long for a lock, and a statement that gives up is
+// IsLockTimeout; without, the server's setting stays.
+func TestOpenSetsLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.NewSchema(t)
+	plain, err := store.Open(ctx, url, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	bounded, err := store.Open(ctx, url, store.Options{MaxConns: 2, MinConns: 2, LockTimeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bounded.Close()
+	var def string
+	if err := plain.Pool.QueryRow(ctx, `SHOW lock_timeout`).Scan(&def); err != nil || def != "0" {
+		t.Fatalf("without LockTimeout: lock_timeout %q, %v; want the server's 0", def, err)
+	}
+	// Both connections of the bounded pool, each opened with the setting.
+	conns := make([]*pgxpool.Conn, 2)
+	for i := range conns {
+		if conns[i], err = bounded.Pool.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := conns[i].QueryRow(ctx, `SHOW lock_timeout`).Scan(&got); err != nil || got != "150ms" {
+			t.Fatalf("connection %d: lock_timeout %q, %v; want 150ms", i, got, err)
+		}
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	if _, err := plain.Pool.Exec(ctx, `CREATE TABLE lock_probe (id int PRIMARY KEY); INSERT INTO lock_probe VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := plain.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM lock_probe WHERE id = 1 FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = bounded.Pool.Exec(ctx, `UPDATE lock_probe SET id = id WHERE id = 1`)
+	if !store.IsLockTimeout(err) {
+		t.Fatalf("a row another transaction holds: %v, want a lock timeout", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("gave up after %v", took)
+	}
+	if store.IsLockTimeout(context.DeadlineExceeded) {
+		t.Fatal("any error is a lock timeout")
 	}
 }

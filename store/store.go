@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,13 @@ type Options struct {
 	// MinConns are opened before Open returns and kept open (up to the
 	// pool's size); zero: connections are opened as they are needed.
 	MinConns int32
+	// LockTimeout, when positive, is the pool's sessions' lock_timeout:
+	// a statement that waits longer than this for a lock (a row another
+	// transaction holds, a key's stripe row) fails with SQLSTATE 55P03
+	// (IsLockTimeout) instead of holding its connection for as long as
+	// the lock's holder likes. It is set once per connection, as it
+	// opens, so statements pay nothing for it.
+	LockTimeout time.Duration
 }
 
 // LifetimeJitterShare: a connection's lifetime (pgx's pool_max_conn_lifetime,
@@ -65,6 +73,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// their lifetime together, and the pool would close them all in one
 		// health check and open them again at once, every lifetime.
 		cfg.MaxConnLifetimeJitter = cfg.MaxConnLifetime / LifetimeJitterShare
+	}
+	if opts.LockTimeout > 0 {
+		// A SET when the connection opens rather than a startup
+		// parameter: a pooler in session mode (PgBouncer) refuses, or
+		// with ignore_startup_parameters silently drops, parameters it
+		// does not know.
+		set := fmt.Sprintf("SET lock_timeout = %d", max(1, opts.LockTimeout.Milliseconds()))
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if _, err := c.Exec(ctx, set); err != nil {
+				return fmt.Errorf("set lock_timeout: %w", err)
+			}
+			return nil
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -136,6 +157,15 @@ func (s *Store) Ping(ctx context.Context) error { return s.Pool.Ping(ctx) }
 // back otherwise.
 func (s *Store) WithTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.Pool, fn)
+}
+
+// IsLockTimeout reports whether err is a statement's giving up on a lock
+// after lock_timeout (SQLSTATE 55P03, lock_not_available; also what NOWAIT
+// answers): nothing it would have written is written, and the same
+// statement may succeed once the lock's holder ends.
+func IsLockTimeout(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "55P03"
 }
 
 // Querier is what both a pool and a transaction offer, so a query helper can
