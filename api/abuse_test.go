@@ -33,6 +33,11 @@ func guess(t *testing.T) string {
 	return api.TokenPrefix + hex.EncodeToString(b) + "_" + strings.Repeat("A", 43)
 }
 
+// invoice is a valid billing.invoice.paid@1 event.
+func invoice(subject string) string {
+	return `{"type":"billing.invoice.paid","version":1,"subject":"` + subject + `","data":{"invoiceId":"` + subject + `"}}`
+}
+
 // serve sends one request to h from addr, in process.
 func serve(h http.Handler, addr, token, contentType string, body io.Reader) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, api.EventsPath, body)
@@ -222,7 +227,9 @@ func (c *countingBody) Read(p []byte) (int, error) {
 func TestTokenConcurrencyCapped(t *testing.T) {
 	t.Parallel()
 	const limit = 3
-	s := startServer(t, system.Config(func(c *config.Worker) { c.APITokenConcurrency = limit }))
+	// A pool of limit+2: the app may have limit+1 requests in flight
+	// (TestAppConcurrencyCapped), so another of its tokens has room.
+	s := startServer(t, system.Config(func(c *config.Worker) { c.APITokenConcurrency, c.APIDBConns = limit, limit+2 }))
 	token := s.token("contacts", "crm")
 	other := s.token("contacts", "other")
 
@@ -278,6 +285,72 @@ func TestTokenConcurrencyCapped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	wantAccepted(t, s.post(token, "application/json", person("", "person-2", 2)), 1)
+}
+
+// TestAppConcurrencyCapped holds an app's requests in flight (their bodies
+// never end), through two of its tokens, up to the app's cap (one less than
+// the API's pool of 4): one more, through a third token, is answered 429
+// app_busy with Retry-After: 1, on the operations API too; another app and
+// an operator token are not held back, and once the held requests end the
+// app publishes again.
+func TestAppConcurrencyCapped(t *testing.T) {
+	t.Parallel()
+	const conns = 4
+	s := startServer(t, system.Config(func(c *config.Worker) { c.APIDBConns = conns }))
+	tokens := []string{s.token("contacts", "crm"), s.token("contacts", "crm-2")}
+	third := s.token("contacts", "crm-3")
+	billing := s.token("billing", "ledger")
+	ops := s.operatorToken("ops")
+
+	var wg sync.WaitGroup
+	pipes := make([]*io.PipeWriter, conns-1)
+	for i := range pipes {
+		pr, pw := io.Pipe()
+		pipes[i] = pw
+		req, err := http.NewRequest(http.MethodPost, s.base+api.EventsPath, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokens[i%2])
+		req.Header.Set("Content-Type", "application/json")
+		wg.Go(func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+		_, _ = fmt.Fprint(pw, `{"type":`) // headers and a start: the request is in the handler
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var busy answer
+	for {
+		busy = s.post(third, "text/plain", "x")
+		if busy.status == http.StatusTooManyRequests || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantProblem(t, busy, http.StatusTooManyRequests, api.CodeAppBusy)
+	if got := busy.header.Get("Retry-After"); got != "1" {
+		t.Fatalf("Retry-After %q, want 1", got)
+	}
+	wantProblem(t, s.get("/v1/ops/apps", third), http.StatusTooManyRequests, api.CodeAppBusy)
+	wantAccepted(t, s.post(billing, "application/json", invoice("invoice-1")), 1)
+	wantStatus(t, s.get("/v1/ops/apps", ops), http.StatusOK)
+
+	for _, pw := range pipes {
+		_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	wg.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for s.post(third, "text/plain", "x").status == http.StatusTooManyRequests {
+		if time.Now().After(deadline) {
+			t.Fatal("the app stayed busy after its requests ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantAccepted(t, s.post(third, "application/json", person("", "person-2", 2)), 1)
 }
 
 // TestAPIOwnPool: the API queries through its own pool of

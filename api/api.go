@@ -51,6 +51,11 @@ type Options struct {
 	// TokenConcurrency caps the requests in flight per token; zero or less
 	// means DefaultTokenConcurrency.
 	TokenConcurrency int
+	// AppConcurrency caps the requests in flight per app, all its tokens
+	// together (publishing, the operations API and the console); zero or
+	// less means one less than the pool's connections (at least 1), so
+	// that one app never holds every connection.
+	AppConcurrency int
 	// TokenCacheTTL is how long a token lookup is reused; zero means
 	// DefaultTokenCacheTTL, less than zero no cache.
 	TokenCacheTTL time.Duration
@@ -88,7 +93,10 @@ type Handler struct {
 	tokens   *tokenCache
 	failures *failureLimiter
 	inFlight *inFlight
-	now      func() time.Time
+	// apps counts the requests in flight per app, all its tokens
+	// together (operator tokens have no app and are not counted).
+	apps *inFlight
+	now  func() time.Time
 
 	temporal  TemporalClient
 	namespace string
@@ -134,11 +142,19 @@ func New(st *store.Store, opts Options) *Handler {
 	}
 	h.tokens, h.failures, h.inFlight, h.now = newTokenCache(ttl), newFailureLimiter(burst, refill), newInFlight(conc), time.Now
 	h.replayBudget = replayBudget
-	readers := 1
+	// All but one of the pool's connections: however slow the reads, or
+	// however long one app's requests wait for a lock, one is left for
+	// the rest.
+	allButOne := 1
 	if st != nil && st.Pool != nil {
-		readers = max(1, int(st.Pool.Config().MaxConns)-1)
+		allButOne = max(1, int(st.Pool.Config().MaxConns)-1)
 	}
-	h.readers = make(chan struct{}, readers)
+	h.readers = make(chan struct{}, allButOne)
+	appConc := opts.AppConcurrency
+	if appConc <= 0 {
+		appConc = allButOne
+	}
+	h.apps = newInFlight(appConc)
 	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
 	h.console = newConsole(h, opts.ConsoleSessionKey, opts.TemporalUIURL)
 	return h
@@ -162,13 +178,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		if !h.inFlight.acquire(cred.ID) {
+		if p, busy := h.admit(cred); busy {
 			w.Header().Set("Retry-After", "1")
-			writeProblem(w, newProblem(http.StatusTooManyRequests, CodeTokenBusy,
-				fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)))
+			writeProblem(w, p)
 			return
 		}
-		defer h.inFlight.release(cred.ID)
+		defer h.leave(cred)
 		h.serveOps(w, r, cred)
 		return
 	}
@@ -191,14 +206,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"an operator token publishes nothing: publish with an app's token (starter apps token create APP)"))
 		return
 	}
-	if !h.inFlight.acquire(cred.ID) {
+	if p, busy := h.admit(cred); busy {
 		w.Header().Set("Retry-After", "1")
-		h.reject(cred.App, cred.AppRemoved, CodeTokenBusy)
-		writeProblem(w, newProblem(http.StatusTooManyRequests, CodeTokenBusy,
-			fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)))
+		h.reject(cred.App, cred.AppRemoved, p.Code)
+		writeProblem(w, p)
 		return
 	}
-	defer h.inFlight.release(cred.ID)
+	defer h.leave(cred)
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	items, batch, err := readEvents(r, h.maxEvents)
 	var bad *errBody
@@ -225,6 +239,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeProblem(w, batchProblem(batch, len(items), accepted, problems))
+}
+
+// admit takes one of cred's token's slots and, for an app's token, one of
+// its app's, or answers the problem of the first that has none left
+// (busy). A request admitted calls leave when it is answered.
+func (h *Handler) admit(cred store.TokenCredential) (p Problem, busy bool) {
+	if !h.inFlight.acquire(cred.ID) {
+		return newProblem(http.StatusTooManyRequests, CodeTokenBusy,
+			fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)), true
+	}
+	if !cred.Operator && !h.apps.acquire(cred.App) {
+		h.inFlight.release(cred.ID)
+		return newProblem(http.StatusTooManyRequests, CodeAppBusy,
+			fmt.Sprintf("app %s has %d requests in flight already on this worker, all its tokens together, its limit; retry when one has been answered",
+				cred.App, h.apps.max)), true
+	}
+	return Problem{}, false
+}
+
+// leave gives back what admit took for cred.
+func (h *Handler) leave(cred store.TokenCredential) {
+	if !cred.Operator {
+		h.apps.release(cred.App)
+	}
+	h.inFlight.release(cred.ID)
 }
 
 // acquireReader waits for one of the readers' slots, or for ctx to end

@@ -180,13 +180,17 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ConsolePrefix+"/sign-in", http.StatusSeeOther)
 		return
 	}
-	if !c.h.inFlight.acquire(cred.ID) {
+	if p, busy := c.h.admit(cred); busy {
 		hd.Set("Retry-After", "1")
+		who := "This token has"
+		if p.Code == CodeAppBusy {
+			who = "This token's app has"
+		}
 		c.errorPage(w, r, nil, http.StatusTooManyRequests, "Too many requests",
-			"This token has as many requests in flight as it may; reload the page in a moment.")
+			who+" as many requests in flight as it may; reload the page in a moment.")
 		return
 	}
-	defer c.h.inFlight.release(cred.ID)
+	defer c.h.leave(cred)
 	if !c.h.acquireReader(r.Context()) {
 		return // the client went away
 	}

@@ -178,7 +178,8 @@ func (c *tokenCache) put(key [sha256.Size]byte, cred store.TokenCredential, foun
 	c.entries[key] = cached{cred: cred, found: found, expires: now.Add(c.ttl)}
 }
 
-// inFlight counts the requests each token has in flight, up to a cap.
+// inFlight counts the requests each token (or app) has in flight, up to a
+// cap.
 type inFlight struct {
 	mu  sync.Mutex
 	max int
@@ -187,7 +188,8 @@ type inFlight struct {
 
 func newInFlight(limit int) *inFlight { return &inFlight{max: limit, n: map[string]int{}} }
 
-// acquire takes one of token's slots, or reports that all are taken.
+// acquire takes one of token's slots (or the app's), or reports that all
+// are taken.
 func (f *inFlight) acquire(token string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

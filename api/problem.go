@@ -26,6 +26,10 @@ const (
 	// CodeTokenBusy (429, Retry-After: 1) answers a request whose token
 	// has as many requests in flight as it may.
 	CodeTokenBusy = "token_busy"
+	// CodeAppBusy (429, Retry-After: 1) answers a request whose token's
+	// app has as many requests in flight as it may, all its tokens
+	// together.
+	CodeAppBusy = "app_busy"
 )
 
 // ProblemContentType is the media type of error answers (RFC 9457).

@@ -74,6 +74,10 @@ type Worker struct {
 	APIDBConns int `env:"HERALD_API_DB_CONNS"`
 	// APITokenConcurrency caps the API requests in flight per token (default 8).
 	APITokenConcurrency int `env:"HERALD_API_TOKEN_CONCURRENCY"`
+	// APIAppConcurrency caps the API requests in flight per app, all its
+	// tokens together (default APIDBConns - 1, at least 1; at most that):
+	// one app cannot hold every connection of the API's pool.
+	APIAppConcurrency int `env:"HERALD_API_APP_CONCURRENCY"`
 	// TemporalUIURL is the Temporal UI's base URL, which the console links
 	// keys' workflows to; empty: no links.
 	TemporalUIURL string `env:"HERALD_TEMPORAL_UI_URL"`
@@ -210,7 +214,7 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 	}
 	w = w.WithDefaults()
 	if w.DeliveryTimeout < 0 || w.RearmCooldown < 0 || w.IdleTimeout < 0 || w.HoldExpiry < 0 || w.MaxRearms < 0 || w.DBMaxConns < 0 || w.DBMinConns < 0 || w.WorkflowCacheSize < 0 ||
-		w.APIDBConns < 0 || w.APITokenConcurrency < 0 ||
+		w.APIDBConns < 0 || w.APITokenConcurrency < 0 || w.APIAppConcurrency < 0 ||
 		w.Retention < 0 || w.RetentionEvery < 0 || w.RelayPollInterval < 0 {
 		return w, fmt.Errorf("durations and counts must not be negative")
 	}
@@ -222,6 +226,10 @@ func LoadWorker(getenv func(string) string) (Worker, error) {
 		w.DBMinConns = w.DBMaxConns
 	} else if w.DBMinConns > w.DBMaxConns {
 		return w, fmt.Errorf("HERALD_DB_MIN_CONNS: %d: must not exceed HERALD_DB_MAX_CONNS (%d)", w.DBMinConns, w.DBMaxConns)
+	}
+	if most := MaxAPIAppConcurrency(w.APIDBConns); w.APIAppConcurrency > most {
+		return w, fmt.Errorf("HERALD_API_APP_CONCURRENCY: %d: must not exceed HERALD_API_DB_CONNS - 1 (%d), so that one app cannot hold every connection of the API's pool",
+			w.APIAppConcurrency, most)
 	}
 	if w.MaxRearms == 0 && strings.TrimSpace(getenv("HERALD_MAX_REARMS")) != "" {
 		w.MaxRearms = workflows.NoRearms // set to 0: a failed key never re-arms by itself
@@ -270,8 +278,16 @@ func (w Worker) WithDefaults() Worker {
 	if w.APITokenConcurrency == 0 {
 		w.APITokenConcurrency = DefaultAPITokenConcurrency
 	}
+	if w.APIAppConcurrency == 0 {
+		w.APIAppConcurrency = MaxAPIAppConcurrency(w.APIDBConns)
+	}
 	return w
 }
+
+// MaxAPIAppConcurrency is the most API requests one app may have in flight
+// with an API pool of conns connections, and the default: all but one of
+// them (at least 1), so that another app always finds one.
+func MaxAPIAppConcurrency(conns int) int { return max(1, conns-1) }
 
 // DeliveryParams are the settings handed to delivery workflows.
 func (w Worker) DeliveryParams() workflows.Params {

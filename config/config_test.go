@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestLoadWorker(t *testing.T) {
 	if w.HTTPAddr != DefaultHTTPAddr || w.TemporalAddress != DefaultTemporalAddress || w.TemporalNamespace != "default" ||
 		!reflect.DeepEqual(w.Schedule, workflows.DefaultRetrySchedule) || w.Retention != workflows.DefaultRetention ||
 		w.RetentionEvery != 24*time.Hour || len(w.Allow) != 0 || w.LogLevel != "info" || w.RelayMaxAttempts != 10 ||
-		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.RelayPollInterval != 100*time.Millisecond ||
+		w.APIDBConns != 4 || w.APITokenConcurrency != 8 || w.APIAppConcurrency != 3 || w.RelayPollInterval != 100*time.Millisecond ||
 		w.DBMaxConns != DefaultDBMaxConns || w.DBMinConns != DefaultDBMaxConns {
 		t.Fatalf("defaults: %+v", w)
 	}
@@ -46,6 +47,17 @@ func TestLoadWorker(t *testing.T) {
 		w.TemporalUIURL != "https://temporal.example/ui" || w.BuildID != "2026.12.5+a2ecc43" ||
 		w.DBMaxConns != 7 || w.DBMinConns != 7 {
 		t.Fatalf("parsed: %+v params %+v", w, p)
+	}
+	// HERALD_API_APP_CONCURRENCY unset is one less than the API's pool
+	// (at least 1); set, it is what it says, up to that.
+	for _, tc := range []struct{ conns, app, want string }{{"2", "", "1"}, {"1", "", "1"}, {"10", "", "9"}, {"10", "4", "4"}, {"1", "1", "1"}} {
+		e := map[string]string{"HERALD_API_DB_CONNS": tc.conns, "HERALD_API_APP_CONCURRENCY": tc.app}
+		for k, v := range base {
+			e[k] = v
+		}
+		if w, err := LoadWorker(env(e)); err != nil || strconv.Itoa(w.APIAppConcurrency) != tc.want {
+			t.Errorf("HERALD_API_DB_CONNS=%s HERALD_API_APP_CONCURRENCY=%q: %d, %v; want %s", tc.conns, tc.app, w.APIAppConcurrency, err, tc.want)
+		}
 	}
 	// HERALD_DB_MIN_CONNS unset is the pool's size; set, it is what it says.
 	for v, want := range map[string]int{"0": 0, "3": 3, "7": 7} {
@@ -81,6 +93,9 @@ func TestLoadWorkerRejects(t *testing.T) {
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MAX_CONNS": "5", "HERALD_DB_MIN_CONNS": "6"}, "must not exceed HERALD_DB_MAX_CONNS (5)"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_DB_MIN_CONNS": "some"}, "HERALD_DB_MIN_CONNS"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_TOKEN_CONCURRENCY": "many"}, "HERALD_API_TOKEN_CONCURRENCY"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_APP_CONCURRENCY": "-1"}, "negative"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_APP_CONCURRENCY": "4"}, "HERALD_API_APP_CONCURRENCY: 4: must not exceed HERALD_API_DB_CONNS - 1 (3)"},
+		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_API_DB_CONNS": "8", "HERALD_API_APP_CONCURRENCY": "8"}, "must not exceed HERALD_API_DB_CONNS - 1 (7)"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "localhost:8233"}, "HERALD_TEMPORAL_UI_URL"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "javascript:alert(1)"}, "HERALD_TEMPORAL_UI_URL"},
 		{map[string]string{"HERALD_DATABASE_URL": "x", "HERALD_SIGNING_KEY": "/k", "HERALD_TEMPORAL_UI_URL": "https://ui.example/?q=1"}, "HERALD_TEMPORAL_UI_URL"},

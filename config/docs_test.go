@@ -169,6 +169,7 @@ func TestConfigurationPageDefaultsAreTheCodes(t *testing.T) {
 		"HERALD_DB_MIN_CONNS":          map[bool]string{true: "HERALD_DB_MAX_CONNS"}[w.DBMinConns == w.DBMaxConns],
 		"HERALD_API_DB_CONNS":          strconv.Itoa(w.APIDBConns),
 		"HERALD_API_TOKEN_CONCURRENCY": strconv.Itoa(w.APITokenConcurrency),
+		"HERALD_API_APP_CONCURRENCY":   strconv.Itoa(w.APIAppConcurrency),
 		"HERALD_WORKFLOW_CACHE_SIZE":   strconv.Itoa(w.WorkflowCacheSize),
 		"HERALD_RELAY_MAX_ATTEMPTS":    strconv.Itoa(w.RelayMaxAttempts),
 		"HERALD_RELAY_POLL_INTERVAL":   short(w.RelayPollInterval),

@@ -82,6 +82,10 @@ var docFigures = []docFigure{
 	{"docs/publishing.md", `\((\d+) in a row, then one a second\)`, fmt.Sprint(heraldapi.DefaultAuthFailureBurst)},
 	{"docs/production.md", `\((\d+) in a row, then one a second;`, fmt.Sprint(heraldapi.DefaultAuthFailureBurst)},
 	{"docs/publishing.md", "`HERALD_API_TOKEN_CONCURRENCY` \\((\\d+)\\)", fmt.Sprint(config.DefaultAPITokenConcurrency)},
+	{"docs/design.md", "`HERALD_API_DB_CONNS` − 1: (\\d+)", fmt.Sprint(config.MaxAPIAppConcurrency(config.DefaultAPIDBConns))},
+	{"docs/design.md", "`HERALD_API_DB_CONNS` − 1 \\((\\d+); at least 1\\)", fmt.Sprint(config.MaxAPIAppConcurrency(config.DefaultAPIDBConns))},
+	{"docs/publishing.md", "`HERALD_API_DB_CONNS` − 1: (\\d+)", fmt.Sprint(config.MaxAPIAppConcurrency(config.DefaultAPIDBConns))},
+	{"docs/production.md", "`HERALD_API_DB_CONNS` − 1: (\\d+)", fmt.Sprint(config.MaxAPIAppConcurrency(config.DefaultAPIDBConns))},
 	// Manifests: schemas, numbers, validation, filters and the error policy.
 	{"docs/manifests.md", `at most (\d+) KiB, \d+ levels deep`, kib(manifest.MaxSchemaBytes)},
 	{"docs/manifests.md", `KiB, (\d+) levels deep`, fmt.Sprint(manifest.MaxSchemaDepth)},

@@ -44,7 +44,7 @@ func (s *Service) newAPI(ctx context.Context, box *signing.SecretBox) error {
 		return fmt.Errorf("listen on %s (HERALD_API_ADDR): %w", s.cfg.APIAddr, err)
 	}
 	h := api.New(st, api.Options{Logger: s.log.Named("api"), Rejected: s.Metrics.Rejected,
-		TokenConcurrency: s.cfg.APITokenConcurrency, Temporal: s.Temporal, Namespace: s.cfg.TemporalNamespace,
+		TokenConcurrency: s.cfg.APITokenConcurrency, AppConcurrency: s.cfg.APIAppConcurrency, Temporal: s.Temporal, Namespace: s.cfg.TemporalNamespace,
 		ConsoleSessionKey: box.DeriveKey("herald console sessions"), TemporalUIURL: s.cfg.TemporalUIURL})
 	s.api = &apiServer{listener: ln, server: api.NewServer(h), store: st}
 	return nil
