@@ -230,6 +230,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// global propagator reads nothing).
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	accepted, problems, err := h.publish(ctx, cred, items)
+	if store.IsLockTimeout(err) {
+		h.reject(cred.App, cred.AppRemoved, CodeLockTimeout)
+	}
 	if err != nil {
 		h.fail(w, "publish", err)
 		return
@@ -469,10 +472,21 @@ func batchProblem(batch bool, total int, accepted []Accepted, problems []EventPr
 	return p
 }
 
-// fail answers 500 for a failure of Herald itself, logging it.
+// fail answers 500 for a failure of Herald itself, logging it; a
+// statement that gave up waiting for a lock (LockTimeout) is answered 503
+// lock_timeout instead, without a log line: another transaction held the
+// lock, most likely one of the same app's.
 func (h *Handler) fail(w http.ResponseWriter, what string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the client went away
+	}
+	if store.IsLockTimeout(err) {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, newProblem(http.StatusServiceUnavailable, CodeLockTimeout,
+			fmt.Sprintf("waited %v for a lock another transaction holds (for a publish: the lock of an event's key, "+
+				"held by a transaction that published a key of the same type and version, as an open PublishTx does until it ends) "+
+				"and gave up: no event of the request was accepted and nothing was changed; send the request again", LockTimeout)))
+		return
 	}
 	h.log.Error("api: "+what, zap.Error(err))
 	writeProblem(w, newProblem(http.StatusInternalServerError, CodeInternal, "Herald failed to handle the request; try again"))

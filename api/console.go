@@ -388,6 +388,10 @@ func (c *console) readFailed(w http.ResponseWriter, r *http.Request, pc *pageCtx
 			fmt.Sprintf("The parameter %q is wrong: %s.", bad.name, bad.detail))
 	case errors.Is(err, store.ErrNotFound):
 		c.notFound(w, r, pc, what)
+	case store.IsLockTimeout(err):
+		w.Header().Set("Retry-After", "1")
+		c.errorPage(w, r, pc, http.StatusServiceUnavailable, "Busy",
+			"Herald waited too long for a lock another transaction holds; reload the page in a moment.")
 	default:
 		c.h.log.Error("console: read", zap.String("page", r.URL.Path), zap.Error(err))
 		c.errorPage(w, r, pc, http.StatusInternalServerError, "Herald failed", "Herald failed to read this page; try again.")

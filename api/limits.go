@@ -25,6 +25,15 @@ const (
 	DefaultTokenCacheTTL = 5 * time.Second
 	// DefaultTokenConcurrency caps the requests in flight per token.
 	DefaultTokenConcurrency = 8
+	// LockTimeout bounds how long a statement of the API waits for a
+	// lock (the lock_timeout of the API's pool; the service opens it with
+	// store.Options.LockTimeout): a key's lock is held by whatever
+	// transaction published the key, an app's own PublishTx for as long as
+	// the app keeps it open, and a request waiting for it holds one of
+	// the API's few connections. A publish of the API takes a key's lock
+	// for milliseconds, so a wait this long means a long transaction;
+	// the request is answered 503 lock_timeout and may be sent again.
+	LockTimeout = 5 * time.Second
 	// maxTrackedAddresses and maxCachedTokens bound the memory of the
 	// failure buckets and the token cache whatever an attacker sends.
 	maxTrackedAddresses = 10000

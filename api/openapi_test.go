@@ -199,9 +199,10 @@ func checkAnswer(t *testing.T, method, path string, status int, contentType stri
 }
 
 // TestOpenAPIMatchesServer answers every status the document lists for
-// POST /v1/events (but 500, a failure of Herald) from the running server,
-// and 404 and 405; each answer is checked against the document by
-// checkAnswer.
+// POST /v1/events (but 500, a failure of Herald, and 503, a lock another
+// transaction held for api.LockTimeout: TestOpenTransactionStallsNoOtherApp
+// and TestOpsActionLockWaitBounded answer it) from the running server, and
+// 404 and 405; each answer is checked against the document by checkAnswer.
 func TestOpenAPIMatchesServer(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -296,7 +297,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			resps, _ := op.(map[string]any)["responses"].(map[string]any)
 			for status := range resps {
 				key := fmt.Sprintf("%s %s %s", strings.ToUpper(method), path, status)
-				if status != "500" && !openAPI.seen[t.Name()+" "+key] {
+				if status != "500" && status != "503" && !openAPI.seen[t.Name()+" "+key] {
 					missing = append(missing, key)
 				}
 			}

@@ -30,6 +30,12 @@ const (
 	// app has as many requests in flight as it may, all its tokens
 	// together.
 	CodeAppBusy = "app_busy"
+	// CodeLockTimeout (503, Retry-After: 1) answers a request that waited
+	// LockTimeout for a lock another transaction holds (for a publish,
+	// the key's stripe row, held by a transaction publishing a key of the
+	// same type and version) and gave up: no event of the request was
+	// accepted, no action taken.
+	CodeLockTimeout = "lock_timeout"
 )
 
 // ProblemContentType is the media type of error answers (RFC 9457).

@@ -155,7 +155,7 @@ func TestProblemCodesAreInTheContract(t *testing.T) {
 	codes := []string{
 		heraldapi.CodeUnauthorized, heraldapi.CodeNotFound, heraldapi.CodeMethodNotAllowed,
 		heraldapi.CodeUnsupportedMediaType, heraldapi.CodeEventsRejected, heraldapi.CodeInternal,
-		heraldapi.CodeAuthThrottled, heraldapi.CodeTokenBusy, heraldapi.CodeAppBusy, heraldapi.CodeBadParameter,
+		heraldapi.CodeAuthThrottled, heraldapi.CodeTokenBusy, heraldapi.CodeAppBusy, heraldapi.CodeLockTimeout, heraldapi.CodeBadParameter,
 		heraldapi.CodeForbidden, heraldapi.CodeNothingToDo, heraldapi.CodeBadRequest,
 	}
 	var documented []string

@@ -23,7 +23,8 @@ type apiServer struct {
 	server   *http.Server
 	// store is the API's own small pool (HERALD_API_DB_CONNS): requests,
 	// however many, wait for its connections and never for those of the
-	// relay and the activities.
+	// relay and the activities; its statements wait at most
+	// api.LockTimeout for a lock.
 	store *store.Store
 }
 
@@ -34,7 +35,10 @@ func (s *Service) newAPI(ctx context.Context, box *signing.SecretBox) error {
 	if s.cfg.APIAddr == "" {
 		return nil
 	}
-	st, err := store.Open(ctx, s.cfg.DatabaseURL, store.Options{MaxConns: int32(s.cfg.APIDBConns)})
+	// Every statement of the API waits at most api.LockTimeout for a lock,
+	// so an app's open transaction cannot hold the API's connections
+	// (docs/design.md#the-publishing-api).
+	st, err := store.Open(ctx, s.cfg.DatabaseURL, store.Options{MaxConns: int32(s.cfg.APIDBConns), LockTimeout: api.LockTimeout})
 	if err != nil {
 		return fmt.Errorf("publishing API: %w", err)
 	}
