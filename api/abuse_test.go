@@ -289,10 +289,11 @@ func TestTokenConcurrencyCapped(t *testing.T) {
 
 // TestAppConcurrencyCapped holds an app's requests in flight (their bodies
 // never end), through two of its tokens, up to the app's cap (one less than
-// the API's pool of 4): one more, through a third token, is answered 429
-// app_busy with Retry-After: 1, on the operations API too; another app and
-// an operator token are not held back, and once the held requests end the
-// app publishes again.
+// the API's pool of 4): one more, through a third token, waits api.AppWait
+// for a slot and is answered 429 app_busy with Retry-After: 1, on the
+// operations API too; another app and an operator token are not held back;
+// a request that waits while a slot frees takes it, and once the held
+// requests end the app publishes again.
 func TestAppConcurrencyCapped(t *testing.T) {
 	t.Parallel()
 	const conns = 4
@@ -338,6 +339,18 @@ func TestAppConcurrencyCapped(t *testing.T) {
 	wantProblem(t, s.get("/v1/ops/apps", third), http.StatusTooManyRequests, api.CodeAppBusy)
 	wantAccepted(t, s.post(billing, "application/json", invoice("invoice-1")), 1)
 	wantStatus(t, s.get("/v1/ops/apps", ops), http.StatusOK)
+
+	// A request over the cap waits for a slot (api.AppWait): one that
+	// frees meanwhile takes it.
+	waited := make(chan answer, 1)
+	began := time.Now()
+	go func() { waited <- s.post(third, "application/json", person("", "person-1", 1)) }()
+	time.Sleep(api.AppWait / 4)
+	_ = pipes[0].CloseWithError(io.ErrUnexpectedEOF)
+	wantAccepted(t, <-waited, 1)
+	if took := time.Since(began); took < api.AppWait/4 {
+		t.Fatalf("the request over the cap was answered in %v, before a slot freed", took)
+	}
 
 	for _, pw := range pipes {
 		_ = pw.CloseWithError(io.ErrUnexpectedEOF)

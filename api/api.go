@@ -93,9 +93,9 @@ type Handler struct {
 	tokens   *tokenCache
 	failures *failureLimiter
 	inFlight *inFlight
-	// apps counts the requests in flight per app, all its tokens
+	// apps holds the requests in flight per app, all its tokens
 	// together (operator tokens have no app and are not counted).
-	apps *inFlight
+	apps *appSlots
 	now  func() time.Time
 
 	temporal  TemporalClient
@@ -154,7 +154,7 @@ func New(st *store.Store, opts Options) *Handler {
 	if appConc <= 0 {
 		appConc = allButOne
 	}
-	h.apps = newInFlight(appConc)
+	h.apps = newAppSlots(appConc)
 	h.publisher = publish.New(st, publish.Options{Via: publish.ViaHTTP, Logger: h.log, Rejected: opts.Rejected})
 	h.console = newConsole(h, opts.ConsoleSessionKey, opts.TemporalUIURL)
 	return h
@@ -178,7 +178,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		if p, busy := h.admit(cred); busy {
+		if p, busy := h.admit(r.Context(), cred); busy {
 			w.Header().Set("Retry-After", "1")
 			writeProblem(w, p)
 			return
@@ -206,7 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"an operator token publishes nothing: publish with an app's token (starter apps token create APP)"))
 		return
 	}
-	if p, busy := h.admit(cred); busy {
+	if p, busy := h.admit(r.Context(), cred); busy {
 		w.Header().Set("Retry-After", "1")
 		h.reject(cred.App, cred.AppRemoved, p.Code)
 		writeProblem(w, p)
@@ -245,18 +245,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit takes one of cred's token's slots and, for an app's token, one of
-// its app's, or answers the problem of the first that has none left
-// (busy). A request admitted calls leave when it is answered.
-func (h *Handler) admit(cred store.TokenCredential) (p Problem, busy bool) {
+// its app's, waiting up to AppWait for one (a burst of the app's requests
+// queues here, holding no connection), or answers the problem of the
+// first that has none (busy). A request admitted calls leave when it is
+// answered.
+func (h *Handler) admit(ctx context.Context, cred store.TokenCredential) (p Problem, busy bool) {
 	if !h.inFlight.acquire(cred.ID) {
 		return newProblem(http.StatusTooManyRequests, CodeTokenBusy,
 			fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)), true
 	}
-	if !cred.Operator && !h.apps.acquire(cred.App) {
+	if !cred.Operator && !h.apps.acquire(ctx, cred.App, AppWait) {
 		h.inFlight.release(cred.ID)
 		return newProblem(http.StatusTooManyRequests, CodeAppBusy,
-			fmt.Sprintf("app %s has %d requests in flight already on this worker, all its tokens together, its limit; retry when one has been answered",
-				cred.App, h.apps.max)), true
+			fmt.Sprintf("app %s had %d requests in flight on this worker for %v, all its tokens together, its limit; retry when one has been answered",
+				cred.App, h.apps.max, AppWait)), true
 	}
 	return Problem{}, false
 }

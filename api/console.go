@@ -180,7 +180,7 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ConsolePrefix+"/sign-in", http.StatusSeeOther)
 		return
 	}
-	if p, busy := c.h.admit(cred); busy {
+	if p, busy := c.h.admit(r.Context(), cred); busy {
 		hd.Set("Retry-After", "1")
 		who := "This token has"
 		if p.Code == CodeAppBusy {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"math"
 	"net/http"
@@ -34,6 +35,12 @@ const (
 	// for milliseconds, so a wait this long means a long transaction;
 	// the request is answered 503 lock_timeout and may be sent again.
 	LockTimeout = 5 * time.Second
+	// AppWait is how long a request waits for one of its app's slots
+	// (HERALD_API_APP_CONCURRENCY) before it is answered 429 app_busy: a
+	// burst of an app's requests queues for it, holding no connection of
+	// the API's pool; an app whose requests hold their slots (they wait for
+	// a lock its own transaction holds) is answered soon.
+	AppWait = 2 * time.Second
 	// maxTrackedAddresses and maxCachedTokens bound the memory of the
 	// failure buckets and the token cache whatever an attacker sends.
 	maxTrackedAddresses = 10000
@@ -217,3 +224,51 @@ func (f *inFlight) release(token string) {
 		delete(f.n, token)
 	}
 }
+
+// appSlots caps the requests each app has in flight; a request over the
+// cap waits for a slot. An app's slots are kept for the worker's life:
+// apps are few, and only an authenticated token's app gets any.
+type appSlots struct {
+	mu    sync.Mutex
+	max   int
+	slots map[string]chan struct{}
+}
+
+func newAppSlots(limit int) *appSlots {
+	return &appSlots{max: limit, slots: map[string]chan struct{}{}}
+}
+
+func (a *appSlots) of(app string) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := a.slots[app]
+	if ch == nil {
+		ch = make(chan struct{}, a.max)
+		a.slots[app] = ch
+	}
+	return ch
+}
+
+// acquire takes one of app's slots, waiting up to wait for one; false when
+// none came, or the client went away.
+func (a *appSlots) acquire(ctx context.Context, app string, wait time.Duration) bool {
+	ch := a.of(app)
+	select {
+	case ch <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case ch <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	}
+}
+
+// release gives back one of app's slots.
+func (a *appSlots) release(app string) { <-a.of(app) }
