@@ -39,7 +39,9 @@ import (
 //     has limits (a wait would hold the workflow task).
 //  3. lease the key: no other run of the key may POST meanwhile (one left
 //     behind by a terminate or a reset). Taken after load, so an inactive
-//     subscription takes no lease, and only by the key's own workflow.
+//     subscription takes no lease, and only by the key's own workflow; a
+//     lease waited for loads the batch again, which that run may have
+//     settled meanwhile.
 //  4. for each event (deliverOne), in order:
 //     a. stop if the workflow cancelled the execution (an operator's action);
 //     b. admit: reject what the key must not deliver, skip what is settled
@@ -205,6 +207,16 @@ func (d *delivery) leaseKey() *ending {
 			return &ending{err: d.ctx.Err()}
 		}
 		return endWith(res)
+	}
+	if keyL.waited {
+		// Another run of the key (one a terminate or a reset left posting)
+		// held the lease while this one waited: what it settled meanwhile
+		// is in the rows, not in the batch read before. Read it again, so
+		// that an event it delivered is skipped, not POSTed twice.
+		if e := d.load(); e != nil {
+			_ = keyL.release()
+			return e
+		}
 	}
 	d.keyL = keyL
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ type deliverStore struct {
 	// recordErr fails every write of outcome rows; releaseErr every
 	// release of the key's lease.
 	recordErr, releaseErr error
+	// leaseBusy is how many asks for the key's lease find another run
+	// holding it; leaseFreed runs when the lease is granted after them.
+	leaseBusy  int
+	leaseFreed func(*deliverStore)
 }
 
 func newDeliverStore() *deliverStore {
@@ -82,7 +87,11 @@ func (s *deliverStore) Calls() []string {
 
 func (s *deliverStore) DeliveryBatch(context.Context, string, string, []string) (store.Batch, error) {
 	s.call("batch")
-	return s.batch, s.batchErr
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.batch // a read: later changes to the store's rows are not in it
+	b.Events = maps.Clone(s.batch.Events)
+	return b, s.batchErr
 }
 
 func (s *deliverStore) RecordOutcomes(_ context.Context, _, _ string, us []store.OutcomeUpdate) error {
@@ -105,6 +114,15 @@ func (s *deliverStore) KeyQueue(_ context.Context, _, _ string, _ int64, limit i
 
 func (s *deliverStore) TakeKeyLease(context.Context, string, string, string, time.Duration) (bool, time.Time, error) {
 	s.call("lease")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaseBusy > 0 {
+		s.leaseBusy--
+		if s.leaseBusy == 0 && s.leaseFreed != nil {
+			defer s.leaseFreed(s)
+		}
+		return false, time.Now().Add(time.Second), nil
+	}
 	return true, time.Now().Add(time.Hour), nil
 }
 
@@ -345,6 +363,35 @@ func TestDeliverLoadEndsBeforeTheLease(t *testing.T) {
 				t.Fatalf("store calls %q, posts %q; want the batch only", got, sender.posted())
 			}
 		})
+	}
+}
+
+// TestDeliverReadsTheBatchAgainAfterALeaseWait: step 3. While this
+// execution waited for the key's lease, the run that held it (left posting
+// by a terminate) delivered the head; the batch read before the wait said
+// queued. The execution reads the batch again once it holds the lease and
+// skips the head rather than POST it twice.
+func TestDeliverReadsTheBatchAgainAfterALeaseWait(t *testing.T) {
+	t.Parallel()
+	st, sender := newDeliverStore(), &scriptedSender{}
+	st.leaseBusy = 1
+	st.leaseFreed = func(s *deliverStore) {
+		ev := s.batch.Events[tEvents[0].ID]
+		ev.Outcome = store.EventDelivered
+		s.batch.Events[tEvents[0].ID] = ev
+	}
+	r, err := runDeliver(t, st, sender, ownID, deliverInput(tEvents...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sender.posted(); !slices.Equal(got, []string{"2#1", "3#1"}) {
+		t.Fatalf("posts %q, want events 2 and 3 only: the head was delivered during the wait", got)
+	}
+	if len(r.Done) != 3 || r.Done[0].Result != ResultSkipped || r.Done[0].Reason != store.EventDelivered {
+		t.Fatalf("done %+v, want the head skipped as delivered, then two deliveries", r.Done)
+	}
+	if got := st.Calls(); len(got) < 4 || !slices.Equal(got[:4], []string{"batch", "lease", "lease", "batch"}) {
+		t.Fatalf("store calls %q, want the batch read again after the lease wait", got)
 	}
 }
 

@@ -22,6 +22,8 @@ type keyLease struct {
 	a                   *Activities
 	sub, subject, owner string
 	until               time.Time
+	// waited: another run held the lease when this execution first asked.
+	waited bool
 }
 
 // takeKeyLease takes the key's lease for the calling run. When another run
@@ -33,14 +35,14 @@ func (a *Activities) takeKeyLease(ctx context.Context, in DeliverInput, postTime
 	owner := activity.GetInfo(ctx).WorkflowExecution.RunID
 	ttl := postTimeout + keyLeaseSlack
 	deadline := time.Now().Add(keyLeaseWait)
-	for {
+	for waited := false; ; waited = true {
 		ok, until, err := a.Store.TakeKeyLease(ctx, in.SubscriptionID, in.SubjectKey, owner, ttl)
 		switch {
 		case err != nil:
 			return nil, DeliverResult{Outcome: OutcomeInactive, SubscriptionState: SubscriptionUnknown,
 				SubscriptionReason: truncate(err.Error(), maxErrorText)}
 		case ok:
-			return &keyLease{a: a, sub: in.SubscriptionID, subject: in.SubjectKey, owner: owner, until: until}, DeliverResult{}
+			return &keyLease{a: a, sub: in.SubscriptionID, subject: in.SubjectKey, owner: owner, until: until, waited: waited}, DeliverResult{}
 		case in.Local || time.Now().After(deadline):
 			if a.Logger != nil {
 				a.Logger.Info("another run of the key still delivers; waiting for its lease",
