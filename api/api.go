@@ -285,6 +285,20 @@ func (h *Handler) acquireReader(ctx context.Context) bool {
 // releaseReader gives a readers' slot back.
 func (h *Handler) releaseReader() { <-h.readers }
 
+// readerKey is the context key of the function that gives back the
+// request's readers' slot (at most once).
+type readerKey struct{}
+
+// readerDone gives back the request's readers' slot before the request
+// ends, when what is left of it reads nothing (a replay's signals): the
+// slot guards the API's connections, and a replay may signal for most of
+// the write timeout.
+func readerDone(ctx context.Context) {
+	if release, ok := ctx.Value(readerKey{}).(func()); ok {
+		release()
+	}
+}
+
 // authenticate finds the live token of the request's bearer credentials, or
 // answers 401 with a WWW-Authenticate challenge (429 when throttled).
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (store.TokenCredential, bool) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -70,7 +71,10 @@ func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.To
 		if !h.acquireReader(r.Context()) {
 			return // the client went away
 		}
-		defer h.releaseReader()
+		release := sync.OnceFunc(h.releaseReader)
+		defer release()
+		// A replay gives its slot back before it signals (readerDone).
+		r = r.WithContext(context.WithValue(r.Context(), readerKey{}, release))
 	}
 	switch {
 	case isOpsAction(parts):

@@ -123,6 +123,10 @@ func (h *Handler) replay(ctx context.Context, w http.ResponseWriter, cred store.
 		h.fail(w, "replay", errors.New("the API was started without a Temporal client"))
 		return
 	}
+	// The window is read: the signals need no connection of the API's, so
+	// a replay of up to replayBudget does not hold a readers' slot, which
+	// three replays of one app would take from every other app's reads.
+	readerDone(ctx)
 	out.Queued = h.queueWindow(ctx, cred, req.Reason, sub, keys, out.Keys)
 	if out.Queued < out.Events {
 		h.log.Warn("api: replay stopped early", zap.String("subscription", sub.ID),

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -102,5 +103,77 @@ func TestReplayWindowKeysInParallelWithinABudget(t *testing.T) {
 	}
 	if out.Queued != queued || queued+skipped != keys || skipped == 0 || queued == 0 {
 		t.Fatalf("replay over its budget: queued %d (keys say %d), skipped %d, of %d", out.Queued, queued, skipped, keys)
+	}
+}
+
+// blockedSignals is a Temporal client whose SignalWithStart waits until
+// release is closed (or its context ends), counting the calls begun.
+type blockedSignals struct {
+	api.TemporalClient
+	release chan struct{}
+	begun   atomic.Int64
+}
+
+func (b *blockedSignals) SignalWithStartWorkflow(ctx context.Context, _, _ string, _ any,
+	_ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	b.begun.Add(1)
+	select {
+	case <-b.release:
+		return nil, errors.New("not sent: the test is over")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestReplaysHoldNoReadSlotWhileTheySignal: a replay reads its window under
+// one of the operations API's read slots (the API's connections but one)
+// and gives it back before it signals, which may take most of the write
+// timeout. Three replays of one app, signalling, leave another app's reads
+// their slots: before, they took every slot until their signals ended.
+func TestReplaysHoldNoReadSlotWhileTheySignal(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	s.Publish("replay-slot", 1)
+	testkit.Eventually(t, 60*time.Second, "the event delivered to billing", func() bool {
+		page, err := s.store.ListDeliveries(context.Background(), store.DeliveryFilter{
+			Subscription: system.BillingSub, Statuses: []string{"delivered"}, Limit: 10})
+		return err == nil && page.Total >= 1
+	})
+	// A pool of 4: three read slots, and billing may hold three requests.
+	small, err := store.Open(context.Background(), s.Cfg.DatabaseURL, store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(small.Close)
+	blocked := &blockedSignals{TemporalClient: s.Dial(), release: make(chan struct{})}
+	t.Cleanup(func() { close(blocked.release) })
+	h := api.New(small, api.Options{Temporal: blocked, Namespace: s.Cfg.TemporalNamespace})
+	serve := func(method, path, token, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.RemoteAddr = "192.0.2.1:1"
+		r.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	billing, contacts := s.token("billing", "replays"), s.token("contacts", "reads")
+	window := `{"subscription":"` + system.BillingSub + `","since":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`
+	for range 3 {
+		go serve(http.MethodPost, "/v1/ops/subscriptions/replay", billing, window)
+	}
+	testkit.Eventually(t, 10*time.Second, "three replays signalling", func() bool { return blocked.begun.Load() >= 3 })
+
+	answered := make(chan int, 1)
+	go func() { answered <- serve(http.MethodGet, "/v1/ops/apps", contacts, "").Code }()
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Fatalf("contacts' read answered %d, want 200", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("contacts' read waited 5 s behind billing's replays, which were only signalling")
 	}
 }
