@@ -65,7 +65,25 @@ type comparer struct {
 	// recursive schemas end.
 	seen map[[2]string]bool
 	out  []SchemaChange
+	// steps counts the subschemas compared and depth the nesting of the
+	// comparison under way; past maxCompareSteps or maxCompareDepth the
+	// comparison stops with one Unproven change (cut).
+	steps, depth int
+	cut          bool
 }
+
+// Bounds of one comparison. Two recursive schemas whose $ref rings have
+// coprime lengths p and q pair their targets p×q ways before a pair
+// repeats: rings of 1,000 and 999 definitions (60 KB each, within
+// MaxSchemaBytes) made a million nested comparisons, each pointer longer
+// than the last, under the lock that serialises every app's apply. A
+// schema a manifest may hold is compared in far fewer: a ring of refs
+// compared with itself nests as deep as the ring is long, and 64 KB hold
+// fewer than 2,000 definitions.
+const (
+	maxCompareSteps = 20_000
+	maxCompareDepth = 2_000
+)
 
 func (c *comparer) add(ptr, format string, args ...any) {
 	c.out = append(c.out, SchemaChange{Pointer: ptr, Message: fmt.Sprintf(format, args...)})
@@ -96,6 +114,18 @@ var handled = map[string]bool{
 // compare records how n (at ptr in the new schema) may reject what o
 // accepted.
 func (c *comparer) compare(o, n any, ptr string) {
+	if c.cut {
+		return
+	}
+	c.steps++
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.steps > maxCompareSteps || c.depth > maxCompareDepth {
+		c.cut = true
+		c.unproven(ptr, "the schemas are too large or too recursive to compare (more than %d subschemas, or %d levels)",
+			maxCompareSteps, maxCompareDepth)
+		return
+	}
 	o, oPtr, ok := c.deref(c.oldRoot, o)
 	if !ok {
 		c.unproven(ptr, "the previous schema has a $ref that is not local (%s)", oPtr)

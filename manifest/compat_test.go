@@ -2,8 +2,10 @@ package manifest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBreakingChanges(t *testing.T) {
@@ -150,4 +152,46 @@ func FuzzBreakingChanges(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ring is a schema of n definitions, each one whose property x refers
+// to the next, the last back to the first.
+func ring(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"$ref":"#/$defs/d0","$defs":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"d%d":{"properties":{"x":{"$ref":"#/$defs/d%d"}}}`, i, (i+1)%n)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
+// TestBreakingChangesOfCoprimeRingsIsBounded: two recursive schemas whose
+// $ref rings have coprime lengths pair their definitions 1,000 × 999 ways
+// before a pair repeats; the comparison stops at its bound with one
+// unproven change (an apply then asks for the change to be accepted)
+// instead of nesting a million levels deep under the apply lock.
+func TestBreakingChangesOfCoprimeRingsIsBounded(t *testing.T) {
+	old, new := ring(1000), ring(999)
+	if len(old) > MaxSchemaBytes {
+		t.Fatalf("the ring is %d bytes, over MaxSchemaBytes: not a schema a manifest may hold", len(old))
+	}
+	start := time.Now()
+	changes, err := BreakingChanges(json.RawMessage(old), json.RawMessage(new))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the comparison took %v", took)
+	}
+	if len(changes) != 1 || !changes[0].Unproven || !strings.Contains(changes[0].Message, "too large or too recursive") {
+		t.Fatalf("changes %+v, want one unproven change saying the comparison stopped", changes)
+	}
+	// A ring compared with itself repeats its first pair at once.
+	if changes, err := BreakingChanges(json.RawMessage(old), json.RawMessage(old)); err != nil || len(changes) != 0 {
+		t.Fatalf("a ring against itself: %+v, %v; want no change", changes, err)
+	}
 }
