@@ -178,12 +178,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		if p, busy := h.admit(r.Context(), cred); busy {
+		if p, busy := h.admit(r.Context(), cred, false); busy {
 			w.Header().Set("Retry-After", "1")
 			writeProblem(w, p)
 			return
 		}
-		defer h.leave(cred)
+		defer h.leave(cred, false)
 		h.serveOps(w, r, cred)
 		return
 	}
@@ -206,13 +206,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"an operator token publishes nothing: publish with an app's token (starter apps token create APP)"))
 		return
 	}
-	if p, busy := h.admit(r.Context(), cred); busy {
+	if p, busy := h.admit(r.Context(), cred, true); busy {
 		w.Header().Set("Retry-After", "1")
 		h.reject(cred.App, cred.AppRemoved, p.Code)
 		writeProblem(w, p)
 		return
 	}
-	defer h.leave(cred)
+	defer h.leave(cred, true)
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	items, batch, err := readEvents(r, h.maxEvents)
 	var bad *errBody
@@ -244,31 +244,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, batchProblem(batch, len(items), accepted, problems))
 }
 
-// admit takes one of cred's token's slots and, for an app's token, one of
-// its app's, waiting up to AppWait for one (a burst of the app's requests
-// queues here, holding no connection), or answers the problem of the
-// first that has none (busy). A request admitted calls leave when it is
-// answered.
-func (h *Handler) admit(ctx context.Context, cred store.TokenCredential) (p Problem, busy bool) {
+// admit takes one of cred's token's slots and, with app, one of its app's
+// (takeApp), or answers the problem of the first that has none (busy). A
+// request admitted calls leave, with the same app, when it is answered.
+func (h *Handler) admit(ctx context.Context, cred store.TokenCredential, app bool) (p Problem, busy bool) {
 	if !h.inFlight.acquire(cred.ID) {
 		return newProblem(http.StatusTooManyRequests, CodeTokenBusy,
 			fmt.Sprintf("the token has %d requests in flight already, its limit; retry when one has been answered", h.inFlight.max)), true
 	}
-	if !cred.Operator && !h.apps.acquire(ctx, cred.App, AppWait) {
-		h.inFlight.release(cred.ID)
-		return newProblem(http.StatusTooManyRequests, CodeAppBusy,
-			fmt.Sprintf("app %s had %d requests in flight on this worker for %v, all its tokens together, its limit; retry when one has been answered",
-				cred.App, h.apps.max, AppWait)), true
+	if app {
+		if p, busy := h.takeApp(ctx, cred); busy {
+			h.inFlight.release(cred.ID)
+			return p, true
+		}
 	}
 	return Problem{}, false
 }
 
 // leave gives back what admit took for cred.
-func (h *Handler) leave(cred store.TokenCredential) {
+func (h *Handler) leave(cred store.TokenCredential, app bool) {
+	if app {
+		h.leaveApp(cred)
+	}
+	h.inFlight.release(cred.ID)
+}
+
+// takeApp takes one of the slots of an app token's app, for a request that
+// uses the API's connections (a publish, an operations read, a console
+// page), waiting up to AppWait for one: a burst of the app's requests
+// queues here, holding no connection. A key's action, which waits for its
+// workflow, takes none. Operator tokens have no app.
+func (h *Handler) takeApp(ctx context.Context, cred store.TokenCredential) (p Problem, busy bool) {
+	if cred.Operator || h.apps.acquire(ctx, cred.App, AppWait) {
+		return Problem{}, false
+	}
+	return newProblem(http.StatusTooManyRequests, CodeAppBusy,
+		fmt.Sprintf("app %s had %d requests in flight on this worker for %v, all its tokens together, its limit; retry when one has been answered",
+			cred.App, h.apps.max, AppWait)), true
+}
+
+// leaveApp gives back the slot takeApp took.
+func (h *Handler) leaveApp(cred store.TokenCredential) {
 	if !cred.Operator {
 		h.apps.release(cred.App)
 	}
-	h.inFlight.release(cred.ID)
 }
 
 // acquireReader waits for one of the readers' slots, or for ctx to end
@@ -289,10 +308,10 @@ func (h *Handler) releaseReader() { <-h.readers }
 // request's readers' slot (at most once).
 type readerKey struct{}
 
-// readerDone gives back the request's readers' slot before the request
-// ends, when what is left of it reads nothing (a replay's signals): the
-// slot guards the API's connections, and a replay may signal for most of
-// the write timeout.
+// readerDone gives back the request's readers' slot, and its app's slot
+// (takeApp), before the request ends, when what is left of it reads
+// nothing (a replay's signals): the slots guard the API's connections, and
+// a replay may signal for most of the write timeout.
 func readerDone(ctx context.Context) {
 	if release, ok := ctx.Value(readerKey{}).(func()); ok {
 		release()

@@ -180,7 +180,7 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, ConsolePrefix+"/sign-in", http.StatusSeeOther)
 		return
 	}
-	if p, busy := c.h.admit(r.Context(), cred); busy {
+	if p, busy := c.h.admit(r.Context(), cred, true); busy {
 		hd.Set("Retry-After", "1")
 		who := "This token has"
 		if p.Code == CodeAppBusy {
@@ -190,7 +190,7 @@ func (c *console) serve(w http.ResponseWriter, r *http.Request) {
 			who+" as many requests in flight as it may; reload the page in a moment.")
 		return
 	}
-	defer c.h.leave(cred)
+	defer c.h.leave(cred, true)
 	if !c.h.acquireReader(r.Context()) {
 		return // the client went away
 	}

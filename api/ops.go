@@ -68,10 +68,16 @@ func (h *Handler) serveOps(w http.ResponseWriter, r *http.Request, cred store.To
 	}
 	// A key's action waits for its workflow, not for the database.
 	if !isOpsAction(parts) || parts[0] != "keys" {
+		if p, busy := h.takeApp(r.Context(), cred); busy {
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, p)
+			return
+		}
 		if !h.acquireReader(r.Context()) {
+			h.leaveApp(cred)
 			return // the client went away
 		}
-		release := sync.OnceFunc(h.releaseReader)
+		release := sync.OnceFunc(func() { h.releaseReader(); h.leaveApp(cred) })
 		defer release()
 		// A replay gives its slot back before it signals (readerDone).
 		r = r.WithContext(context.WithValue(r.Context(), readerKey{}, release))

@@ -129,7 +129,8 @@ func (b *blockedSignals) SignalWithStartWorkflow(ctx context.Context, _, _ strin
 // one of the operations API's read slots (the API's connections but one)
 // and gives it back before it signals, which may take most of the write
 // timeout. Three replays of one app, signalling, leave another app's reads
-// their slots: before, they took every slot until their signals ended.
+// their slots, and their own app's: before, they took every read slot and
+// every slot of their app until their signals ended.
 func TestReplaysHoldNoReadSlotWhileTheySignal(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -175,5 +176,10 @@ func TestReplaysHoldNoReadSlotWhileTheySignal(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("contacts' read waited 5 s behind billing's replays, which were only signalling")
+	}
+	// Nor do they hold billing's own slots (HERALD_API_APP_CONCURRENCY, 3
+	// here): its next read is answered, not 429 app_busy.
+	if code := serve(http.MethodGet, "/v1/ops/apps", billing, "").Code; code != http.StatusOK {
+		t.Fatalf("billing's read beside its three signalling replays answered %d, want 200", code)
 	}
 }
