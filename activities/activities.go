@@ -120,8 +120,14 @@ type Activities struct {
 	// the wall clock and which those times come from.
 	Clock func() time.Time
 
+	// SlowPosts is how many POSTs to an app whose POSTs time out this
+	// worker lets be in flight at once; SlowAppPosts when zero.
+	SlowPosts int
+
 	// limits tells the waits for apps' limits when those were raised.
 	limits limitWatch
+	// slow counts the POSTs in flight and the timeouts per app (slowapps.go).
+	slow slowApps
 }
 
 // now is the time by Clock.

@@ -85,9 +85,11 @@ const (
 	// takes it over at once.
 	OutcomeHandOver = "handover"
 	// OutcomeLimited: the subscriber app's limits (manifest "limits") held
-	// the next event back for LimitHeadWait; nothing was sent and no attempt
-	// is spent (Attempt is the one the head would have made). The workflow
-	// starts the next execution at once.
+	// the next event back for LimitHeadWait, or the worker holds back an app
+	// whose POSTs time out (SlowAppPosts; RetryAfter then says how long to
+	// wait); nothing was sent and no attempt is spent (Attempt is the one
+	// the head would have made). The workflow starts the next execution at
+	// once, or after RetryAfter.
 	OutcomeLimited = "limited"
 )
 
@@ -161,6 +163,11 @@ type DeliverInput struct {
 	// completes on that read, in the same local activity, rather than one
 	// of its own after it.
 	ThenRead int `json:"thenRead,omitempty"`
+	// WaitsOutLimits: the workflow waits out the RetryAfter of a limited
+	// result, so the execution may hold the batch back for an app whose
+	// POSTs time out (SlowAppPosts). Workflow code from before it loops at
+	// once on a limited result; for it nothing is held back.
+	WaitsOutLimits bool `json:"waitsOutLimits,omitempty"`
 }
 
 // DefaultBatchTime is DeliverInput.BatchTime's default.

@@ -249,10 +249,47 @@ func (d *delivery) deliverOne(i int, ev Event) *ending {
 	if e != nil {
 		return e
 	}
+	if e := d.takeSlowSlot(i, lease); e != nil {
+		return e
+	}
 	attempt := d.attempt(i)
 	postStart := d.a.now() // a cut-short POST's FailedAt
-	r := d.post(ev, stored, attempt, timeout, lease)
+	r := d.post(ev, stored, attempt, timeout, capped, lease)
 	return d.classify(ev, attempt, r, capped, postStart)
+}
+
+// takeSlowSlot is step 4e': the count of this worker's POSTs in flight to
+// the app, which holds back an app whose POSTs time out (SlowAppPosts).
+// Held back, the head's execution ends limited with SlowAppRetry for the
+// workflow to wait out in a timer, holding no activity slot; a later event
+// goes in the next execution. Ending here gives the in-flight lease back.
+func (d *delivery) takeSlowSlot(i int, lease string) *ending {
+	limit := math.MaxInt // a workflow that cannot wait is never held back
+	if d.in.WaitsOutLimits {
+		limit = orDefaultInt(d.a.SlowPosts, SlowAppPosts)
+	}
+	if d.a.slow.take(d.batch.Target.App, limit, time.Now()) {
+		return nil
+	}
+	d.a.release(d.ctx, d.batch.Target.App, lease)
+	if i > 0 {
+		return d.finish(DeliverResult{Outcome: OutcomeDelivered})
+	}
+	return d.finish(DeliverResult{Outcome: OutcomeLimited, Attempt: d.headAttempt(), RetryAfter: SlowAppRetry})
+}
+
+// timedOut reports whether a POST failed for want of an answer within its
+// timeout: no response, or no connection, after at least half of it.
+func timedOut(r PostResult, took, timeout time.Duration) bool {
+	return r.Code == CodeHandlerTimeout || (r.Code == CodeSubscriberUnreachable && took >= timeout/2)
+}
+
+// orDefaultInt returns n, or def when n is not positive.
+func orDefaultInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }
 
 // admit is step 4b: it settles an event that must not be POSTed (rejected,
@@ -351,11 +388,17 @@ func (d *delivery) attempt(i int) int {
 	return 1
 }
 
-// post is step 4f: one POST, then the app's in-flight lease given back and
-// the attempt observed.
-func (d *delivery) post(ev Event, stored store.BatchEvent, attempt int, timeout time.Duration, lease string) PostResult {
+// post is step 4f: one POST, then the app's in-flight lease given back,
+// the worker's count of the app's POSTs too (takeSlowSlot), and the attempt
+// observed. A POST that ran its whole timeout counts towards holding the
+// app back; one cut short by a local deadline (capped) says nothing of it.
+func (d *delivery) post(ev Event, stored store.BatchEvent, attempt int, timeout time.Duration, capped bool, lease string) (r PostResult) {
 	t := d.batch.Target
-	r := d.a.Poster.Post(d.ctx, PostRequest{
+	start := d.a.now()
+	defer func() {
+		d.a.slow.done(t.App, !capped && timedOut(r, d.a.now().Sub(start), timeout), time.Now())
+	}()
+	r = d.a.Poster.Post(d.ctx, PostRequest{
 		URL: t.URL(), Body: stored.Envelope, SubscriptionID: d.in.SubscriptionID,
 		SubscriberApp: t.App, SourceApp: stored.SourceApp, EventID: ev.ID, Attempt: attempt, Timeout: timeout,
 		TraceContext: stored.TraceContext, SecretID: d.batch.SecretID,

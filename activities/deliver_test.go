@@ -145,9 +145,14 @@ type scriptedSender struct {
 	mu     sync.Mutex
 	script map[string]PostResult
 	posts  []PostRequest
+	// before, when set, runs as each POST starts, with its event's id.
+	before func(eventID string)
 }
 
 func (s *scriptedSender) Post(_ context.Context, r PostRequest) PostResult {
+	if s.before != nil {
+		s.before(r.EventID)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.posts = append(s.posts, r)
@@ -168,9 +173,14 @@ func (s *scriptedSender) posted() []string {
 // workflowID and returns its result or error.
 func runDeliver(t *testing.T, st *deliverStore, sender *scriptedSender, workflowID string, in DeliverInput) (DeliverResult, error) {
 	t.Helper()
+	return runDeliverOn(t, &Activities{Store: st, Poster: sender}, workflowID, in)
+}
+
+// runDeliverOn is runDeliver on activities a.
+func runDeliverOn(t *testing.T, a *Activities, workflowID string, in DeliverInput) (DeliverResult, error) {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	a := &Activities{Store: st, Poster: sender}
 	env.RegisterActivity(a)
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in DeliverInput) (DeliverResult, error) {
 		var r DeliverResult

@@ -147,6 +147,7 @@ func minTime(a, b time.Time) time.Time {
 // while it runs, and returns its result.
 func (d *delivery) execute(ctx workflow.Context, head *QueueItem, in activities.DeliverInput, local bool) (activities.DeliverResult, error) {
 	var fut workflow.Future
+	d.pausesAtDeliver = d.pauses // a result's pause yields to one handled since (applyResult)
 	if local {
 		d.localTried = head.Event.ID
 		in.Local = true
@@ -290,6 +291,7 @@ func deliverInput(p Params, head *QueueItem, batch []activities.Event) activitie
 		MaxAttempts:    p.Attempts,
 		Timeout:        p.DeliveryTimeout,
 		BatchTime:      p.BatchTime,
+		WaitsOutLimits: true,
 	}
 }
 
@@ -413,17 +415,32 @@ func (d *delivery) applyResult(ctx workflow.Context, res activities.DeliverResul
 	case activities.OutcomeLimited:
 		// The app's limits held the head back: that attempt is not spent
 		// (earlier attempts of a retried execution are, as their reports
-		// said), and the loop starts the next execution at once.
+		// said), and the loop starts the next execution at once, or, when
+		// the worker holds back an app whose POSTs time out (RetryAfter),
+		// once that wait is over: the next execution's first attempt waits
+		// in Temporal's retry timer, holding no activity slot
+		// (SlowAppChange, asked only on such a result: a worker built before
+		// it, in a rolling upgrade, loops at once, and its history replays
+		// so).
 		if head != nil && res.Attempt-1 > head.Attempts {
 			head.Attempts = res.Attempt - 1
 		}
+		if head != nil && res.RetryAfter > 0 &&
+			workflow.GetVersion(ctx, SlowAppChange, workflow.DefaultVersion, SlowAppVersion) >= SlowAppVersion {
+			head.NotBefore = now.Add(min(res.RetryAfter, time.Minute))
+			head.NextAttemptAt = head.NotBefore
+		}
 	case activities.OutcomeInactive:
-		if res.KeyPaused {
+		if res.KeyPaused && workflow.GetVersion(ctx, RowsPauseChange, workflow.DefaultVersion, RowsPauseVersion) >= RowsPauseVersion {
 			// The rows say the key is paused and this run did not know: a
 			// reset to before the pause, or a pause written beside the run.
 			// The run holds the key paused, as a pause it took would, until
-			// an operator resumes it. Only a result says so, so runs
-			// recorded before replay as they were.
+			// an operator resumes it; unless a pause or a resume reached the
+			// run while the execution read the row: the latest word is the
+			// operator's, and the next execution reads the row again.
+			if d.pauses != d.pausesAtDeliver {
+				return
+			}
 			d.logger.Warn("the key's paused_keys row says it is paused; holding it paused")
 			d.KeyPaused = true
 			d.pauses++

@@ -274,6 +274,8 @@ type delivery struct {
 	// row (PauseRowChange).
 	pauses      int
 	pauseLookAt time.Time
+	// pausesAtDeliver is pauses when the Deliver execution under way began.
+	pausesAtDeliver int
 	// shownDetails are the current details last set.
 	shownDetails string
 	// expiryAt caches nextExpiry while expiryKnown.

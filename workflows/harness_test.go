@@ -323,6 +323,9 @@ type fakeStore struct {
 	// rowAttempts a row's attempts, as an earlier run left them.
 	queuedAt    time.Time
 	rowAttempts map[string]int
+	// onBatch, when set, runs after each read of a Deliver batch with
+	// events (unlocked), with whether the key's row says paused.
+	onBatch func(paused bool)
 }
 
 func (s *fakeStore) batches() int {
@@ -345,7 +348,18 @@ func (s *fakeStore) subject(id string) string {
 	return "person-1"
 }
 
-func (s *fakeStore) DeliveryBatch(_ context.Context, subID, _ string, ids []string) (store.Batch, error) {
+func (s *fakeStore) DeliveryBatch(ctx context.Context, subID, key string, ids []string) (store.Batch, error) {
+	b, err := s.deliveryBatch(ctx, subID, key, ids)
+	s.mu.Lock()
+	hook := s.onBatch
+	s.mu.Unlock()
+	if hook != nil && len(ids) > 0 && err == nil {
+		hook(b.KeyPaused)
+	}
+	return b, err
+}
+
+func (s *fakeStore) deliveryBatch(_ context.Context, subID, _ string, ids []string) (store.Batch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(ids) > 0 {

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -561,5 +562,97 @@ func TestPausedIdleRunLetsGoWhenItsRowIsGone(t *testing.T) {
 	}
 	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
 		t.Errorf("delivered %v", got)
+	}
+}
+
+// TestPauseOfARunWhoseRowIsGoneTakesItAgain: a run that holds its key
+// paused while the key's row is gone (the resume that deleted it reached a
+// run this one was reset from) does not answer an operator's pause
+// already_paused: that would leave the pause to the run's memory, which
+// its next look lets go. The pause is taken again, row and audit row, and
+// holds until a resume.
+func TestPauseOfARunWhoseRowIsGoneTakesItAgain(t *testing.T) {
+	t.Parallel()
+	h := pausedAfterOneEvent(t)
+	h.eventsAt(2*time.Minute, 2)
+	h.at(5*time.Minute, func() { h.store.mu.Lock(); h.store.paused = false; h.store.mu.Unlock() })
+	again := h.updateAt(6*time.Minute, workflows.UpdatePause, workflows.ControlSignal{Actor: "bob", Reason: "keep it held"})
+	held := h.queryAt(30 * time.Minute)
+	h.updateAt(40*time.Minute, workflows.UpdateResume, workflows.ControlSignal{Actor: "ann"})
+	h.run()
+	if !again.result.Changed {
+		t.Errorf("bob's pause of a key paused only in its run's memory answered %+v, want changed", again.result)
+	}
+	if held.Status != workflows.StatusPaused || !held.KeyPaused {
+		t.Errorf("30 minutes in: status %q, paused %v; want the key held by bob's pause", held.Status, held.KeyPaused)
+	}
+	for _, c := range h.sub.all() {
+		if c.EventID == eventID(2) && c.OK && c.At < 39*time.Minute {
+			t.Errorf("event 2 delivered %v after the first POST, before ann's resume at 40 minutes", c.At)
+		}
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1, 2)) {
+		t.Errorf("delivered %v, want 1, then 2 after the resume", got)
+	}
+	if rows := h.store.auditsOf(workflows.AuditDeliveryPaused); len(rows) != 2 || rows[1].Actor != "bob" {
+		t.Errorf("delivery.paused rows %+v, want ann's and bob's", rows)
+	}
+}
+
+// TestResumeDuringADeliveryThatReadThePause: a Deliver execution reads the
+// key's row (paused beside the run, which did not know), and an operator's
+// resume reaches the run before its result: the resume, the later word,
+// stands. The result does not pause the key again; the next execution
+// delivers.
+func TestResumeDuringADeliveryThatReadThePause(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.firstAttemptVersion(workflows.OneMarkerVersion)
+	h.sub.setRespond(func(id string, _, nth int) activities.PostResult {
+		if nth == 0 {
+			return fail(activities.CodeHandlerFailed, 500) // the retry is a regular execution
+		}
+		return activities.PostResult{Status: 200}
+	})
+	h.eventsAt(time.Second, 1)
+	h.at(2*time.Second, func() { h.store.mu.Lock(); h.store.paused = true; h.store.mu.Unlock() })
+	var mu sync.Mutex
+	var resumed *workflows.OpResult
+	sent := false
+	h.store.onBatch = func(paused bool) {
+		if !paused || sent {
+			return
+		}
+		sent = true
+		h.env.UpdateWorkflow(workflows.UpdateResume, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("the resume was rejected: %v", err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if r, ok := v.(workflows.OpResult); ok && err == nil {
+					resumed = &r
+				}
+			},
+		}, workflows.ControlSignal{Actor: "ann", Reason: "go"})
+		time.Sleep(200 * time.Millisecond) // the run applies it before this result lands
+	}
+	mid := h.queryAt(5 * time.Minute)
+	h.run()
+	mu.Lock()
+	defer mu.Unlock()
+	if !sent || resumed == nil || !resumed.Changed {
+		t.Fatalf("the resume: sent %v, answered %+v; want it changed", sent, resumed)
+	}
+	if mid.KeyPaused || mid.Status == workflows.StatusPaused {
+		t.Errorf("5 minutes in: status %q, paused %v; want the resume to stand", mid.Status, mid.KeyPaused)
+	}
+	if got := h.sub.delivered(); !reflect.DeepEqual(got, ids(1)) {
+		t.Errorf("delivered %v", got)
+	}
+	for _, c := range h.sub.all() {
+		if c.OK && c.At > 4*time.Minute {
+			t.Errorf("event 1 delivered %v after the first POST, want before 5 minutes", c.At)
+		}
 	}
 }

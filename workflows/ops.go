@@ -525,6 +525,25 @@ const PauseRowChange = "pause-row"
 // PauseRowVersion is the PauseRowChange version that reads the row.
 const PauseRowVersion = 1
 
+// RowsPauseChange is the version of a run that holds its key paused when a
+// Deliver execution found the key's paused_keys row (DeliverResult.KeyPaused).
+// Asked only on such a result: a worker built before it, in a rolling
+// upgrade, read the result as a database that did not answer and looked
+// again soon, and its history replays so.
+const RowsPauseChange = "rows-pause"
+
+// RowsPauseVersion is the RowsPauseChange version that holds the key paused.
+const RowsPauseVersion = 1
+
+// SlowAppChange is the version of a run that waits out the RetryAfter of a
+// limited Deliver result (the worker holds back an app whose POSTs time
+// out: activities.SlowAppPosts) before its next execution. Asked only on
+// such a result.
+const SlowAppChange = "slow-app"
+
+// SlowAppVersion is the SlowAppChange version that waits.
+const SlowAppVersion = 1
+
 // pauseRowLooks reports whether this paused run reads its pause row
 // (PauseRowChange).
 func (d *delivery) pauseRowLooks(ctx workflow.Context) bool {
@@ -548,6 +567,18 @@ func (d *delivery) waitPaused(ctx workflow.Context) {
 	d.pauseRowGone(ctx)
 }
 
+// pauseRowMissing reads the key's paused_keys row and reports whether
+// there is none; a read that fails reports false.
+func (d *delivery) pauseRowMissing(ctx workflow.Context) bool {
+	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, WithPause: true}
+	var q activities.QueueResult
+	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
+		d.logger.Warn("read the paused key's pause row", "error", err)
+		return false
+	}
+	return !q.Paused
+}
+
 // pauseRowGone reads the key's paused_keys row for a run that holds the
 // key paused. The row is the pause: with none, the run lets the key go as
 // a resume would (the resume that deleted the row wrote its audit row) and
@@ -555,13 +586,7 @@ func (d *delivery) waitPaused(ctx workflow.Context) {
 // under way decides instead, and so does a read that fails.
 func (d *delivery) pauseRowGone(ctx workflow.Context) bool {
 	pauses := d.pauses
-	in := activities.QueueInput{SubscriptionID: d.p.SubscriptionID, SubjectKey: d.p.SubjectKey, WithPause: true}
-	var q activities.QueueResult
-	if err := workflow.ExecuteLocalActivity(queueReadOptions(ctx), keyQueueActivity, in).Get(ctx, &q); err != nil {
-		d.logger.Warn("read the paused key's pause row", "error", err)
-		return false
-	}
-	if q.Paused || d.pauses != pauses || !d.KeyPaused {
+	if !d.pauseRowMissing(ctx) || d.pauses != pauses || !d.KeyPaused {
 		return false
 	}
 	d.logger.Warn("the key's paused_keys row is gone; letting the key go")
@@ -572,9 +597,13 @@ func (d *delivery) pauseRowGone(ctx workflow.Context) bool {
 }
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
-	if d.KeyPaused {
+	if d.KeyPaused && !(d.pauseRowLooks(ctx) && d.pauseRowMissing(ctx)) {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
+	// Not paused; or paused in this run's memory alone (its row is gone:
+	// the resume that deleted it reached a run this one was reset from),
+	// which the next look would let go: the pause is taken again, row and
+	// audit row, as the operator asked.
 	d.KeyPaused = true
 	d.pauses++
 	d.audit(ctx, AuditDeliveryPaused, s.Actor, "allowed", "", "", map[string]any{payload.MetaReason: s.Reason})

@@ -1,12 +1,15 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -188,4 +191,87 @@ func replay(t *testing.T, h *historypb.History, p workflows.Params) {
 	}); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
+}
+
+// TestReplayOlderWorkersGivenNewerResults: during a rolling upgrade an
+// upgraded worker's Deliver may answer a result that a workflow worker
+// built before it does not know: keyPaused on an inactive result (the
+// key's paused_keys row, RowsPauseChange), retryAfter on a limited one (an
+// app held back, SlowAppChange). The older worker acts on the rest of the
+// result as it always did (a database that did not answer; the next
+// execution at once) and records that. Every recorded history with such a
+// result, given the new field, replays as recorded: the new code asks its
+// version only on such a result, and the history has no marker there.
+func TestReplayOlderWorkersGivenNewerResults(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patches := map[string]func(map[string]any) bool{
+		"keyPaused": func(r map[string]any) bool {
+			if r["outcome"] != "inactive" || r["subscriptionState"] != "unknown" {
+				return false
+			}
+			r["keyPaused"], r["subscriptionReason"] = true, "key_paused"
+			return true
+		},
+		"retryAfter": func(r map[string]any) bool {
+			if r["outcome"] != "limited" {
+				return false
+			}
+			r["retryAfter"] = float64(10 * time.Second)
+			return true
+		},
+	}
+	tried := map[string]int{}
+	for _, f := range files {
+		for name, patch := range patches {
+			h, p := readHistory(t, f)
+			if !patchDeliverResults(t, h, patch) {
+				continue
+			}
+			tried[name]++
+			t.Run(filepath.Base(f)+"/"+name, func(t *testing.T) { replay(t, h, p) })
+		}
+	}
+	for name := range patches {
+		if tried[name] == 0 {
+			t.Errorf("no recorded history has a Deliver result to give %s", name)
+		}
+	}
+}
+
+// patchDeliverResults applies patch to every Deliver result of h (regular
+// activities' and local activities' markers) that decodes as one, and
+// reports whether it changed any.
+func patchDeliverResults(t *testing.T, h *historypb.History, patch func(map[string]any) bool) bool {
+	t.Helper()
+	changed := false
+	edit := func(pl *commonpb.Payload) {
+		var r map[string]any
+		if json.Unmarshal(pl.GetData(), &r) != nil || r == nil || r["outcome"] == nil || !patch(r) {
+			return
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl.Data, changed = data, true
+	}
+	for _, e := range h.GetEvents() {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			for _, pl := range e.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads() {
+				edit(pl)
+			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			if res, ok := e.GetMarkerRecordedEventAttributes().GetDetails()["result"]; ok {
+				for _, pl := range res.GetPayloads() {
+					edit(pl)
+				}
+			}
+		}
+	}
+	return changed
 }
