@@ -80,8 +80,10 @@ func TestDeliverHoldsBackASlowApp(t *testing.T) {
 	t.Run("later event", func(t *testing.T) {
 		st, sender := newDeliverStore(), &scriptedSender{}
 		a := &Activities{Store: st, Poster: sender, SlowPosts: 2}
-		slowAt(a, 1) // the head's POST takes the second slot, and gives it back
-		sender.before = func(string) { a.slow.take("billing", SlowAppPosts, time.Now()) } // another key's POST starts meanwhile
+		// The head's POST takes the second slot, and gives it back; another
+		// key's POST starts meanwhile and keeps one.
+		slowAt(a, 1)
+		sender.before = func(string) { a.slow.take("billing", SlowAppPosts, time.Now()) }
 		in := deliverInput(tEvents...)
 		in.WaitsOutLimits = true
 		r, err := runDeliverOn(t, a, ownID, in)
