@@ -214,7 +214,7 @@ func (d *delivery) leaseKey() *ending {
 		// is in the rows, not in the batch read before. Read it again, so
 		// that an event it delivered is skipped, not POSTed twice.
 		if e := d.load(); e != nil {
-			_ = keyL.release()
+			e.res.LeaseKept = keyL.release() != nil // as finish reports it
 			return e
 		}
 	}
@@ -396,7 +396,7 @@ func (d *delivery) post(ev Event, stored store.BatchEvent, attempt int, timeout 
 	t := d.batch.Target
 	start := d.a.now()
 	defer func() {
-		d.a.slow.done(t.App, !capped && timedOut(r, d.a.now().Sub(start), timeout), time.Now())
+		d.a.slow.done(t.App, !capped && timedOut(r, d.a.now().Sub(start), timeout), timeout, time.Now())
 	}()
 	r = d.a.Poster.Post(d.ctx, PostRequest{
 		URL: t.URL(), Body: stored.Envelope, SubscriptionID: d.in.SubscriptionID,

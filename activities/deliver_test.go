@@ -405,6 +405,27 @@ func TestDeliverReadsTheBatchAgainAfterALeaseWait(t *testing.T) {
 	}
 }
 
+// TestDeliverReportsALeaseKeptAfterItsWait: the batch read again after a
+// lease wait fails (a database outage), and so does the lease's release:
+// the result says the lease is kept, so that the run does not end quiet
+// while only it may deliver the key.
+func TestDeliverReportsALeaseKeptAfterItsWait(t *testing.T) {
+	t.Parallel()
+	st, sender := newDeliverStore(), &scriptedSender{}
+	st.leaseBusy = 1
+	st.leaseFreed = func(s *deliverStore) {
+		s.batchErr = errors.New("connection refused")
+		s.releaseErr = errors.New("connection refused")
+	}
+	r, err := runDeliver(t, st, sender, ownID, deliverInput(tEvents...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != OutcomeInactive || r.SubscriptionState != SubscriptionUnknown || !r.LeaseKept || len(sender.posted()) != 0 {
+		t.Fatalf("result %+v, posts %q; want inactive, unknown, the lease kept, nothing sent", r, sender.posted())
+	}
+}
+
 // TestDeliverAdmitsOnlyTheKeysQueuedEvents: step 4b. A workflow that is not
 // the key's delivers nothing and takes no lease; settled events are skipped
 // unsent, and a later event is sent with its own first attempt.

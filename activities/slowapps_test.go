@@ -7,9 +7,10 @@ import (
 )
 
 // TestSlowAppsCapsOnlyAnAppWhoseTimeoutsAreRecent: an app is held to the
-// cap once SlowAppTimeouts of its POSTs timed out within SlowAppWindow,
-// and no longer once the last of them is that old; an app that answers is
-// never capped, however many POSTs it has in flight.
+// cap once SlowAppTimeouts of its POSTs timed out within SlowAppWindow plus
+// the POST timeout, and no longer once the fifth-last of them is that old;
+// an app that answers is never capped, however many POSTs it has in
+// flight.
 func TestSlowAppsCapsOnlyAnAppWhoseTimeoutsAreRecent(t *testing.T) {
 	var s slowApps
 	t0 := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
@@ -20,27 +21,42 @@ func TestSlowAppsCapsOnlyAnAppWhoseTimeoutsAreRecent(t *testing.T) {
 	}
 	for range SlowAppTimeouts - 1 {
 		s.take("slow", 2, t0)
-		s.done("slow", true, t0)
+		s.done("slow", true, 5*time.Second, t0)
 	}
 	s.take("slow", 2, t0)
 	s.take("slow", 2, t0)
 	if !s.take("slow", 2, t0) {
 		t.Fatalf("refused after %d timeouts, one short of %d", SlowAppTimeouts-1, SlowAppTimeouts)
 	}
-	s.done("slow", true, t0.Add(time.Second)) // the fifth timeout: 2 in flight
+	s.done("slow", true, 5*time.Second, t0.Add(time.Second)) // the fifth timeout: 2 in flight
 	if s.take("slow", 2, t0.Add(2*time.Second)) {
 		t.Fatal("a slow app with 2 POSTs in flight took a third under a cap of 2")
 	}
-	s.done("slow", false, t0.Add(3*time.Second)) // one in flight
+	s.done("slow", false, 5*time.Second, t0.Add(3*time.Second)) // one in flight
 	if !s.take("slow", 2, t0.Add(3*time.Second)) {
 		t.Fatal("a slow app under its cap refused")
 	}
 	if s.take("slow", 2, t0.Add(4*time.Second)) {
 		t.Fatal("a slow app back at its cap took one more")
 	}
-	// The first of the five timeouts a window ago: the app is let go.
-	if !s.take("slow", 2, t0.Add(SlowAppWindow)) {
+	// The first of the five timeouts a window ago (a minute and the POST
+	// timeout): the app is let go.
+	if s.take("slow", 2, t0.Add(SlowAppWindow)) {
+		t.Fatal("an app let go a minute after its fifth-last timeout, before the POST timeout more")
+	}
+	if !s.take("slow", 2, t0.Add(SlowAppWindow+5*time.Second)) {
 		t.Fatal("an app whose fifth-last timeout is a window old is still capped")
+	}
+	// POSTs of two minutes: the capped ones time out together, two minutes
+	// after they start; the cap holds between two such rounds.
+	for range SlowAppTimeouts {
+		s.take("long", 2, t0)
+		s.done("long", true, 2*time.Minute, t0)
+	}
+	s.take("long", 2, t0)
+	s.take("long", 2, t0)
+	if s.take("long", 2, t0.Add(2*time.Minute+SlowAppRetry)) {
+		t.Fatal("the cap of an app whose POSTs time out after two minutes lifted before its next round of timeouts")
 	}
 }
 
@@ -54,7 +70,7 @@ func TestDeliverHoldsBackASlowApp(t *testing.T) {
 		now := time.Now()
 		for range SlowAppTimeouts {
 			a.slow.take("billing", SlowAppPosts, now)
-			a.slow.done("billing", true, now)
+			a.slow.done("billing", true, 5*time.Second, now)
 		}
 		for range inFlight {
 			a.slow.take("billing", SlowAppPosts, now)

@@ -79,10 +79,12 @@ type comparer struct {
 // than the last, under the lock that serialises every app's apply. A
 // schema a manifest may hold is compared in far fewer: a ring of refs
 // compared with itself nests as deep as the ring is long, and 64 KB hold
-// fewer than 2,000 definitions.
+// fewer than 3,000 definitions. Pointers in messages are cut at
+// maxComparePointer bytes, so a deep comparison holds little.
 const (
-	maxCompareSteps = 20_000
-	maxCompareDepth = 2_000
+	maxCompareSteps   = 20_000
+	maxCompareDepth   = 10_000
+	maxComparePointer = 1_000
 )
 
 func (c *comparer) add(ptr, format string, args ...any) {
@@ -117,14 +119,12 @@ func (c *comparer) compare(o, n any, ptr string) {
 	if c.cut {
 		return
 	}
-	c.steps++
-	c.depth++
-	defer func() { c.depth-- }()
-	if c.steps > maxCompareSteps || c.depth > maxCompareDepth {
-		c.cut = true
-		c.unproven(ptr, "the schemas are too large or too recursive to compare (more than %d subschemas, or %d levels)",
-			maxCompareSteps, maxCompareDepth)
-		return
+	if len(ptr) > maxComparePointer {
+		// Only a pointer in a message: its start and its last step say
+		// enough, and a deep comparison keeps one per level.
+		head := ptr[:maxComparePointer/2]
+		head = head[:max(strings.LastIndex(head, "/"), 0)] // whole steps: no rune cut
+		ptr = head + "/…" + ptr[strings.LastIndex(ptr, "/"):]
 	}
 	o, oPtr, ok := c.deref(c.oldRoot, o)
 	if !ok {
@@ -136,12 +136,25 @@ func (c *comparer) compare(o, n any, ptr string) {
 		c.unproven(ptr, "a $ref that is not local (%s)", nPtr)
 		return
 	}
-	if oPtr != "" || nPtr != "" {
+	if oPtr != "" && nPtr != "" {
+		// Both sides at $ref targets: a pair compared once is compared. With
+		// one side inline, the pair says nothing of the inline side (two
+		// inline subschemas may meet one target), and the inline side's own
+		// nesting ends the recursion.
 		key := [2]string{oPtr, nPtr}
 		if c.seen[key] {
 			return
 		}
 		c.seen[key] = true
+	}
+	c.steps++
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.steps > maxCompareSteps || c.depth > maxCompareDepth {
+		c.cut = true
+		c.unproven(ptr, "the schemas are too large or too recursive to compare (more than %d subschemas, or %d levels)",
+			maxCompareSteps, maxCompareDepth)
+		return
 	}
 	// Boolean schemas: false accepts nothing, true everything.
 	if b, isBool := o.(bool); isBool {

@@ -195,3 +195,50 @@ func TestBreakingChangesOfCoprimeRingsIsBounded(t *testing.T) {
 		t.Fatalf("a ring against itself: %+v, %v; want no change", changes, err)
 	}
 }
+
+// itemsRing is a schema of n definitions in an array, each an array whose
+// items are the next definition, the last's the first: about 27 bytes a
+// definition, so that 64 KB hold more than 2,000.
+func itemsRing(n int, description string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"description":%q,"$ref":"#/d/0","d":[`, description)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"items":{"$ref":"#/d/%d"}}`, (i+1)%n)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestBreakingChangesOfALongRingIsExact: the comparison's bounds leave
+// room for the longest ring a schema may hold, compared with itself after
+// a change of its description only: no change, not an unproven one.
+func TestBreakingChangesOfALongRingIsExact(t *testing.T) {
+	old, new := itemsRing(2200, "before"), itemsRing(2200, "after")
+	if len(new) > MaxSchemaBytes {
+		t.Fatalf("the ring is %d bytes, over MaxSchemaBytes", len(new))
+	}
+	changes, err := BreakingChanges(json.RawMessage(old), json.RawMessage(new))
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("a description changed: %d changes (%v), %v; want none", len(changes), changes, err)
+	}
+}
+
+// TestBreakingChangesOfInlineSchemasMeetingOneRef: two inline subschemas of
+// the previous schema now both refer to one definition. Each is compared
+// with it: the narrowing of the second is not hidden by the first.
+func TestBreakingChangesOfInlineSchemasMeetingOneRef(t *testing.T) {
+	old := `{"properties":{"billing":{"properties":{"zip":{"type":"string"}}},
+		"shipping":{"properties":{"zip":{"type":["string","integer"]}}}}}`
+	new := `{"$defs":{"A":{"properties":{"zip":{"type":"string"}}}},
+		"properties":{"billing":{"$ref":"#/$defs/A"},"shipping":{"$ref":"#/$defs/A"}}}`
+	changes, err := BreakingChanges(json.RawMessage(old), json.RawMessage(new))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Pointer != "/properties/shipping/properties/zip/type" || changes[0].Unproven {
+		t.Fatalf("changes %+v, want integer no longer accepted at shipping's zip", changes)
+	}
+}

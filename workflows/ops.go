@@ -525,6 +525,21 @@ const PauseRowChange = "pause-row"
 // PauseRowVersion is the PauseRowChange version that reads the row.
 const PauseRowVersion = 1
 
+// PauseAgainChange is the version of a run that, paused, reads its key's
+// paused_keys row when an operator pauses it again, and takes the pause
+// again when the row is gone (onPause). Asked only then.
+const PauseAgainChange = "pause-again"
+
+// PauseAgainVersion is the PauseAgainChange version that reads the row.
+const PauseAgainVersion = 1
+
+// pausesAgain reports whether this paused run reads its row on a pause
+// (PauseAgainChange).
+func (d *delivery) pausesAgain(ctx workflow.Context) bool {
+	return d.fromLog &&
+		workflow.GetVersion(ctx, PauseAgainChange, workflow.DefaultVersion, PauseAgainVersion) >= PauseAgainVersion
+}
+
 // RowsPauseChange is the version of a run that holds its key paused when a
 // Deliver execution found the key's paused_keys row (DeliverResult.KeyPaused).
 // Asked only on such a result: a worker built before it, in a rolling
@@ -597,7 +612,7 @@ func (d *delivery) pauseRowGone(ctx workflow.Context) bool {
 }
 
 func (d *delivery) onPause(ctx workflow.Context, s ControlSignal) OpResult {
-	if d.KeyPaused && !(d.pauseRowLooks(ctx) && d.pauseRowMissing(ctx)) {
+	if d.KeyPaused && !(d.pausesAgain(ctx) && d.pauseRowMissing(ctx)) {
 		return OpResult{Reason: reason.AlreadyPaused}
 	}
 	// Not paused; or paused in this run's memory alone (its row is gone:
