@@ -233,28 +233,7 @@ func TestTokenConcurrencyCapped(t *testing.T) {
 	token := s.token("contacts", "crm")
 	other := s.token("contacts", "other")
 
-	var wg sync.WaitGroup
-	pipes := make([]*io.PipeWriter, limit)
-	for i := range pipes {
-		pr, pw := io.Pipe()
-		pipes[i] = pw
-		req, err := http.NewRequest(http.MethodPost, s.base+api.EventsPath, pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		}()
-		_, _ = fmt.Fprint(pw, `{"type":`) // headers and a start: the request is in the handler
-	}
+	pipes, wg := holdRequests(t, s, []string{token}, limit)
 	// The held requests reach the handler in their own time: probe until
 	// the token is busy (415 while a slot is free).
 	deadline := time.Now().Add(10 * time.Second)
@@ -303,26 +282,7 @@ func TestAppConcurrencyCapped(t *testing.T) {
 	billing := s.token("billing", "ledger")
 	ops := s.operatorToken("ops")
 
-	var wg sync.WaitGroup
-	pipes := make([]*io.PipeWriter, conns-1)
-	for i := range pipes {
-		pr, pw := io.Pipe()
-		pipes[i] = pw
-		req, err := http.NewRequest(http.MethodPost, s.base+api.EventsPath, pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tokens[i%2])
-		req.Header.Set("Content-Type", "application/json")
-		wg.Go(func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		})
-		_, _ = fmt.Fprint(pw, `{"type":`) // headers and a start: the request is in the handler
-	}
+	pipes, wg := holdRequests(t, s, tokens, conns-1)
 	deadline := time.Now().Add(10 * time.Second)
 	var busy answer
 	for {
@@ -412,4 +372,32 @@ func TestAPIOwnPool(t *testing.T) {
 	if config.DefaultAPIDBConns != 4 {
 		t.Fatalf("default API pool %d", config.DefaultAPIDBConns)
 	}
+}
+
+// holdRequests starts n publishing requests, through tokens in turn, whose
+// bodies never end until their pipes are closed: each holds its slots in
+// the handler. wg waits for their answers.
+func holdRequests(t *testing.T, s *server, tokens []string, n int) ([]*io.PipeWriter, *sync.WaitGroup) {
+	t.Helper()
+	wg := &sync.WaitGroup{}
+	pipes := make([]*io.PipeWriter, n)
+	for i := range pipes {
+		pr, pw := io.Pipe()
+		pipes[i] = pw
+		req, err := http.NewRequest(http.MethodPost, s.base+api.EventsPath, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokens[i%len(tokens)])
+		req.Header.Set("Content-Type", "application/json")
+		wg.Go(func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+		_, _ = fmt.Fprint(pw, `{"type":`) // headers and a start: the request is in the handler
+	}
+	return pipes, wg
 }

@@ -174,29 +174,7 @@ func TestTerminatedPausedKeyStaysPaused(t *testing.T) {
 	}
 	old := terminate(t, c, id)
 
-	e2 := s.Publish(subject, 2)
-	testkit.EventuallyValue(t, 60*time.Second, "a new run to hold e2 paused", func() (string, bool) {
-		st, ok := newRunState(c, id, old)
-		return runSummary(st, ok), ok && st.Status == workflows.StatusPaused && st.KeyPaused &&
-			st.Head != nil && st.Head.EventID == e2.ID
-	})
-	// Longer than the first attempt of an unpaused key takes here.
-	time.Sleep(3 * time.Second)
-	if got := s.Sub.Ns("billing", subject); !slices.Equal(got, []int{1}) {
-		t.Fatalf("billing received %v of %s while the key was paused, want [1]", got, subject)
-	}
-	if o := outcomeStatus(t, s, system.BillingSub, e2.ID); o != store.EventQueued {
-		t.Fatalf("e2's outcome row is %q while paused, want queued", o)
-	}
-
-	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "done"}); !res.Changed {
-		t.Fatalf("resume changed nothing: %+v", res)
-	}
-	waitInOrder(t, s, subject, 60*time.Second, 1, 2)
-	wantOutcomes(t, s, store.EventDelivered, e2.ID)
-	if keyPausedRow(t, s, subject) {
-		t.Fatal("the resume left the paused_keys row")
-	}
+	holdsE2PausedUntilResumed(t, s, c, subject, old, "a new run")
 	for action, want := range map[string]int{workflows.AuditDeliveryPaused: 1, workflows.AuditDeliveryResumed: 1} {
 		if rows := auditOf(t, s, id, action); len(rows) != want || rows[0].Actor != "e2e-operator" {
 			t.Fatalf("%s audit rows of %s: %+v; want %d by e2e-operator", action, id, rows, want)
@@ -293,28 +271,7 @@ func TestResetToBeforeAPauseStaysPaused(t *testing.T) {
 		t.Fatal("the reset deleted the paused_keys row")
 	}
 
-	e2 := s.Publish(subject, 2)
-	testkit.EventuallyValue(t, 60*time.Second, "the reset run to hold e2 paused", func() (string, bool) {
-		st, ok := newRunState(c, id, old)
-		return runSummary(st, ok), ok && st.Status == workflows.StatusPaused && st.KeyPaused &&
-			st.Head != nil && st.Head.EventID == e2.ID
-	})
-	// Longer than the first attempt of an unpaused key takes here.
-	time.Sleep(3 * time.Second)
-	if got := s.Sub.Ns("billing", subject); !slices.Equal(got, []int{1}) {
-		t.Fatalf("billing received %v of %s while the key was paused, want [1]", got, subject)
-	}
-	if o := outcomeStatus(t, s, system.BillingSub, e2.ID); o != store.EventQueued {
-		t.Fatalf("e2's outcome row is %q while paused, want queued", o)
-	}
-	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "done"}); !res.Changed {
-		t.Fatalf("resume changed nothing: %+v", res)
-	}
-	waitInOrder(t, s, subject, 60*time.Second, 1, 2)
-	wantOutcomes(t, s, store.EventDelivered, e2.ID)
-	if keyPausedRow(t, s, subject) {
-		t.Fatal("the resume left the paused_keys row")
-	}
+	holdsE2PausedUntilResumed(t, s, c, subject, old, "the reset run")
 	if path := os.Getenv("HERALD_RECORD_ROWS_PAUSE_HISTORY"); path != "" {
 		if err := os.WriteFile(path, []byte(history(t, s, id)), 0o644); err != nil {
 			t.Fatal(err)
@@ -401,6 +358,38 @@ func keyUpdate(t *testing.T, c client.Client, id, name string, payload any) work
 		t.Fatalf("%s %s: %v", name, id, err)
 	}
 	return res
+}
+
+// holdsE2PausedUntilResumed publishes the key's event 2 and checks that
+// the key's run other than old (which names it in messages) holds it
+// paused, delivers nothing and leaves its row queued, and that the
+// operator's resume then delivers it after event 1 and deletes the key's
+// paused_keys row.
+func holdsE2PausedUntilResumed(t *testing.T, s *system.System, c client.Client, subject, old, which string) {
+	t.Helper()
+	id := workflows.DeliveryID(system.BillingSub, subject)
+	e2 := s.Publish(subject, 2)
+	testkit.EventuallyValue(t, 60*time.Second, which+" to hold e2 paused", func() (string, bool) {
+		st, ok := newRunState(c, id, old)
+		return runSummary(st, ok), ok && st.Status == workflows.StatusPaused && st.KeyPaused &&
+			st.Head != nil && st.Head.EventID == e2.ID
+	})
+	// Longer than the first attempt of an unpaused key takes here.
+	time.Sleep(3 * time.Second)
+	if got := s.Sub.Ns("billing", subject); !slices.Equal(got, []int{1}) {
+		t.Fatalf("billing received %v of %s while the key was paused, want [1]", got, subject)
+	}
+	if o := outcomeStatus(t, s, system.BillingSub, e2.ID); o != store.EventQueued {
+		t.Fatalf("e2's outcome row is %q while paused, want queued", o)
+	}
+	if res := keyUpdate(t, c, id, workflows.UpdateResume, workflows.ControlSignal{Actor: "e2e-operator", Reason: "done"}); !res.Changed {
+		t.Fatalf("resume changed nothing: %+v", res)
+	}
+	waitInOrder(t, s, subject, 60*time.Second, 1, 2)
+	wantOutcomes(t, s, store.EventDelivered, e2.ID)
+	if keyPausedRow(t, s, subject) {
+		t.Fatal("the resume left the paused_keys row")
+	}
 }
 
 // keyPausedRow reports whether billing's key subject has a paused_keys row.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,77 +107,48 @@ func eventKept(t *testing.T, s *store.Store, ev store.NewEvent) bool {
 	return err == nil
 }
 
-// TestRequeueHeldOpenKeepsItsEventFromPurge: a requeue has set an old
+// TestRequeueHeldOpenKeepsItsRowsFromPurge: a requeue has set an old
 // event's outcome back to queued and not committed yet when a purge runs.
-// The purge cannot see the queued row; it must leave the event alone all
-// the same, or the key is left with a queued row whose event is gone.
-func TestRequeueHeldOpenKeepsItsEventFromPurge(t *testing.T) {
+// With the outcome row recent, the purge cannot see the queued row; it must
+// leave the event alone all the same, or the key is left with a queued row
+// whose event is gone. With the row settled past retention, the purge
+// picked it while it was settled; it must not delete it once it is queued,
+// nor the event, or the redelivery is lost.
+func TestRequeueHeldOpenKeepsItsRowsFromPurge(t *testing.T) {
 	t.Parallel()
-	s, ev := requeueFixture(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tx, pid := holdOpen(t, s)
-	got, refused, err := store.RequeueIn(ctx, tx, billingPersonSub, "p1", []string{ev.ID})
-	if err != nil || len(got) != 1 || len(refused) != 0 {
-		t.Fatalf("requeue: %+v, refused %v, %v", got, refused, err)
-	}
-	done := make(chan struct{})
-	var n store.PurgeCounts
-	var purgeErr error
-	go func() {
-		defer close(done)
-		n, purgeErr = s.PurgeEvents(ctx, purgeCutoff(), 100)
-	}()
-	finishedOrBlockedBy(t, s, pid, done)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if purgeErr != nil {
-		t.Fatal(purgeErr)
-	}
-	if status := outcomeStatus(t, s, ev); status != store.EventQueued {
-		t.Fatalf("outcome %q after the requeue committed, want queued", status)
-	}
-	if !eventKept(t, s, ev) {
-		t.Fatalf("the purge (%+v) deleted the event a requeue in progress had queued: a queued row without its event", n)
-	}
-}
-
-// TestRequeueHeldOpenKeepsItsOutcomeFromPurge: a requeue has set an outcome
-// row settled past retention back to queued and not committed yet when a
-// purge runs. The purge picked the row while it was settled; it must not
-// delete it once it is queued, nor the event, or the redelivery is lost.
-func TestRequeueHeldOpenKeepsItsOutcomeFromPurge(t *testing.T) {
-	t.Parallel()
-	s, ev := requeueFixture(t, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tx, pid := holdOpen(t, s)
-	got, refused, err := store.RequeueIn(ctx, tx, billingPersonSub, "p1", []string{ev.ID})
-	if err != nil || len(got) != 1 || len(refused) != 0 {
-		t.Fatalf("requeue: %+v, refused %v, %v", got, refused, err)
-	}
-	done := make(chan struct{})
-	var n store.PurgeCounts
-	var purgeErr error
-	go func() {
-		defer close(done)
-		n, purgeErr = s.PurgeEvents(ctx, purgeCutoff(), 100)
-	}()
-	finishedOrBlockedBy(t, s, pid, done)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if purgeErr != nil {
-		t.Fatal(purgeErr)
-	}
-	if status := outcomeStatus(t, s, ev); status != store.EventQueued {
-		t.Fatalf("outcome %q after the purge (%+v), want the requeued row queued", status, n)
-	}
-	if !eventKept(t, s, ev) {
-		t.Fatalf("the purge (%+v) deleted the requeued event", n)
+	for _, oldOutcome := range []bool{false, true} {
+		t.Run(fmt.Sprintf("outcome past retention %v", oldOutcome), func(t *testing.T) {
+			t.Parallel()
+			s, ev := requeueFixture(t, oldOutcome)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tx, pid := holdOpen(t, s)
+			got, refused, err := store.RequeueIn(ctx, tx, billingPersonSub, "p1", []string{ev.ID})
+			if err != nil || len(got) != 1 || len(refused) != 0 {
+				t.Fatalf("requeue: %+v, refused %v, %v", got, refused, err)
+			}
+			done := make(chan struct{})
+			var n store.PurgeCounts
+			var purgeErr error
+			go func() {
+				defer close(done)
+				n, purgeErr = s.PurgeEvents(ctx, purgeCutoff(), 100)
+			}()
+			finishedOrBlockedBy(t, s, pid, done)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if purgeErr != nil {
+				t.Fatal(purgeErr)
+			}
+			if status := outcomeStatus(t, s, ev); status != store.EventQueued {
+				t.Fatalf("outcome %q after the purge (%+v) and the requeue's commit, want the requeued row queued", status, n)
+			}
+			if !eventKept(t, s, ev) {
+				t.Fatalf("the purge (%+v) deleted the event a requeue in progress had queued: a queued row without its event", n)
+			}
+		})
 	}
 }
 
