@@ -21,14 +21,19 @@ const minLocalPost = 500 * time.Millisecond
 
 // deliveredEarlier reports whether an event settled as delivered was
 // delivered by an earlier attempt at this very execution, whose result the
-// workflow never got: a retry of a regular activity; a local execution run
+// workflow never got: a retry of a regular activity (past the attempt that
+// only waited for NotBefore, which POSTed nothing); a local execution run
 // again because its workflow task failed (its worker died after the POST);
 // or the regular activity after a local execution that ended without a
 // result. The last two are told apart from a re-sent event delivered before
 // (already counted) by the local execution recorded with the delivery.
 func deliveredEarlier(info activity.Info, in DeliverInput, stored store.BatchEvent) bool {
+	first := int32(1)
+	if !in.NotBefore.IsZero() {
+		first = 2 // the execution's first attempt only waited (begin)
+	}
 	switch {
-	case info.Attempt > 1:
+	case info.Attempt > first:
 		return true
 	case stored.DeliveredBy == "":
 		return false

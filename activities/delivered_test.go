@@ -2,6 +2,7 @@ package activities
 
 import (
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
@@ -30,6 +31,10 @@ func TestDeliveredEarlier(t *testing.T) {
 		{"a regular activity's first attempt, delivered by a local one before", info(1), DeliverInput{Events: head},
 			store.BatchEvent{DeliveredBy: "run-2/e1"}, false},
 		{"a retry of a regular activity", info(2), DeliverInput{Events: head}, store.BatchEvent{}, true},
+		{"the first attempt that POSTs after one that waited for NotBefore", info(2),
+			DeliverInput{Events: head, NotBefore: time.Unix(1, 0)}, store.BatchEvent{}, false},
+		{"a retry after the attempt that waited", info(3), DeliverInput{Events: head, NotBefore: time.Unix(1, 0)},
+			store.BatchEvent{}, true},
 		{"a local execution run again", info(1), local, store.BatchEvent{DeliveredBy: "run-2/e1"}, true},
 		{"a local execution, delivered by another of its run (a forged re-send)", info(1), local,
 			store.BatchEvent{DeliveredBy: "run-2/e0"}, false},
