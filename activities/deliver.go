@@ -122,12 +122,12 @@ func (e *ending) result() (DeliverResult, error) { return e.res, e.err }
 
 func endWith(r DeliverResult) *ending { return &ending{res: r} }
 
-// orDefault returns d, or def when d is not positive.
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
+// orDefault returns v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
 		return def
 	}
-	return d
+	return v
 }
 
 // left is the time before a local execution's deadline (see
@@ -266,7 +266,7 @@ func (d *delivery) deliverOne(i int, ev Event) *ending {
 func (d *delivery) takeSlowSlot(i int, lease string) *ending {
 	limit := math.MaxInt // a workflow that cannot wait is never held back
 	if d.in.WaitsOutLimits {
-		limit = orDefaultInt(d.a.SlowPosts, SlowAppPosts)
+		limit = orDefault(d.a.SlowPosts, SlowAppPosts)
 	}
 	if d.a.slow.take(d.batch.Target.App, limit, time.Now()) {
 		return nil
@@ -282,14 +282,6 @@ func (d *delivery) takeSlowSlot(i int, lease string) *ending {
 // timeout: no response, or no connection, after at least half of it.
 func timedOut(r PostResult, took, timeout time.Duration) bool {
 	return r.Code == CodeHandlerTimeout || (r.Code == CodeSubscriberUnreachable && took >= timeout/2)
-}
-
-// orDefaultInt returns n, or def when n is not positive.
-func orDefaultInt(n, def int) int {
-	if n <= 0 {
-		return def
-	}
-	return n
 }
 
 // admit is step 4b: it settles an event that must not be POSTed (rejected,

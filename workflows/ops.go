@@ -597,11 +597,11 @@ func (d *delivery) pauseRowMissing(ctx workflow.Context) bool {
 // pauseRowGone reads the key's paused_keys row for a run that holds the
 // key paused. The row is the pause: with none, the run lets the key go as
 // a resume would (the resume that deleted the row wrote its audit row) and
-// reports true. A pause or resume this run handled while the read was
-// under way decides instead, and so does a read that fails.
+// reports true; a read that fails changes nothing. No pause or resume can
+// come while the read is under way: operator actions apply in the main
+// loop, which this read holds.
 func (d *delivery) pauseRowGone(ctx workflow.Context) bool {
-	pauses := d.pauses
-	if !d.pauseRowMissing(ctx) || d.pauses != pauses || !d.KeyPaused {
+	if !d.pauseRowMissing(ctx) {
 		return false
 	}
 	d.logger.Warn("the key's paused_keys row is gone; letting the key go")
